@@ -1,0 +1,43 @@
+"""Named exceptions. The CLI turns every ``TraversalsError`` into one clear line."""
+
+from __future__ import annotations
+
+
+class TraversalsError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class BadInput(TraversalsError):
+    """A user-supplied value (flag, spec, file) cannot be used."""
+
+
+class KGError(TraversalsError):
+    """A knowledge-graph backend failed."""
+
+
+class KGUnavailable(KGError):
+    """The KG cannot be reached (server down, connection refused, file missing)."""
+
+
+class KGTimeout(KGError):
+    """A KG query took longer than its time budget."""
+
+
+class KGQueryError(KGError):
+    """The KG rejected a query (syntax error, 4xx)."""
+
+
+class LLMError(TraversalsError):
+    """An LLM backend failed."""
+
+
+class LLMUnavailable(LLMError):
+    """The LLM endpoint or model file cannot be reached or loaded."""
+
+
+class ModelIntegrityError(LLMError):
+    """An assembled model file has the wrong size or SHA-256."""
+
+
+class ScoringNotSupported(LLMError):
+    """The backend cannot score options (no token log-probabilities)."""

@@ -1,0 +1,144 @@
+"""The knowledge-graph interface of Tree-of-Traversals (paper §2.1, Appendix B.3).
+
+A backend implements :class:`KnowledgeGraph` and nothing else; the search code never
+knows which backend it talks to. Values are small frozen dataclasses so they can be
+hashed, shared between search nodes and serialised into traces.
+
+Direction: every :class:`Edge` is stored as the KG states it, ``(subject, relation,
+object)`` with the *forward* relation. A :class:`Relation` with ``inverse=True`` is the
+same predicate walked from object to subject ("is mother of" for "mother"), so
+``get_edges([Beatrice], ~mother)`` returns ``(Bob Dylan, mother, Beatrice)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Protocol, Sequence, runtime_checkable
+
+#: Default bounds on fan-out (issue 5, point 3). A backend never returns more than
+#: this many relations / edges per call; it reports how many it left out instead.
+DEFAULT_MAX_RELATIONS = 100
+DEFAULT_MAX_EDGES = 50
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A KG node: a stable ``id`` (an IRI or a Wikidata QID), a label, a description."""
+
+    id: str
+    label: str
+    description: str = ""
+    kg: str = ""  # name of the KG it comes from (several KGs can be searched at once)
+
+    def __str__(self) -> str:  # pragma: no cover - convenience
+        return self.label
+
+
+def inverse_label_for(label: str) -> str:
+    """A readable inverse for a relation label that has no explicit one.
+
+    "mother" -> "is mother of"; "directed by" -> "directed"; "has genre" -> "is genre of".
+    """
+    text = label.strip()
+    low = text.lower()
+    if low.endswith(" by"):
+        return text[:-3]
+    if low.startswith("has "):
+        text = text[4:]
+    elif low.startswith("is ") and low.endswith(" of"):
+        return "has " + text[3:-3]
+    return f"is {text} of"
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation type, walked forward (``inverse=False``) or backward.
+
+    ``id`` is the predicate's short id (``P25``, ``directed_by``) and ``iri`` its full IRI.
+    ``label`` is the forward label ("mother"), ``inverse_label`` the backward one
+    ("is mother of"); :attr:`display` gives the one that matches the direction.
+    """
+
+    id: str
+    label: str
+    inverse_label: str = ""
+    inverse: bool = False
+    iri: str = ""
+    kg: str = ""
+
+    @property
+    def key(self) -> str:
+        """The id shown to the LLM: ``P25`` forward, ``~P25`` backward."""
+        return ("~" if self.inverse else "") + self.id
+
+    @property
+    def display(self) -> str:
+        if self.inverse:
+            return self.inverse_label or inverse_label_for(self.label)
+        return self.label
+
+    def reversed(self) -> "Relation":
+        return replace(self, inverse=not self.inverse)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A fact ``(subject, relation, object)`` with the forward relation."""
+
+    subject: Entity
+    relation: Relation
+    object: Entity
+
+    def to_json(self) -> dict:
+        return {
+            "subject": {"id": self.subject.id, "label": self.subject.label},
+            "relation": {"id": self.relation.id, "label": self.relation.label},
+            "object": {"id": self.object.id, "label": self.object.label},
+            "kg": self.relation.kg,
+        }
+
+
+@dataclass(frozen=True)
+class Relations:
+    """Answer of :meth:`KnowledgeGraph.get_relations`: bounded, with a count of the rest."""
+
+    items: tuple[Relation, ...]
+    omitted: int = 0  # how many more relations exist than were returned
+
+
+@dataclass(frozen=True)
+class Edges:
+    """Answer of :meth:`KnowledgeGraph.get_edges`: the edges and the entities they reach."""
+
+    edges: tuple[Edge, ...]
+    new_entities: tuple[Entity, ...] = field(default=())
+    omitted: int = 0  # how many more edges exist than were returned
+
+
+@runtime_checkable
+class KnowledgeGraph(Protocol):
+    """What a KG backend must offer. All methods are async (backends may do I/O)."""
+
+    name: str
+
+    async def search(self, text: str, limit: int = 10) -> list[Entity]:
+        """Candidate entities whose label matches ``text`` (exact, then case-insensitive,
+        then fuzzy), best first."""
+        ...
+
+    async def get_relations(
+        self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
+    ) -> Relations:
+        """Relations the entities take part in, forward (as subject) and inverse (as
+        object), most frequent first, at most ``limit``."""
+        ...
+
+    async def get_edges(
+        self, entities: Sequence[Entity], relation: Relation, limit: int = DEFAULT_MAX_EDGES
+    ) -> Edges:
+        """Edges with ``relation`` that leave the entities (enter them if the relation is
+        inverse), at most ``limit``, and the entities they reach."""
+        ...
+
+    async def close(self) -> None:
+        ...

@@ -1,0 +1,35 @@
+"""How names from plain triple files become IRIs and labels.
+
+One scheme shared by the embedded store and ``traversals kg convert`` so that the same
+data loaded here or served by any SPARQL server has the same identifiers.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+ENTITY_NS = "http://traversals.local/entity/"
+RELATION_NS = "http://traversals.local/relation/"
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+SCHEMA_DESCRIPTION = "http://schema.org/description"
+#: Optional explicit inverse label of a property (used by the demo KG and converters).
+INVERSE_LABEL = "http://traversals.local/vocab/inverseLabel"
+
+
+def entity_iri(name: str) -> str:
+    return ENTITY_NS + quote(name.strip(), safe="")
+
+
+def relation_iri(name: str) -> str:
+    return RELATION_NS + quote(name.strip(), safe="")
+
+
+def name_label(name: str) -> str:
+    """Label for a minted name: underscores become spaces (``directed_by`` -> ``directed by``)."""
+    return " ".join(name.replace("_", " ").split())
+
+
+def local_name(iri: str) -> str:
+    """Short id of an IRI: the part after the last ``/`` or ``#``, percent-decoded."""
+    cut = max(iri.rfind("/"), iri.rfind("#"))
+    return unquote(iri[cut + 1 :]) if cut >= 0 else iri

@@ -1,0 +1,106 @@
+"""The LLM interface: sample text, optionally score options, report token usage.
+
+Every backend (OpenAI-compatible HTTP, llama.cpp in-process, the scripted test double)
+implements :class:`LLM`. Prompts are plain strings (the "user" message); ``prefix`` is
+the start of the assistant's reply (e.g. ``"SELECT ENTITIES:"``) that a backend either
+pre-fills (local model, completions API) or asks for in the prompt (chat APIs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass
+class Generation:
+    """What one call returned: ``n`` texts (continuations after ``prefix``) and tokens."""
+
+    texts: list[str]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: prompt tokens the backend really computed (the rest came from a KV/prefix cache);
+    #: equal to ``prompt_tokens`` when the backend cannot tell.
+    computed_prompt_tokens: int | None = None
+
+
+@dataclass
+class Scores:
+    """Log-probabilities of each option as the continuation of ``prompt + prefix``."""
+
+    logprobs: list[float]
+    prompt_tokens: int = 0
+    computed_prompt_tokens: int | None = None
+
+
+@dataclass
+class Usage:
+    """Costs of one question (or one node): LLM and KG calls and tokens."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    computed_prompt_tokens: int = 0
+    kg_calls: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def add_generation(self, g: Generation) -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += g.prompt_tokens
+        self.completion_tokens += g.completion_tokens
+        self.computed_prompt_tokens += (
+            g.prompt_tokens if g.computed_prompt_tokens is None else g.computed_prompt_tokens
+        )
+
+    def add_scores(self, s: Scores) -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += s.prompt_tokens
+        self.computed_prompt_tokens += (
+            s.prompt_tokens if s.computed_prompt_tokens is None else s.computed_prompt_tokens
+        )
+
+    def merge(self, other: "Usage") -> None:
+        self.llm_calls += other.llm_calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.computed_prompt_tokens += other.computed_prompt_tokens
+        self.kg_calls += other.kg_calls
+
+    def to_json(self) -> dict:
+        return {
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "computed_prompt_tokens": self.computed_prompt_tokens,
+            "kg_calls": self.kg_calls,
+        }
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A language model. ``can_score`` says whether :meth:`score` works."""
+
+    name: str
+    can_score: bool
+
+    async def generate(
+        self,
+        prompt: str,
+        *,
+        prefix: str = "",
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> Generation:
+        """Sample ``n`` continuations of the assistant reply that starts with ``prefix``."""
+        ...
+
+    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+        """Total log-probability of each option continuing ``prefix``. Raises
+        :class:`~traversals.errors.ScoringNotSupported` when ``can_score`` is false."""
+        ...
+
+    async def close(self) -> None:
+        ...

@@ -1,0 +1,54 @@
+"""What a strategy returns for one question."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from ..kg.base import Edge
+from ..llm.base import Usage
+
+NO_ANSWER = "Cannot find answer"
+
+
+@dataclass
+class Answer:
+    question: str
+    text: str
+    value: float | None = None
+    supporting_edges: list[Edge] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    seconds: float = 0.0
+    decoding: str = "sampled"  # "constrained" when options were scored by log-probability
+    strategy: str = ""
+    #: the whole search tree: {"question", "answer", "nodes": [{id, parent, depth, state,
+    #: action, value, ...}]}
+    trace: dict = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        return self.text != NO_ANSWER
+
+    def to_json(self) -> dict:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "value": self.value,
+            "supporting_edges": [e.to_json() for e in self.supporting_edges],
+            **self.usage.to_json(),
+            "seconds": round(self.seconds, 3),
+            "decoding": self.decoding,
+            "strategy": self.strategy,
+        }
+
+
+class Solver(Protocol):
+    """Anything that answers a question: Tree/Chain-of-Traversals, CoT, later MCTS."""
+
+    name: str
+
+    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+        """Answer ``question``. ``topic_entities`` are entity names given by a dataset
+        (MetaQA's ``[...]``); when present they are linked directly instead of asking
+        the LLM to extract mentions."""
+        ...
