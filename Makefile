@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   — create .venv, install, assemble the default local model, answer a question
+#   make test   — create/update .venv with test extras, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+QUESTION ?= Who is Bob Dylan's maternal grandmother?
+
+.PHONY: demo test install install-test model clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,eval]'
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,eval,test]'
+
+model: $(BIN)/python
+	$(BIN)/traversals model fetch
+
+demo: install model
+	$(BIN)/traversals ask "$(QUESTION)"
+
+test: install-test model
+	$(BIN)/python -m pytest -q -ra; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,69 @@
+"""The library's front door: pick a strategy, give it an LLM and KGs, ask questions.
+
+>>> from traversals import api
+>>> solver = api.build_solver("tree", llm, [kg])          # doctest: +SKIP
+>>> answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .errors import BadInput
+from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
+from .llm.base import LLM
+from .search.cot import ChainOfThought
+from .search.kgset import KGSet
+from .search.result import Answer, Solver
+from .search.tree import TreeConfig, TreeOfTraversals
+
+STRATEGIES = ("tree", "chain", "cot")
+
+
+@dataclass
+class SearchConfig:
+    """Hyper-parameters; defaults are the paper's (Appendix B.2)."""
+
+    k: int | None = None  # None: 3 for "tree", 1 for "chain"
+    max_depth: int = 7
+    max_expansions: int = 20
+    threshold: float = 0.8
+    diverse_temperature: float = 1.0
+    decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
+    seed: int = 0
+    max_relations: int = DEFAULT_MAX_RELATIONS
+    max_edges: int = DEFAULT_MAX_EDGES
+
+
+def build_solver(
+    strategy: str, llm: LLM, kgs: Sequence[KnowledgeGraph], config: SearchConfig | None = None
+) -> Solver:
+    cfg = config or SearchConfig()
+    if strategy == "cot":
+        return ChainOfThought(llm)
+    if strategy not in ("tree", "chain"):
+        raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if cfg.decoding not in ("auto", "constrained", "sampled"):
+        raise BadInput(f"unknown decoding {cfg.decoding!r}; choose auto, constrained or sampled")
+    if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
+        raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
+    k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
+    if k < 1:
+        raise BadInput("--k must be at least 1")
+    if not kgs:
+        raise BadInput("at least one knowledge graph is needed")
+    tree_cfg = TreeConfig(
+        k=k,
+        max_depth=cfg.max_depth,
+        max_expansions=cfg.max_expansions,
+        threshold=cfg.threshold,
+        diverse_temperature=cfg.diverse_temperature,
+        constrained=cfg.decoding != "sampled",
+        seed=cfg.seed,
+    )
+    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
+    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy)
+
+
+__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver"]

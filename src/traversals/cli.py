@@ -1,0 +1,137 @@
+"""Command line: ``traversals ask | eval | report | kg | model``.
+
+Thin by design: parse flags, read the environment once (here, at the edge), build the
+objects, call the library, print. Every :class:`~traversals.errors.TraversalsError`
+becomes one line on stderr and exit code 2; tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .errors import TraversalsError
+
+
+def _add_llm_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default="local", help="local (default model), local:PATH.gguf, local:MODEL-NAME, openai:MODEL")
+    p.add_argument("--llm-url", default=None, help="base URL of an OpenAI-compatible API (default: $OPENAI_BASE_URL)")
+
+
+def _add_search_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=3, help="branching factor (1 = Chain-of-Traversals); default 3")
+    p.add_argument("--max-depth", type=int, default=7)
+    p.add_argument("--max-expansions", type=int, default=20)
+    p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
+    p.add_argument(
+        "--decoding", choices=("auto", "constrained", "sampled"), default="auto",
+        help="constrained: score options by log-probability (needs a backend that can); sampled: the paper's black-box path",
+    )
+    p.add_argument("--seed", type=int, default=0)
+
+
+def open_llm_from_args(args: argparse.Namespace, environ=os.environ):
+    from .llm.factory import open_llm
+
+    return open_llm(
+        args.llm,
+        url=args.llm_url or environ.get("OPENAI_BASE_URL"),
+        api_key=environ.get("OPENAI_API_KEY"),
+    )
+
+
+async def _ask(args: argparse.Namespace) -> int:
+    from .api import SearchConfig, build_solver
+    from .kg.factory import open_kgs
+
+    kgs = open_kgs(args.kg or [])
+    llm = open_llm_from_args(args)
+    try:
+        strategy = "chain" if args.k == 1 else "tree"
+        solver = build_solver(
+            args.strategy or strategy,
+            llm,
+            kgs,
+            SearchConfig(
+                k=args.k,
+                max_depth=args.max_depth,
+                max_expansions=args.max_expansions,
+                threshold=args.threshold,
+                decoding=args.decoding,
+                seed=args.seed,
+            ),
+        )
+        answer = await solver.ask(args.question)
+    finally:
+        for kg in kgs:
+            await kg.close()
+        await llm.close()
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False))
+    else:
+        value = "-" if answer.value is None else f"{answer.value:.2f}"
+        print(f"{answer.text}")
+        print(f"  value {value} · {answer.usage.llm_calls} LLM calls · {answer.usage.prompt_tokens} prompt + "
+              f"{answer.usage.completion_tokens} completion tokens · {answer.usage.kg_calls} KG calls · "
+              f"{answer.seconds:.1f} s · {answer.decoding} decoding")
+        for e in answer.supporting_edges:
+            print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    return asyncio.run(_ask(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="traversals", description="Answer questions by searching knowledge graphs with an LLM.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ask = sub.add_parser("ask", help="answer one question")
+    ask.add_argument("question")
+    ask.add_argument("--kg", action="append", metavar="SPEC",
+                     help="a triple file (.nt .ttl .nq .tsv .txt .csv), a store directory, an http(s) SPARQL "
+                          "endpoint, sparql:URL or wikidata; repeatable. Default: the built-in demo KG")
+    _add_llm_flags(ask)
+    _add_search_flags(ask)
+    ask.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None,
+                     help="default: chain when --k 1, else tree")
+    ask.add_argument("--trace", metavar="FILE", help="write the whole search tree as JSON")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.set_defaults(func=cmd_ask)
+
+    for module, fn in (("eval.commands", "add_eval_commands"), ("kg.commands", "add_kg_commands"),
+                       ("llm.commands", "add_model_commands")):
+        try:
+            mod = __import__(f"traversals.{module}", fromlist=[fn])
+        except ImportError:
+            continue
+        getattr(mod, fn)(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TraversalsError as exc:
+        if args.debug:
+            raise
+        print(f"traversals: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("traversals: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""HTTP plumbing shared by the remote KG backends (SPARQL endpoints, the Wikidata API).
+
+One :class:`HttpClient` wraps a pooled ``httpx.AsyncClient`` and adds what a polite,
+robust client of a public endpoint needs:
+
+* a time budget per attempt (``timeout``): the whole request -- connect, send, wait,
+  read -- must finish within it, not just each socket operation;
+* retries with exponential backoff and jitter on HTTP 429, HTTP 5xx and connection
+  errors, honouring ``Retry-After`` (seconds or an HTTP date). Other 4xx answers and
+  timeouts are not retried: the same query would fail again (and on WDQS a timed-out
+  query counts against the client's budget);
+* a descriptive ``User-Agent`` (Wikimedia's policy: tool/version, a URL, a contact, the
+  library), see :func:`default_user_agent`;
+* an optional :class:`RateLimit` (minimum interval between requests, maximum requests
+  in flight);
+* errors mapped to the library's exceptions, each naming the endpoint:
+  :class:`~traversals.errors.KGUnavailable` (unreachable, rate limited, server errors
+  after all retries), :class:`~traversals.errors.KGTimeout` (budget exceeded),
+  :class:`~traversals.errors.KGQueryError` (the server rejected the request, 4xx).
+
+The ``httpx.AsyncClient`` is created lazily on first use (so an ``HttpClient`` can be
+built outside an event loop) and is bound to that loop; call :meth:`HttpClient.aclose`
+when done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+import httpx
+
+from ..errors import KGError, KGQueryError, KGTimeout, KGUnavailable
+
+#: Project URL placed in the default User-Agent (Wikimedia asks for a way to learn about
+#: the tool). Set the real repository address here when the project is published.
+PROJECT_URL = "https://pypi.org/project/traversals/"
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("traversals")
+    except Exception:  # pragma: no cover - not installed
+        return "0"
+
+
+def default_user_agent(contact: str | None = None, *, url: str = PROJECT_URL) -> str:
+    """``traversals/<version> (<url>; <contact>) httpx/<version>``.
+
+    Wikimedia's User-Agent policy asks bots for a tool name and version, a URL and a way
+    to contact the operator; pass ``contact`` (an e-mail address or a user page) when you
+    run against public Wikimedia services.
+    """
+    inside = url if not contact else f"{url}; {contact}"
+    return f"traversals/{_package_version()} ({inside}) httpx/{httpx.__version__}"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Client-side pacing: at least ``min_interval`` seconds between the starts of two
+    requests, and at most ``max_concurrency`` requests in flight (``None``: no cap)."""
+
+    min_interval: float = 0.0
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_interval < 0:
+            raise ValueError("min_interval must be >= 0")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+
+
+@dataclass
+class HttpStats:
+    """What went over the wire (cache hits never reach the HTTP layer)."""
+
+    requests: int = 0  # attempts sent, retries included
+    retries: int = 0
+    waited_seconds: float = 0.0  # time slept for backoff / Retry-After / rate limit
+    statuses: dict[int, int] = field(default_factory=dict)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:  # pragma: no cover - old Pythons
+        return None
+    if when.tzinfo is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half random.
+
+    ``attempt`` counts from 0 (the wait before the first retry).
+    """
+    d = min(cap, base * (2**attempt))
+    return d / 2 + rng.uniform(0, d / 2)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of a server message, shortened."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if not text and exc.__cause__ is not None:
+        text = str(exc.__cause__).strip()
+    text = first_line(text) if text else ""
+    return text or type(exc).__name__
+
+
+class HttpClient:
+    """A pooled HTTP client with time budgets, retries, a User-Agent and rate limiting.
+
+    Parameters
+    ----------
+    timeout:
+        Seconds one attempt may take in total (connect + send + server time + read).
+    max_retries:
+        Retries after the first attempt for 429 / 5xx / connection errors.
+    backoff_base, backoff_max:
+        Exponential backoff: ``min(backoff_max, backoff_base * 2**n)`` with jitter.
+    max_retry_after:
+        Longest ``Retry-After`` that is waited for; a server asking for more gets a
+        :class:`KGUnavailable` ("rate limited, retry after N s") instead of a silent
+        multi-minute sleep.
+    user_agent:
+        Full User-Agent string; default :func:`default_user_agent`.
+    rate_limit:
+        Optional :class:`RateLimit`.
+    transport, event_hooks:
+        Passed to ``httpx.AsyncClient`` (tests use a ``MockTransport`` or hooks).
+    sleep, rng:
+        Injected for tests (``asyncio.sleep`` and a ``random.Random``).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 300.0,
+        user_agent: str | None = None,
+        rate_limit: RateLimit | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+        max_connections: int = 10,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.max_retry_after = float(max_retry_after)
+        self.user_agent = user_agent or default_user_agent()
+        self.rate_limit = rate_limit
+        self.stats = HttpStats()
+        self._transport = transport
+        self._event_hooks = dict(event_hooks or {})
+        self._max_connections = max_connections
+        self._sleep = sleep or asyncio.sleep
+        self._rng = rng or random.Random()
+        self._client: httpx.AsyncClient | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._pace_lock: asyncio.Lock | None = None
+        self._next_start = 0.0
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise KGError("HTTP client is closed")
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                headers={"User-Agent": self.user_agent},
+                # The overall budget is enforced by asyncio.timeout; these keep a dead
+                # connection attempt from eating the whole budget of every retry.
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                limits=httpx.Limits(
+                    max_connections=self._max_connections,
+                    max_keepalive_connections=self._max_connections,
+                ),
+                transport=self._transport,
+                event_hooks=self._event_hooks or None,
+                follow_redirects=True,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def __aenter__(self) -> "HttpClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- pacing ----------------------------------------------------------------------
+
+    def _limits(self) -> tuple[asyncio.Semaphore | None, asyncio.Lock | None]:
+        rl = self.rate_limit
+        if rl is None:
+            return None, None
+        if rl.max_concurrency is not None and self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(rl.max_concurrency)
+        if rl.min_interval > 0 and self._pace_lock is None:
+            self._pace_lock = asyncio.Lock()
+        return self._semaphore, self._pace_lock
+
+    async def _pace(self, lock: asyncio.Lock | None) -> None:
+        if lock is None or self.rate_limit is None:
+            return
+        async with lock:
+            now = time.monotonic()
+            wait = self._next_start - now
+            if wait > 0:
+                self.stats.waited_seconds += wait
+                await self._sleep(wait)
+                now = time.monotonic()
+            self._next_start = max(now, self._next_start) + self.rate_limit.min_interval
+
+    # -- requests --------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        data: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        what: str = "endpoint",
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        """Send a request and return the successful (2xx) response.
+
+        ``what`` names the service in error messages ("SPARQL endpoint" gives
+        ``"SPARQL endpoint http://... is unreachable: ..."``).
+        """
+        budget = self.timeout if timeout is None else float(timeout)
+        where = f"{what} {url}"
+        client = self._get_client()
+        semaphore, pace_lock = self._limits()
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            failure: str
+            try:
+                if semaphore is not None:
+                    await semaphore.acquire()
+                try:
+                    await self._pace(pace_lock)
+                    self.stats.requests += 1
+                    async with asyncio.timeout(budget):
+                        response = await client.request(
+                            method, url, params=params, data=data, headers=headers
+                        )
+                        await response.aread()
+                finally:
+                    if semaphore is not None:
+                        semaphore.release()
+            except (TimeoutError, httpx.TimeoutException) as e:
+                if isinstance(e, httpx.ConnectTimeout):
+                    failure = f"{where} is unreachable: connection timed out"
+                else:
+                    raise KGTimeout(
+                        f"{where} did not answer within the {budget:g} s time budget"
+                    ) from None
+            except httpx.TransportError as e:
+                # ConnectError, ReadError (server died mid-answer), RemoteProtocolError ...
+                failure = f"{where} is unreachable: {_describe(e)}"
+            else:
+                status = response.status_code
+                self.stats.statuses[status] = self.stats.statuses.get(status, 0) + 1
+                if 200 <= status < 300:
+                    return response
+                message = first_line(response.text)
+                if status in RETRY_STATUSES:
+                    if status != 429 and _looks_like_timeout(response.text[:20000]):
+                        raise KGTimeout(
+                            f"{where} gave up on the query (its own time limit): {message}"
+                        )
+                    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                    if status == 429:
+                        failure = f"{where} is rate limiting requests (HTTP 429)"
+                    else:
+                        failure = f"{where} failed with HTTP {status}" + (
+                            f": {message}" if message else ""
+                        )
+                    if retry_after is not None and retry_after > self.max_retry_after:
+                        raise KGUnavailable(
+                            f"{failure}; it asks to retry after {retry_after:.0f} s"
+                        )
+                else:
+                    raise KGQueryError(
+                        f"{where} rejected the request (HTTP {status})"
+                        + (f": {message}" if message else "")
+                    )
+            # a retryable failure
+            if attempt >= self.max_retries:
+                suffix = f" (after {attempt + 1} attempts)" if attempt else ""
+                raise KGUnavailable(failure + suffix)
+            delay = backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            attempt += 1
+            self.stats.retries += 1
+            self.stats.waited_seconds += delay
+            await self._sleep(delay)
+
+    async def get(self, url: str, **kw: Any) -> httpx.Response:
+        return await self.request("GET", url, **kw)
+
+    async def post(self, url: str, **kw: Any) -> httpx.Response:
+        return await self.request("POST", url, **kw)
+
+
+def _looks_like_timeout(message: str) -> bool:
+    """Blazegraph (WDQS) answers a query that ran out of time with HTTP 500 and a
+    ``java.util.concurrent.TimeoutException``; retrying it only burns more budget."""
+    low = message.lower()
+    return "timeoutexception" in low or "query timeout" in low or "timed out" in low

