@@ -137,7 +137,11 @@ class Node:
         return out
 
 
-_ACTION_RE = re.compile(r"^\W*(THINK|EXPAND[ _]KG|ANSWER|SELECT[ _]ENTITIES|SELECT[ _](?:RELATION|PROPERTY))\s*[:\-]?\s*(.*)$", re.I | re.S)
+_ACTION_RE = re.compile(
+    r"^[\W_]*(THINK|EXPAND[ _]KG|ANSWER|SELECT[ _]ENTITIES|SELECT[ _](?:RELATION|PROPERTY))\b\s*[:\-]?\s*(.*)$",
+    re.I | re.S,
+)
+_ECHO_RE = re.compile(r"^(THINK|EXPAND[ _]KG|ANSWER)\s*:\s*(.*)$", re.I | re.S)
 
 
 def _first_line(text: str) -> str:
@@ -226,6 +230,9 @@ class Machine:
             return Action(ActionType.INVALID, raw)
         kind = m.group(1).upper().replace(" ", "_")
         body = m.group(2).strip()
+        again = _ECHO_RE.match(body)  # "ANSWER: ANSWER: x" when the prefix was echoed
+        if again and again.group(1).upper().replace(" ", "_") == kind:
+            body = again.group(2).strip()
         if kind == "ANSWER":
             return Action(ActionType.ANSWER, _first_line(body)) if body else Action(ActionType.INVALID, raw)
         if forced:
@@ -333,9 +340,15 @@ class Machine:
         child.note = f"action {t.value} is not allowed in state {node.state.value}"
         return child
 
-    @staticmethod
-    def _walked(edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
-        """Turn a forward KG edge into the fact as walked from the selected entity."""
-        if relation.inverse:
-            return Fact(edge.object, relation, edge.subject)
-        return Fact(edge.subject, relation, edge.object)
+    def _walked(self, edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
+        """Turn a forward KG edge into the fact as walked from the selected entity.
+
+        With several KGs the edge may start at a linked copy of a selected entity (same
+        thing, other KG); the fact is attached to the entity as the subgraph knows it."""
+        source, target = (edge.object, edge.subject) if relation.inverse else (edge.subject, edge.object)
+        if source not in selected:
+            for e in selected:
+                if source in self.kgs.copies(e, self.kgs.by_name.get(source.kg, self.kgs.kgs[0])):
+                    source = e
+                    break
+        return Fact(source, relation, target)

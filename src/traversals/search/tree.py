@@ -101,7 +101,7 @@ class TreeOfTraversals:
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
                         finished = True
-                else:
+                elif not (child.invalid and node.invalid):  # an invalid output is retried once
                     frontier.append(child)
 
         best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)

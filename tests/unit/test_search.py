@@ -1,0 +1,320 @@
+"""Tree-of-Traversals search logic with a scripted LLM (Algorithm 1, §2.2–2.3, App. B)."""
+
+import re
+
+import pytest
+
+from traversals.api import SearchConfig, build_solver
+from traversals.errors import BadInput
+from traversals.kg.base import Entity
+from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.machine import Action, ActionType, Machine, State
+from traversals.search.result import NO_ANSWER
+from traversals.search.subgraph import Subgraph
+
+from .kgdouble import DictKG, dylan_kg
+
+DEFAULT = "So the next action should be:"
+ENTITIES = "entities to expand:"
+RELATION = "I suggest selecting property:"
+ANSWER_EVAL = "Provided answer:"
+RATING = "RATING [0.0-1.0]: "
+EXTRACT = ("List the named entities", "Bob Dylan")
+
+
+def history(prompt: str) -> list[str]:
+    block = prompt.split("Previous Actions:\n", 1)[1]
+    return [ln for ln in block.split("\n\n", 1)[0].splitlines() if ln and ln != "(none)"]
+
+
+def grandmother_policy(prompt: str, prefix: str, n: int, temperature: float):
+    """The obvious chain for "Who is Bob Dylan's maternal grandmother?"."""
+    h = history(prompt)
+    relations = [ln for ln in h if ln.startswith("SELECT RELATION")]
+    if len(relations) >= 2:
+        return "ANSWER: Florence Stone"
+    return "EXPAND_KG: I should search for the mother"
+
+
+def scripted(default=grandmother_policy, *, answer_value="1.0", rating="0.8", entities=None, relation="P25 - has mother",
+             score=None, extra=()):
+    def pick_entities(prompt, prefix, n, t):
+        if entities is not None:
+            return entities
+        # the newest entity: Beatrice after one expansion, else Bob Dylan
+        return "Q62519478" if "Beatrice Stone" in prompt.split("Knowledge Graph Edges:")[1] else "Q392"
+
+    return ScriptedLLM(
+        rules=[
+            *extra,
+            EXTRACT,
+            (ANSWER_EVAL, f"Reasoning: the KG says so.\nSo the score for the provided answer should be {answer_value}"),
+            (RATING, rating),
+            (RELATION, relation),
+            (ENTITIES, pick_entities),
+            (DEFAULT, default),
+        ],
+        score=score,
+    )
+
+
+def solver(llm, kg=None, **cfg):
+    cfg.setdefault("decoding", "sampled")
+    return build_solver("tree", llm, [kg or dylan_kg()], SearchConfig(**cfg))
+
+
+# -- Action State Machine transitions ---------------------------------------------------
+
+async def test_every_asm_transition_and_the_kg_calls_they_make():
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan = (await kg.search("Bob Dylan"))[0]
+    root = machine.root(Subgraph().with_entities([dylan]))
+    u = Usage()
+
+    think = await machine.transition(root, Action(ActionType.THINK, "Dylan's mother first"), u)
+    assert think.state is State.DEFAULT and think.history[-1] == "THINK: Dylan's mother first"
+
+    expand = await machine.transition(think, Action(ActionType.EXPAND_KG, "search the mother"), u)
+    assert expand.state is State.SELECTING_ENTITIES and kg.calls.count("get_relations") == 0
+
+    select = await machine.transition(expand, Action(ActionType.SELECT_ENTITIES, entities=(dylan,)), u)
+    assert select.state is State.SELECTING_RELATION
+    assert select.history[-1] == "SELECT ENTITIES: Q392"
+    assert {r.key for r in select.relation_options} == {"P25", "P19", "P106"}
+    assert kg.calls.count("get_relations") == 1 and u.kg_calls == 1
+    mother = next(r for r in select.relation_options if r.key == "P25")
+
+    back = await machine.transition(select, Action(ActionType.SELECT_RELATION, relation=mother, relation_key="P25"), u)
+    assert back.state is State.DEFAULT
+    assert back.history[-1] == "SELECT RELATION: P25 - mother"
+    assert [e.label for e in back.subgraph.entities] == ["Bob Dylan", "Beatrice Stone"]
+    assert u.kg_calls == 2 and back.depth == 4
+
+    done = await machine.transition(back, Action(ActionType.ANSWER, "Beatrice Stone"), u)
+    assert done.state is State.DONE and done.answer == "Beatrice Stone"
+
+
+async def test_actions_not_allowed_in_a_state_become_invalid_nodes():
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    root = machine.root(Subgraph())
+    node = await machine.transition(root, Action(ActionType.SELECT_ENTITIES, entities=()), Usage())
+    assert node.invalid and node.state is State.DEFAULT
+
+
+def test_parsing_tolerates_formats_and_rejects_unknown_ids():
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan = kg.entities["Q392"]
+    root = machine.root(Subgraph().with_entities([dylan, kg.entities["Q62519478"]]))
+    assert machine.parse(root, "  EXPAND KG: look up the mother").type is ActionType.EXPAND_KG
+    assert machine.parse(root, "ANSWER: [A, B]").text == "[A, B]"
+    assert machine.parse(root, "I think the answer is probably X").type is ActionType.INVALID
+    sel = root.__class__(id=9, state=State.SELECTING_ENTITIES, subgraph=root.subgraph)
+    assert machine.parse(sel, "Q392, Q62519478").entities == (dylan, kg.entities["Q62519478"])
+    assert machine.parse(sel, "Bob Dylan").entities == (dylan,)  # by label
+    assert machine.parse(sel, "Q123456").type is ActionType.INVALID  # not in the subgraph
+
+
+# -- the search --------------------------------------------------------------------------
+
+async def test_chain_answers_a_two_hop_question_with_provenance():
+    llm = scripted()
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone" and answer.value == 1.0
+    assert [(e.subject.label, e.relation.label, e.object.label) for e in answer.supporting_edges] == [
+        ("Beatrice Stone", "mother", "Florence Stone"),
+        ("Bob Dylan", "mother", "Beatrice Stone"),
+    ]
+    assert answer.usage.llm_calls == len(llm.calls) and answer.usage.kg_calls >= 4
+    nodes = answer.trace["nodes"]
+    assert nodes[0]["parent"] is None and all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in nodes)
+    # k = 1: one sample per prompt at temperature 0 (no oversampling)
+    assert {(c.n, c.temperature) for c in llm.generate_calls} == {(1, 0.0)}
+
+
+async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_below_threshold():
+    # Two actions at the root: a wrong guess (valued 0.3) and the real search.
+    def default(prompt, prefix, n, t):
+        if not history(prompt):
+            return ["ANSWER: Beatrice Stone", "EXPAND_KG: search the mother"]
+        return grandmother_policy(prompt, prefix, n, t)
+
+    def answer_value(prompt, prefix, n, t):
+        value = "0.3" if "Provided answer: Beatrice Stone" in prompt else "0.9"
+        return f"So the score for the provided answer should be {value}"
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, "0.5"), (RELATION, "P25"),
+                             (ENTITIES, lambda p, *_: "Q62519478" if "SELECT RELATION" in p else "Q392"), (DEFAULT, default)])
+    answer = await solver(llm, k=2).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone" and answer.value == 0.9
+    proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
+    assert proposed == {"Beatrice Stone": 0.3, "Florence Stone": 0.9}
+    assert answer.trace["stopped"] == "threshold"
+
+
+async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first():
+    values = iter(["0.2", "0.7", "0.7"])
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, "score 0.0"), (RATING, lambda *a: next(values, "0.1")),
+                             (ENTITIES, "Q392"), (RELATION, "P25"),
+                             (DEFAULT, ["THINK: a", "THINK: b", "THINK: c"])])
+    answer = await solver(llm, k=3, max_expansions=2).ask("q")
+    nodes = {n["id"]: n for n in answer.trace["nodes"]}
+    second = next(n for n in nodes.values() if n["expansion"] == 2)
+    assert second["value"] == 0.7 and second["id"] == 3  # equal values: the newest (deepest) first
+
+
+async def test_forced_answer_past_max_depth():
+    llm = scripted(default="THINK: hmm, let me think more", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
+    answer = await solver(llm, k=1, max_depth=3).ask("Who is Bob Dylan's maternal grandmother?")
+    depths = [n["depth"] for n in answer.trace["nodes"] if n["state"] == "done"]
+    assert answer.text == "Beatrice Stone" and depths == [4]
+    forced = [c for c in llm.generate_calls if "The search is over" in c.prompt]
+    assert len(forced) == 1 and forced[0].prefix == "ANSWER:"
+
+
+async def test_cannot_find_answer_after_max_expansions():
+    llm = scripted(default="THINK: still thinking")
+    answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
+    assert answer.text == NO_ANSWER and answer.value is None
+    assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"
+
+
+async def test_diversity_oversampling_keeps_the_first_k_unique_options():
+    llm = scripted(relation=["P25 - has mother", "P25", "P19 - place of birth", "P106", "P25"])
+    s = solver(llm, k=2, max_expansions=3)
+    answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+    rel_calls = [c for c in llm.generate_calls if RELATION in c.prompt]
+    assert rel_calls and all(c.n == 4 and c.temperature == 1.0 for c in rel_calls)
+    children = [n for n in answer.trace["nodes"] if n["action"] and n["action"]["type"] == "SELECT_RELATION"]
+    assert [c["action"]["relation"]["key"] for c in children][:2] == ["P25", "P19"]
+
+
+async def test_invalid_llm_output_becomes_an_invalid_node_and_the_search_goes_on():
+    outputs = iter(["I am not sure what to do", "EXPAND_KG: search the mother"])
+
+    def default(prompt, prefix, n, t):
+        if not history(prompt):
+            return next(outputs)
+        return grandmother_policy(prompt, prefix, n, t)
+
+    llm = scripted(default=default)
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    invalid = [n for n in answer.trace["nodes"] if n["invalid"]]
+    assert len(invalid) == 1 and invalid[0]["value"] == 0.0 and invalid[0]["action"]["type"] == "INVALID"
+    assert answer.text == "Florence Stone"
+    # the invalid node was retried with sampling, not greedily again
+    assert [c.temperature for c in llm.generate_calls if DEFAULT in c.prompt][:2] == [0.0, 1.0]
+
+
+async def test_constrained_decoding_scores_options_and_draws_distinct_ones():
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392": -0.2}
+        out = []
+        for o in options:
+            if o in table:
+                out.append(table[o])
+            elif o.startswith("P25"):
+                out.append(-0.1)
+            elif prefix.startswith(("RATING", "So the score")):
+                out.append(0.0 if o == "1.0" else -5.0)
+            else:
+                out.append(-4.0)
+        return out
+
+    llm = scripted(score=score, extra=[
+        (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+        (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        (lambda text: text.endswith("THINK:"), " some thought"),
+    ])
+    s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained"))
+    answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.decoding == "constrained"
+    root = answer.trace["nodes"][0]
+    assert max(root["priors"], key=root["priors"].get) == "EXPAND_KG"
+    assert all(c.prefix in ("EXPAND_KG:", "ANSWER:", "THINK:") for c in llm.generate_calls if DEFAULT in c.prompt)
+    # every value came from the rating distribution (mostly on "1.0")
+    assert all(n["value"] > 0.9 for n in answer.trace["nodes"][1:])
+
+
+def test_pick_draws_k_distinct_options_argmax_first():
+    import random
+
+    from traversals.search.choices import pick
+
+    probs = [0.5, 0.3, 0.15, 0.05, 0.0]
+    for seed in range(20):
+        got = pick(probs, 3, temperature=1.0, rng=random.Random(seed))
+        assert got[0] == 0 and len(set(got)) == 3 and 4 not in got
+    assert pick(probs, 2, temperature=0.0, rng=random.Random(0)) == [0, 1]
+
+
+# -- hostile labels and linking ------------------------------------------------------------
+
+HOSTILE = 'Dr. "Who" {x} back\\slash\nnewline: #1'
+
+
+async def test_labels_with_quotes_braces_backslashes_and_newlines_flow_through_the_search():
+    kg = DictKG([("a", "rel", "b")], labels={"a": HOSTILE, "b": "$answer {0} %s"},
+                relation_labels={"rel": ('likes "x" {y}', "")})
+
+    def default(prompt, prefix, n, t):
+        return "ANSWER: $answer {0} %s" if "SELECT RELATION" in prompt else "EXPAND_KG: go"
+
+    llm = ScriptedLLM(rules=[(ANSWER_EVAL, "should be 1.0"), (RATING, "0.5"), (RELATION, "rel"),
+                             (ENTITIES, "E1"), (DEFAULT, default)])
+    s = build_solver("chain", llm, [kg], SearchConfig(decoding="sampled"))
+    answer = await s.ask(f"what does [{HOSTILE}] like?", topic_entities=[HOSTILE])
+    assert answer.text == "$answer {0} %s"
+    assert answer.supporting_edges[0].subject.label == HOSTILE
+    assert any('"Dr. \\"Who\\" {x} back\\\\slash\\nnewline: #1":' in c.prompt for c in llm.generate_calls)
+
+
+async def test_initialize_uses_brackets_then_llm_extraction_and_llm_choice():
+    from traversals.search.linking import Linker
+
+    kg = DictKG([("m1", "r", "x"), ("m2", "r", "y")], labels={"m1": "Heat", "m2": "Heat wave"})
+    kgs = KGSet([kg])
+    llm = ScriptedLLM(rules=[("List the named entities", "Heat\n"), ("Which entity", "C2")])
+    linker = Linker(llm, kgs, constrained=False)
+    # exact label with a single exact match: no LLM call
+    got = await linker.initialize("who directed [Heat]", Usage())
+    assert [e.id for e in got] == ["m1"] and llm.calls == []
+    got = await linker.initialize("who directed heat wave?", Usage(), topic_entities=["heat w"])
+    assert [e.id for e in got] == ["m2"]  # two partial candidates: the LLM chose C2
+    got = await linker.initialize("Who directed Heat?", Usage())
+    assert [e.id for e in got] == ["m1"] and llm.calls[-1].prompt.startswith("Question: Who directed Heat?")
+
+
+def test_build_solver_rejects_bad_configuration():
+    llm = ScriptedLLM(["x"])
+    with pytest.raises(BadInput):
+        build_solver("nope", llm, [dylan_kg()])
+    with pytest.raises(BadInput):
+        build_solver("tree", llm, [dylan_kg()], SearchConfig(decoding="constrained"))
+    with pytest.raises(BadInput):
+        build_solver("tree", llm, [])
+
+
+async def test_two_kgs_are_searched_together_with_entity_linking():
+    wiki = DictKG([("Q1", "P1", "Q2")], labels={"Q1": "Venue", "Q2": "Omaha"}, name="wiki",
+                  relation_labels={"P1": ("located in", "")})
+    mb = DictKG([("mb-omaha", "capacity", "18975")], labels={"mb-omaha": "Omaha"}, name="mb")
+
+    def default(prompt, prefix, n, t):
+        h = history(prompt)
+        if sum(ln.startswith("SELECT RELATION") for ln in h) == 2:
+            return "ANSWER: 18975"
+        return "EXPAND_KG: next"
+
+    llm = ScriptedLLM(rules=[(ANSWER_EVAL, "should be 1.0"), (RATING, "0.6"),
+                             (RELATION, lambda p, *_: "capacity" if "SELECT ENTITIES: Q2" in p else "P1"),
+                             (ENTITIES, lambda p, *_: "Q2" if "SELECT RELATION" in p else "Q1"), (DEFAULT, default)])
+    s = build_solver("chain", llm, [wiki, mb], SearchConfig(decoding="sampled"))
+    answer = await s.ask("capacity of the place of [Venue]", topic_entities=["Venue"])
+    assert answer.text == "18975"
+    assert [e.relation.label for e in answer.supporting_edges] == ["capacity", "located in"]
+    assert "search" in mb.calls  # Omaha (wiki) was linked to Omaha (mb) by label
