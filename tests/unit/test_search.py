@@ -168,7 +168,7 @@ async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first(
 
 
 async def test_forced_answer_past_max_depth():
-    llm = scripted(default="THINK: hmm, let me think more", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
+    llm = scripted(default=lambda p, *_: f"THINK: thought number {len(history(p))}", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
     answer = await solver(llm, k=1, max_depth=3).ask("Who is Bob Dylan's maternal grandmother?")
     depths = [n["depth"] for n in answer.trace["nodes"] if n["state"] == "done"]
     assert answer.text == "Beatrice Stone" and depths == [4]
@@ -177,10 +177,25 @@ async def test_forced_answer_past_max_depth():
 
 
 async def test_cannot_find_answer_after_max_expansions():
-    llm = scripted(default="THINK: still thinking")
+    llm = scripted(default=lambda p, *_: f"THINK: thought number {len(history(p))}")
     answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
     assert answer.text == NO_ANSWER and answer.value is None
     assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"
+
+
+async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thinks_twice_in_a_row():
+    from traversals.search.policy import allowed_default_actions
+
+    llm = scripted(default="THINK: the same thought")
+    answer = await solver(llm, k=1, max_expansions=4).ask("q")
+    assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True]
+    assert answer.trace["nodes"][2]["note"] == "repeated thought"
+    thought = answer.trace["nodes"][1]
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    node = await machine.transition(machine.root(Subgraph()), Action(ActionType.THINK, "x"), Usage())
+    assert allowed_default_actions(node) == (ActionType.EXPAND_KG, ActionType.ANSWER)
+    assert thought["action"]["type"] == "THINK"
 
 
 async def test_diversity_oversampling_keeps_the_first_k_unique_options():

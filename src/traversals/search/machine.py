@@ -303,6 +303,9 @@ class Machine:
         line = action.history_line(node.subgraph)
         child.history = node.history + (line,)
         if node.state is State.DEFAULT and t is ActionType.THINK:
+            if line in node.history:
+                child.invalid, child.history = True, node.history
+                child.note = "repeated thought"
             return child
         if node.state is State.DEFAULT and t is ActionType.EXPAND_KG:
             child.state = State.SELECTING_ENTITIES

@@ -31,6 +31,14 @@ class Proposal:
     priors: dict[str, float] | None = None
 
 
+def allowed_default_actions(node: Node) -> tuple[ActionType, ...]:
+    """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK: small models
+    otherwise repeat one thought until max depth instead of acting."""
+    if node.action is not None and node.action.type is ActionType.THINK:
+        return tuple(a for a in DEFAULT_ACTIONS if a is not ActionType.THINK)
+    return DEFAULT_ACTIONS
+
+
 class Policy:
     def __init__(
         self,
@@ -62,9 +70,10 @@ class Policy:
     # -- constrained -------------------------------------------------------------
     async def _constrained(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
         if node.state is State.DEFAULT:
-            names = [a.value for a in DEFAULT_ACTIONS]
+            kinds = allowed_default_actions(node)
+            names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
-            chosen = [DEFAULT_ACTIONS[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
+            chosen = [kinds[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
             actions = [await self._free_text(prompt, node, t, usage, temperature=0.0) for t in chosen]
             return Proposal(actions, dict(zip(names, probs)))
         options = self.machine.options(node)
