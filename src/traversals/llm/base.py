@@ -31,6 +31,14 @@ class Scores:
     logprobs: list[float]
     prompt_tokens: int = 0
     computed_prompt_tokens: int | None = None
+    #: number of tokens of each option (for length-normalised comparisons), if known
+    token_counts: list[int] | None = None
+
+    def per_token(self, options: Sequence[str]) -> list[float]:
+        """Mean log-probability per option token (estimated from characters if the
+        backend did not report token counts)."""
+        counts = self.token_counts or [max(1, round(len(o) / 4)) for o in options]
+        return [lp / max(1, c) for lp, c in zip(self.logprobs, counts)]
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ..kg.base import Entity, Relation
 from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph
-from .templates import render
+from .templates import render, template
 
 
 class State(str, enum.Enum):
@@ -98,6 +98,8 @@ class Node:
     note: str = ""
     #: option text -> probability of the node's proposal, when options were scored
     priors: dict[str, float] | None = None
+    #: (entity id, relation kg, relation key) already expanded on this path
+    expanded: frozenset = frozenset()
 
     @property
     def is_answer(self) -> bool:
@@ -174,7 +176,10 @@ class Machine:
     # -- prompts ---------------------------------------------------------------
     def context(self, query: str, node: Node) -> str:
         history = "\n".join(node.history) if node.history else "(none)"
-        return render("context", query=query, subgraph=node.subgraph.render(), history=history)
+        return render(
+            "context", preamble=template("preamble").template, query=query,
+            subgraph=node.subgraph.render(), history=history,
+        )
 
     def prompt(self, query: str, node: Node) -> str:
         ctx = self.context(query, node)
@@ -292,6 +297,7 @@ class Machine:
             action=action,
             depth=node.depth + 1,
             usage=usage,
+            expanded=node.expanded,
         )
         t = action.type
         if t is ActionType.INVALID:
@@ -315,14 +321,22 @@ class Machine:
             return child
         if node.state is State.SELECTING_ENTITIES and t is ActionType.SELECT_ENTITIES:
             rels = await self.kgs.get_relations(action.entities, usage)
+            # A relation already expanded for every selected entity would add nothing.
+            fresh = tuple(
+                r for r in rels.items
+                if any((e.id, r.kg, r.key) not in node.expanded for e in action.entities)
+            )
             child.state = State.SELECTING_RELATION
             child.selected = action.entities
-            child.relation_options = rels.items
-            child.relation_keys = tuple(self.kgs.option_keys(rels.items))
+            child.relation_options = fresh
+            child.relation_keys = tuple(self.kgs.option_keys(fresh))
             child.relations_omitted = rels.omitted
-            if not rels.items:
+            if not fresh:
                 child.invalid = True
-                child.note = "the selected entities have no relations in the KG"
+                child.note = (
+                    "the selected entities have no relations in the KG" if not rels.items
+                    else "every relation of the selected entities was already expanded"
+                )
             return child
         if node.state is State.SELECTING_RELATION and t is ActionType.SELECT_RELATION:
             assert action.relation is not None
@@ -333,6 +347,7 @@ class Machine:
                 for src in node.selected:
                     omitted.append((src.id, action.relation.key, got.omitted))
             child.state = State.DEFAULT
+            child.expanded = node.expanded | {(e.id, action.relation.kg, action.relation.key) for e in node.selected}
             child.subgraph = node.subgraph.extend(facts, omitted)
             child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
             await self.kgs.link([f.target for f in child.new_facts], usage)

@@ -39,6 +39,30 @@ def allowed_default_actions(node: Node) -> tuple[ActionType, ...]:
     return DEFAULT_ACTIONS
 
 
+ANSWER_PREFIX = "ANSWER: "
+MAX_ANSWER_CANDIDATES = 60
+MAX_LIST_ANSWER = 20
+
+
+def answer_candidates(node: Node) -> list[str]:
+    """Entity answers the subgraph supports: each group of targets reached by one
+    relation from one entity (as a list, when several) and each single target, newest
+    first; the question's own entities (the root's) are left out."""
+    root = node.path()[0].subgraph
+    groups: dict[tuple[str, str], list[str]] = {}
+    for fact in node.subgraph.facts:
+        if fact.target in root:
+            continue
+        groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
+    out: list[str] = []
+    for targets in reversed(list(groups.values())):
+        targets = list(dict.fromkeys(targets))
+        if 1 < len(targets) <= MAX_LIST_ANSWER:
+            out.append("[" + ", ".join(targets) + "]")
+        out.extend(reversed(targets))
+    return list(dict.fromkeys(out))[:MAX_ANSWER_CANDIDATES]
+
+
 class Policy:
     def __init__(
         self,
@@ -62,6 +86,8 @@ class Policy:
         # A node reached by an invalid output is retried with sampling, not greedily again.
         temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
         if self.machine.must_answer(node):
+            if self.constrained:
+                return Proposal([await self._grounded_answer(prompt, node, usage)])
             return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
         if self.constrained:
             return await self._constrained(prompt, node, k, usage, temperature)
@@ -74,7 +100,11 @@ class Policy:
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
             chosen = [kinds[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
-            actions = [await self._free_text(prompt, node, t, usage, temperature=0.0) for t in chosen]
+            actions = [
+                await (self._grounded_answer(prompt, node, usage) if t is ActionType.ANSWER
+                       else self._free_text(prompt, node, t, usage, temperature=0.0))
+                for t in chosen
+            ]
             return Proposal(actions, dict(zip(names, probs)))
         options = self.machine.options(node)
         if not options:
@@ -83,6 +113,20 @@ class Policy:
         probs = await option_probs(self.llm, prompt, texts, usage)
         idx = pick(probs, k, temperature=temperature, rng=self.rng)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
+
+    async def _grounded_answer(self, prompt: str, node: Node, usage: Usage) -> Action:
+        """An answer grounded in the KG: the free-text answer competes with the
+        subgraph's entities and entity lists, scored by mean log-probability per token
+        (free text still wins for counts, yes/no and comparisons)."""
+        free = await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)
+        options = list(dict.fromkeys(([free.text] if free.type is ActionType.ANSWER else []) + answer_candidates(node)))
+        if len(options) <= 1:
+            return free
+        scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
+        usage.add_scores(scores)
+        per_token = scores.per_token(options)
+        best = max(range(len(options)), key=lambda i: per_token[i])
+        return Action(ActionType.ANSWER, options[best])
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"

@@ -3,9 +3,12 @@
 Templates use ``string.Template`` placeholders (``$query``). Substituted values are never
 re-interpreted, so labels with ``$``, braces or quotes are safe.
 
-Every prompt of a node starts with the same context block (query, subgraph, previous
-actions) and ends with its state-specific task, so a model that caches prompt prefixes
-(llama.cpp's KV cache) computes the shared part once per node.
+Prompts are ordered from most to least shared, so a model that caches prompt prefixes
+(llama.cpp's KV cache) computes each part once: the static preamble (instructions and
+action list, identical in every ASM prompt), then the node's context (query, subgraph,
+previous actions — shared by a node's policy and value prompts, and largely by siblings),
+then the short state-specific task. The paper (App. F) puts the instructions after the
+context; the content is the same, only the order differs.
 """
 
 from __future__ import annotations
