@@ -159,3 +159,12 @@ def read_lines(path: Path) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_json(path: Path):
+    try:
+        import json
+
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot read {path}: {e}") from e

@@ -1,0 +1,185 @@
+"""``traversals eval`` and ``traversals report`` (added to the main CLI by ``cli.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import inspect
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from .datasets import DATASETS, DEFAULT_SEED, load_dataset
+
+
+def add_eval_commands(subparsers: Any) -> None:
+    """Add the ``eval`` and ``report`` sub-commands; each sets ``func(args) -> int``."""
+    ev = subparsers.add_parser(
+        "eval",
+        help="run a strategy over a benchmark (resumable, concurrent)",
+        description="Answer a benchmark's questions and write results.jsonl, traces/, summary.json "
+        "and run.json to --out. Metrics: Hits@1, EM-in, F1 (see docs/evaluation.md).",
+    )
+    ev.add_argument("dataset", metavar="DATASET", help="one of: " + ", ".join(DATASETS))
+    ev.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (or the folder above it, or the file)")
+    ev.add_argument("--split", default="dev", help="split to read where the benchmark has several (default dev)")
+    ev.add_argument("--answerable-only", action="store_true",
+                    help="MetaQA: keep the answerable_{split}_{h}hop.idx lines; others: drop questions without gold")
+    ev.add_argument("--limit", type=int, default=None, metavar="N",
+                    help="evaluate N questions: the first N of the indices shuffled with --sample-seed")
+    ev.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
+    ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot (and later strategies)")
+    ev.add_argument("--llm", default="local", metavar="SPEC", help="local, local:NAME, local:PATH.gguf, openai:MODEL")
+    ev.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+    ev.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
+                    help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
+    ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
+    ev.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 7")
+    ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
+    ev.add_argument("--threshold", type=float, default=None, metavar="X", help="answer threshold τ (default 0.8)")
+    ev.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="questions answered at once (default 1)")
+    ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping answered questions")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.set_defaults(func=cmd_eval)
+
+    rep = subparsers.add_parser(
+        "report",
+        help="tables and plots over run directories",
+        description="Write report.md (strategies × datasets, cost per question) and PNG plots "
+        "(answer value vs accuracy, backtracking counterfactual).",
+    )
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="run directories made by traversals eval")
+    rep.add_argument("--out", default=None, metavar="FILE", help="report file (default: DIR/report.md of the first run)")
+    rep.set_defaults(func=cmd_report)
+
+
+def _command_line() -> list[str]:
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).name in ("traversals", "__main__.py", "cli.py"):
+        argv[0] = "traversals"
+    return argv
+
+
+def _search_config(args: argparse.Namespace) -> Any:
+    from ..api import SearchConfig
+
+    fields = {f.name for f in dataclasses.fields(SearchConfig)}
+    k = args.k
+    if k is None:
+        k = {"tree": 3, "chain": 1}.get(args.strategy)
+    wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions, "threshold": args.threshold}
+    given = {name: v for name, v in wanted.items() if v is not None}
+    unknown = [n for n in given if n not in fields]
+    if unknown:
+        raise BadInput(f"this version's SearchConfig has no {', '.join(unknown)}")
+    return SearchConfig(**given)
+
+
+def _open_kgs(specs: list[str]) -> list[Any]:
+    from ..kg import factory
+
+    if hasattr(factory, "open_kg"):
+        return [factory.open_kg(s) for s in specs]
+    return list(factory.open_kgs(specs))
+
+
+async def _maybe_await(x: Any) -> Any:
+    return await x if inspect.isawaitable(x) else x
+
+
+async def _eval(args: argparse.Namespace) -> int:
+    from .runner import run_eval
+
+    dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
+    strategy = args.strategy
+    kg_specs = list(args.kg or dataset.kg_specs)
+    if strategy != "cot":
+        if not kg_specs:
+            raise BadInput(f"{dataset.name}: no KG file found next to the data; pass --kg SPEC")
+        if "freebase" in kg_specs:
+            raise BadInput(f"{dataset.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
+    search = _search_config(args)
+    url = args.llm_url or os.environ.get("OPENAI_BASE_URL")
+    config: dict[str, Any] = {
+        "strategy": strategy,
+        "llm": args.llm,
+        "llm_url": url,
+        "kg": kg_specs if strategy != "cot" else [],
+        "data": str(Path(args.data).resolve()),
+        # the search's own hyper-parameters; its RNG seed is not the sampling seed
+        **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
+        "command": shlex.join(_command_line()),
+    }
+    if config.get("k") is None:  # the strategy decides (cot has none)
+        config["k"] = {"tree": 3, "chain": 1}.get(strategy)
+    opened: list[Any] = []
+
+    async def factory() -> Any:
+        from ..api import build_solver
+        from ..llm.factory import open_llm
+
+        llm = await _maybe_await(open_llm(args.llm, url=url, api_key=os.environ.get("OPENAI_API_KEY")))
+        opened.append(llm)
+        kgs = []
+        if strategy != "cot":
+            for kg in _open_kgs(kg_specs):  # once: shared by every question
+                kg = await _maybe_await(kg)
+                opened.append(kg)
+                kgs.append(kg)
+        return build_solver(strategy, llm, kgs, search)
+
+    try:
+        summary = await run_eval(
+            dataset,
+            factory,
+            args.out,
+            concurrency=args.concurrency,
+            resume=args.resume,
+            limit=args.limit,
+            seed=args.sample_seed,
+            progress=not args.no_progress,
+            config=config,
+        )
+    finally:
+        for thing in reversed(opened):
+            try:
+                await thing.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's outcome
+                pass
+    print(summary.format())
+    print(f"  results: {Path(args.out) / 'results.jsonl'} · summary: {Path(args.out) / 'summary.json'}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .runner import ABORT_ERRORS, RESULTS, resume_hint
+
+    out = Path(args.out)
+    try:
+        return asyncio.run(_eval(args))
+    except KeyboardInterrupt:
+        if (out / RESULTS).exists():
+            print(f"\ninterrupted: {resume_hint(out, _command_line())}", file=sys.stderr)
+        else:
+            print("\ninterrupted before any question was answered", file=sys.stderr)
+        return 130
+    except ABORT_ERRORS as e:  # LLM / KG unavailable: the run stopped cleanly
+        if (out / RESULTS).exists():
+            raise type(e)(f"{e} -- the run stopped; {resume_hint(out, _command_line())}") from e
+        raise
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(args.dirs, out=args.out)
+    print(f"wrote {path}")
+    pngs = sorted(p.name for p in path.parent.glob("*.png") if p.name in ("value_vs_accuracy.png", "backtracking.png"))
+    if pngs:
+        print("  plots: " + ", ".join(pngs))
+    return 0

@@ -1,0 +1,322 @@
+"""Answer metrics: EM-in (Tree-of-Traversals §3.2), Hits@1 and F1 (RwT).
+
+Gold answers are *labels*, each with accepted alternatives (aliases). Accepted gold forms:
+a string (one label), a list of strings (one label each), a list of lists of strings (one
+label per inner list, first item canonical, rest aliases), or a list of
+:class:`~traversals.eval.datasets.Gold`.
+
+Normalisation (:func:`normalize`), applied to predictions and gold alike:
+
+1. Unicode NFKC, ``casefold``, accents stripped (NFKD, combining marks dropped).
+2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``): ISO ``1941-05-24`` (a ``T...`` time part
+   dropped), ``24 May 1941``, ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English
+   month names and 3-letter abbreviations. The dashes then become spaces, so a date is
+   the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date.
+3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
+   trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); the number
+   words zero..twenty and thirty..ninety become digits.
+4. Apostrophes removed (``God's`` -> ``gods``); underscores (PathQuestion names) and every
+   other punctuation or symbol character become a space, except a ``.`` between digits.
+5. The articles ``a``, ``an``, ``the`` removed; whitespace collapsed. (A gold string that
+   would normalise to nothing, like ``"The"``, is compared with its articles kept.)
+
+Matching is by whole tokens: gold ``"paris"`` is in ``"it is paris texas"`` but gold
+``"1"`` is not in ``"1941"``. A prediction that is empty or ``"Cannot find answer"``
+scores 0 on every metric, and so does a question without gold labels.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+
+from ..search.result import NO_ANSWER
+from .datasets.base import Gold
+
+_MONTHS = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
+    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_ORD = r"(?:st|nd|rd|th)?"
+_ISO = re.compile(r"(?<![\w.])[+]?(\d{4})-(\d{1,2})-(\d{1,2})(?:t\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?z?)?(?!\w)", re.I)
+_DMY = re.compile(rf"(?<![\w])(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?\s+(\d{{3,4}})(?!\w)", re.I)
+_MDY = re.compile(rf"(?<![\w]){_MONTH}\s+(\d{{1,2}}){_ORD},?\s+(\d{{3,4}})(?!\w)", re.I)
+_MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
+
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_PLUS = re.compile(r"(?<![\w.])\+(?=\d)")
+_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+_APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc`]")
+_ARTICLES = {"a", "an", "the"}
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+
+
+def _date(y: str, m: int, d: int | None = None) -> str | None:
+    if not 1 <= m <= 12 or (d is not None and not 1 <= d <= 31):
+        return None
+    return f"{int(y):04d}-{m:02d}" + (f"-{d:02d}" if d is not None else "")
+
+
+def canonical_dates(text: str) -> str:
+    """Rewrite the date forms listed in the module doc to ``YYYY-MM-DD`` / ``YYYY-MM``."""
+
+    def iso(m: re.Match) -> str:
+        return _date(m.group(1), int(m.group(2)), int(m.group(3))) or m.group(0)
+
+    def dmy(m: re.Match) -> str:
+        return _date(m.group(3), _MONTHS[m.group(2).lower()], int(m.group(1))) or m.group(0)
+
+    def mdy(m: re.Match) -> str:
+        return _date(m.group(3), _MONTHS[m.group(1).lower()], int(m.group(2))) or m.group(0)
+
+    def my(m: re.Match) -> str:
+        return _date(m.group(2), _MONTHS[m.group(1).lower()]) or m.group(0)
+
+    text = _ISO.sub(iso, text)
+    text = _DMY.sub(dmy, text)
+    text = _MDY.sub(mdy, text)
+    return _MY.sub(my, text)
+
+
+def canonical_numbers(text: str) -> str:
+    text = _THOUSANDS.sub("", text)
+    text = _PLUS.sub("", text)
+
+    def dec(m: re.Match) -> str:
+        frac = m.group(2).rstrip("0")
+        return m.group(1) + ("." + frac if frac else "")
+
+    return _DECIMAL.sub(dec, text)
+
+
+def _strip_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return unicodedata.normalize(
+        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    )
+
+
+def _punct_to_space(text: str) -> str:
+    out = []
+    n = len(text)
+    for i, ch in enumerate(text):
+        cat = unicodedata.category(ch)
+        if ch == "." and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
+            out.append(ch)
+        elif ch == "_" or cat[0] in "PS":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def normalize(text: object, *, drop_articles: bool = True) -> str:
+    """The normalised form of an answer or gold string (see the module doc).
+
+    Applied until nothing changes (at most a few rounds), so that ``normalize`` is
+    idempotent even when removing an article or a comma brings a month next to a year
+    (``"may the 1941"``)."""
+    s = _normalize_once(str(text), drop_articles)
+    for _ in range(3):
+        again = _normalize_once(s, drop_articles)
+        if again == s:
+            break
+        s = again
+    return s
+
+
+def _normalize_once(text: str, drop_articles: bool) -> str:
+    s = unicodedata.normalize("NFKC", text).casefold()
+    s = _strip_accents(s)
+    s = canonical_dates(s)
+    s = canonical_numbers(s)
+    s = _APOSTROPHES.sub("", s)
+    s = _punct_to_space(s)
+    tokens = [_NUMBER_WORDS.get(t, t) for t in s.split() if not (drop_articles and t in _ARTICLES)]
+    return " ".join(tokens)
+
+
+#: A normalised gold alternative: (text, articles kept?). A string that normalises to
+#: nothing (``"The"``, ``"A"``) is compared with articles kept, on both sides.
+Alt = tuple[str, bool]
+
+
+def _alt(text: str) -> Alt | None:
+    n = normalize(text)
+    if n:
+        return (n, False)
+    n = normalize(text, drop_articles=False)
+    return (n, True) if n else None
+
+
+def contains(prediction_norm: str, gold_norm: str) -> bool:
+    """Whole-token containment of normalised strings."""
+    return bool(gold_norm) and f" {gold_norm} " in f" {prediction_norm} "
+
+
+class _Pred:
+    """A prediction normalised both ways (with articles only when needed)."""
+
+    def __init__(self, text: object):
+        self.text = text
+        self.norm = normalize(text)
+        self._full: str | None = None
+
+    def form(self, alt: Alt) -> str:
+        if not alt[1]:
+            return self.norm
+        if self._full is None:
+            self._full = normalize(self.text, drop_articles=False)
+        return self._full
+
+    def has(self, alt: Alt) -> bool:
+        return contains(self.form(alt), alt[0])
+
+    def equals(self, alt: Alt) -> bool:
+        return self.form(alt) == alt[0]
+
+
+def as_gold(gold: object) -> list[Gold]:
+    """Any accepted gold form -> list of :class:`Gold` labels."""
+    if gold is None:
+        return []
+    if isinstance(gold, (str, Gold, dict)):
+        gold = [gold]
+    return [Gold.from_json(g) for g in gold]  # type: ignore[arg-type]
+
+
+def _labels(gold: object) -> list[frozenset[Alt]]:
+    """Gold labels as sets of normalised alternatives, duplicate labels merged (the
+    authors' scorer used a set of labels)."""
+    out: list[frozenset[Alt]] = []
+    for g in as_gold(gold):
+        alts = frozenset(a for a in (_alt(x) for x in g.alternatives) if a)
+        if alts and alts not in out:
+            out.append(alts)
+    return out
+
+
+def is_no_answer(prediction: object) -> bool:
+    if prediction is None:
+        return True
+    text = str(prediction).strip()
+    return not text or text.casefold().rstrip(".") == NO_ANSWER.casefold()
+
+
+def em_in(prediction: object, gold: object) -> float:
+    """Exact Match Included: for each gold label, 1 if any of its alternatives appears
+    (whole tokens, normalised) in the prediction; averaged over labels."""
+    labels = _labels(gold)
+    if is_no_answer(prediction) or not labels:
+        return 0.0
+    pred = _Pred(prediction)
+    return sum(any(pred.has(a) for a in alts) for alts in labels) / len(labels)
+
+
+# ---------------------------------------------------------------------------- answer sets
+
+_SPLIT_STRONG = re.compile(r"\s*(?:\||;|\n)\s*")
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019 "
+
+
+def split_items(prediction: object) -> list[str]:
+    """A prediction as a ranked list of answer items.
+
+    ``["A", "B"]`` / ``[A, B]`` (a list literal) gives its items; otherwise the text is split
+    on ``|``, ``;`` or newlines when it has any, else on commas. Dates such as
+    ``May 24, 1941`` and numbers such as ``1,000`` are protected from the comma split.
+    Surrounding quotes, whitespace and a final period are stripped; empty items dropped.
+    """
+    if is_no_answer(prediction):
+        return []
+    text = str(prediction).strip()
+    items: list[str] | None = None
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            value = json.loads(text)
+            if isinstance(value, list):
+                items = [str(v) for v in value]
+        except ValueError:
+            text = text[1:-1]
+    if items is None:
+        text = canonical_numbers(canonical_dates(text))
+        if _SPLIT_STRONG.search(text):
+            items = _SPLIT_STRONG.split(text)
+        else:
+            items = text.split(",")
+    out = []
+    for item in items:
+        item = item.strip().strip(_QUOTES).rstrip(".").strip()
+        if item:
+            out.append(item)
+    return out
+
+
+def _item_matches(item: _Pred, alts: frozenset[Alt]) -> bool:
+    return any(item.has(a) for a in alts)
+
+
+def _whole_is_gold(prediction: object, labels: list[frozenset[Alt]]) -> bool:
+    whole = _Pred(prediction)
+    return any(whole.equals(a) for alts in labels for a in alts)
+
+
+def hits_at_1(prediction: object, gold: object) -> float:
+    """1 if the top-ranked predicted item (the first item of a list answer, or the whole
+    answer) contains any alternative of any gold label, or if the whole prediction equals
+    one (so ``"Paris, Texas"`` is not cut at its comma); else 0."""
+    labels = _labels(gold)
+    items = split_items(prediction)
+    if not items or not labels:
+        return 0.0
+    top = _Pred(items[0])
+    if any(_item_matches(top, alts) for alts in labels) or _whole_is_gold(prediction, labels):
+        return 1.0
+    return 0.0
+
+
+def f1(prediction: object, gold: object) -> float:
+    """F1 of the predicted answer set against the gold labels. A predicted item is correct
+    when it contains an alternative of some gold label (precision over distinct predicted
+    items); a gold label is recalled when some item contains one of its alternatives. If
+    the whole prediction equals a gold alternative it is one item."""
+    labels = _labels(gold)
+    items = split_items(prediction)
+    if not items or not labels:
+        return 0.0
+    if _whole_is_gold(prediction, labels):
+        preds = [_Pred(prediction)]
+    else:
+        seen: dict[str, _Pred] = {}
+        for i in items:
+            p = _Pred(i)
+            key = p.norm or normalize(i, drop_articles=False)
+            if key:
+                seen.setdefault(key, p)
+        preds = list(seen.values())
+    if not preds:
+        return 0.0
+    correct = sum(any(_item_matches(p, alts) for alts in labels) for p in preds)
+    recalled = sum(any(_item_matches(p, alts) for p in preds) for alts in labels)
+    if not correct or not recalled:
+        return 0.0
+    p, r = correct / len(preds), recalled / len(labels)
+    return 2 * p * r / (p + r)
+
+
+def score(prediction: object, gold: object) -> dict[str, float]:
+    """All metrics of one answer: ``{"hits@1", "em_in", "f1"}`` (fractions in [0, 1])."""
+    return {"hits@1": hits_at_1(prediction, gold), "em_in": em_in(prediction, gold), "f1": f1(prediction, gold)}
+
+
+METRICS = ("hits@1", "em_in", "f1")

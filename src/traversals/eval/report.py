@@ -1,0 +1,437 @@
+"""``traversals report``: tables and plots over one or more run directories.
+
+Writes ``report.md`` with
+
+- a table like the paper's Table 1: strategies (rows) × datasets (columns), each cell
+  ``Hits@1 / EM-in (n)`` in percent;
+- per run: n, errors, Hits@1, EM-in, F1 and the mean LLM calls, prompt and completion
+  tokens, KG calls and seconds per question;
+- ``value_vs_accuracy.png`` (paper Fig. 5/7): every *proposed* answer in the traces (every
+  node carrying an ``answer``, not just the final one), its value against its EM-in,
+  jittered, with the mean EM-in per value bucket (width 0.1);
+- ``backtracking.png`` (paper Fig. 6): on questions where the search backtracked -- an
+  answer was proposed in the first subtree of the root (the subtree of the root's first
+  expanded child) and a node outside that subtree was expanded after that answer
+  appeared -- the EM-in of the best-valued answer of the first subtree (what the search
+  would have returned without backtracking) against the final answer's.
+
+A plot without data is not drawn; the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..errors import BadInput
+from .metrics import em_in
+from .runner import RESULTS, RUN, TRACES, Summary, read_results, safe_id, summarize
+
+VALUE_PNG = "value_vs_accuracy.png"
+BACKTRACK_PNG = "backtracking.png"
+
+
+@dataclass
+class Run:
+    dir: Path
+    config: dict
+    rows: list[dict]
+    summary: Summary
+    label: str = ""
+
+    @property
+    def dataset(self) -> str:
+        return str(self.config.get("dataset") or self.summary.dataset or "?")
+
+    @property
+    def strategy(self) -> str:
+        s = self.config.get("strategy")
+        if not s:
+            s = next((r.get("strategy") for r in self.rows if r.get("strategy")), "")
+        return str(s or "?")
+
+    @property
+    def llm(self) -> str:
+        return str(self.config.get("llm") or "")
+
+    def trace(self, row: dict) -> dict | None:
+        rel = row.get("trace") or f"{TRACES}/{safe_id(str(row.get('id', '')))}.json"
+        path = self.dir / rel
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+
+def load_run(run_dir: str | Path) -> Run:
+    d = Path(run_dir)
+    if not (d / RESULTS).is_file():
+        raise BadInput(f"{d}: no {RESULTS} (not a run directory)")
+    config: dict = {}
+    if (d / RUN).is_file():
+        try:
+            config = json.loads((d / RUN).read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise BadInput(f"{d / RUN}: not valid JSON ({e})") from e
+    seen: set = set()
+    rows = []
+    for r in read_results(d / RESULTS):
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            rows.append(r)
+    summary = summarize(
+        rows,
+        dataset=str(config.get("dataset", "")),
+        split=str(config.get("split", "")),
+        strategy=str(config.get("strategy", "")),
+        llm=str(config.get("llm", "")),
+        selected=config.get("selected"),
+        out_dir=str(d),
+    )
+    return Run(dir=d, config=config, rows=rows, summary=summary)
+
+
+# --------------------------------------------------------------------------- trace analysis
+
+
+def _nodes(trace: dict | None) -> list[dict]:
+    nodes = (trace or {}).get("nodes") or []
+    return [n for n in nodes if isinstance(n, dict) and "id" in n]
+
+
+def _value(node: dict) -> float | None:
+    v = node.get("value")
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None  # NaN -> None
+
+
+def proposed_answers(trace: dict | None) -> list[dict]:
+    """Nodes that carry a proposed answer (non-empty ``answer`` text, not marked invalid)."""
+    return [
+        n
+        for n in _nodes(trace)
+        if isinstance(n.get("answer"), str) and n["answer"].strip() and not n.get("invalid")
+    ]
+
+
+def value_points(run: Run) -> list[tuple[float, float]]:
+    """(value, EM-in) of every valued proposed answer in the run's traces."""
+    points = []
+    for row in run.rows:
+        if row.get("error"):
+            continue
+        for node in proposed_answers(run.trace(row)):
+            v = _value(node)
+            if v is not None:
+                points.append((v, em_in(node["answer"], row.get("gold"))))
+    return points
+
+
+@dataclass
+class Backtrack:
+    id: str
+    first_subtree_answer: str
+    first_subtree_em_in: float
+    final_answer: str
+    final_em_in: float
+
+
+def backtracking_case(trace: dict | None) -> tuple[dict, bool] | None:
+    """``(best answer node of the root's first subtree, backtracked?)`` or None when the
+    first subtree proposed no answer (no counterfactual)."""
+    nodes = _nodes(trace)
+    if not nodes:
+        return None
+    by_id = {n["id"]: n for n in nodes}
+    root = next((n for n in nodes if n.get("parent") is None), None)
+    if root is None:
+        return None
+    children: dict[Any, list[dict]] = {}
+    for n in nodes:
+        if n.get("parent") is not None:
+            children.setdefault(n["parent"], []).append(n)
+    expanded = [c for c in children.get(root["id"], []) if c.get("expansion") is not None]
+    if not expanded:
+        return None
+    first = min(expanded, key=lambda c: c["expansion"])
+    subtree: set = set()
+    stack = [first["id"]]
+    while stack:
+        nid = stack.pop()
+        if nid in subtree:
+            continue
+        subtree.add(nid)
+        stack.extend(c["id"] for c in children.get(nid, []))
+    answers = [n for n in proposed_answers(trace) if n["id"] in subtree]
+    if not answers:
+        return None
+
+    def born(n: dict) -> float:
+        """When a node appeared: the expansion of its parent."""
+        parent = by_id.get(n.get("parent"))
+        e = parent.get("expansion") if parent else None
+        return float(e) if e is not None else float("inf")
+
+    first_answer_at = min(born(n) for n in answers)
+    backtracked = any(
+        n["id"] not in subtree
+        and n is not root
+        and n.get("expansion") is not None
+        and n["expansion"] > first_answer_at
+        for n in nodes
+    )
+    order = {n["id"]: i for i, n in enumerate(nodes)}
+    best = max(answers, key=lambda n: (_value(n) if _value(n) is not None else float("-inf"), -order[n["id"]]))
+    return best, backtracked
+
+
+def backtracking_cases(run: Run) -> list[Backtrack]:
+    out = []
+    for row in run.rows:
+        if row.get("error"):
+            continue
+        case = backtracking_case(run.trace(row))
+        if case is None or not case[1]:
+            continue
+        best = case[0]
+        out.append(
+            Backtrack(
+                id=row["id"],
+                first_subtree_answer=best["answer"],
+                first_subtree_em_in=em_in(best["answer"], row.get("gold")),
+                final_answer=str(row.get("answer", "")),
+                final_em_in=float(row.get("em_in") or 0.0),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _figure(width: float = 6.4, height: float = 4.2):
+    from matplotlib.figure import Figure  # no pyplot: no global backend state
+
+    return Figure(figsize=(width, height), dpi=110)
+
+
+def _buckets(points: Iterable[tuple[float, float]], width: float = 0.1) -> list[tuple[float, int, float]]:
+    acc: dict[float, list[float]] = {}
+    for v, s in points:
+        b = round(round(v / width) * width, 6)
+        acc.setdefault(b, []).append(s)
+    return [(b, len(ss), sum(ss) / len(ss)) for b, ss in sorted(acc.items())]
+
+
+def plot_values(series: dict[str, list[tuple[float, float]]], path: Path) -> None:
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    rng = random.Random(0)
+    for i, (label, points) in enumerate(series.items()):
+        color = f"C{i % 10}"
+        xs = [v + rng.uniform(-0.025, 0.025) for v, _ in points]
+        ys = [s + rng.uniform(-0.04, 0.04) for _, s in points]
+        ax.scatter(xs, ys, s=10, alpha=0.35, color=color)
+        b = _buckets(points)
+        ax.plot([x for x, _, _ in b], [m for _, _, m in b], marker="o", color=color, label=f"{label} (n={len(points)})")
+    ax.set_xlabel("value assigned by the model")
+    ax.set_ylabel("EM-in of the proposed answer")
+    ax.set_title("Answer value vs accuracy (all proposed answers)")
+    ax.set_ylim(-0.1, 1.1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def plot_backtracking(series: dict[str, list[Backtrack]], path: Path) -> None:
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    labels = list(series)
+    width = 0.38
+    without = [100 * sum(c.first_subtree_em_in for c in cs) / len(cs) for cs in series.values()]
+    with_ = [100 * sum(c.final_em_in for c in cs) / len(cs) for cs in series.values()]
+    xs = list(range(len(labels)))
+    b1 = ax.bar([x - width / 2 for x in xs], without, width, label="first subtree only (no backtracking)", color="C1")
+    b2 = ax.bar([x + width / 2 for x in xs], with_, width, label="final answer (with backtracking)", color="C0")
+    ax.bar_label(b1, fmt="%.1f", fontsize=7)
+    ax.bar_label(b2, fmt="%.1f", fontsize=7)
+    ax.set_xlim(-0.9, len(labels) - 0.1)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{lab}\n(n={len(series[lab])})" for lab in labels], fontsize=7)
+    ax.set_ylabel("EM-in (%)")
+    ax.set_ylim(0, 110)
+    ax.set_title("Backtracking counterfactual (questions that backtracked)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _labels(runs: Sequence[Run]) -> None:
+    llms = {r.llm for r in runs}
+    ks: dict[str, set] = {}
+    for r in runs:
+        ks.setdefault(r.strategy, set()).add(r.config.get("k"))
+    for r in runs:
+        label = r.strategy
+        if len(ks[r.strategy]) > 1 and r.config.get("k") is not None:
+            label += f" k={r.config['k']}"
+        if len(llms) > 1:
+            label += f" · {r.llm or '?'}"
+        r.label = label
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Path:
+    """Write ``report.md`` (and PNG plots beside it) for the given run directories;
+    into the first run directory unless ``out`` (a file, or an existing directory) is
+    given. Returns the path of ``report.md``."""
+    if not run_dirs:
+        raise BadInput("report: give at least one run directory")
+    runs = [load_run(d) for d in run_dirs]
+    _labels(runs)
+    if out is None:
+        md = runs[0].dir / "report.md"
+    else:
+        md = Path(out)
+        if md.is_dir() or (not md.suffix and not md.exists()):
+            md = md / "report.md"
+    md.parent.mkdir(parents=True, exist_ok=True)
+
+    lines = ["# Evaluation report", ""]
+    lines.append("Runs: " + ", ".join(f"`{r.dir}`" for r in runs))
+    lines.append("")
+
+    # Table 1 style: strategies x datasets
+    datasets = list(dict.fromkeys(r.dataset for r in runs))
+    strategies = list(dict.fromkeys(r.label for r in runs))
+    cells: dict[tuple[str, str], list[str]] = {}
+    for r in runs:
+        s = r.summary
+        partial = "" if s.complete else f", partial of {s.selected}"
+        cells.setdefault((r.label, r.dataset), []).append(f"{_pct(s.hits_at_1)} / {_pct(s.em_in)} (n={s.n}{partial})")
+    lines += ["## Accuracy", "", "Cells: Hits@1 / EM-in in %, (n questions).", ""]
+    lines += _table(
+        ["strategy"] + datasets,
+        [[st] + ["; ".join(cells.get((st, ds), ["–"])) for ds in datasets] for st in strategies],
+    )
+    lines.append("")
+
+    # cost per run
+    lines += ["## Per run: accuracy and cost per question", ""]
+    rows = []
+    for r in runs:
+        s = r.summary
+        subset = r.config.get("split", "")
+        if r.config.get("answerable_only"):
+            subset += ", answerable"
+        if r.config.get("limit") is not None:
+            subset += f", {r.config['limit']} sampled (seed {r.config.get('seed')})"
+        rows.append(
+            [
+                r.dataset,
+                subset,
+                r.label,
+                r.llm or "?",
+                str(s.n),
+                str(s.errors),
+                _pct(s.hits_at_1),
+                _pct(s.em_in),
+                _pct(s.f1),
+                f"{s.mean_llm_calls:.1f}",
+                f"{s.mean_prompt_tokens:.0f}",
+                f"{s.mean_completion_tokens:.0f}",
+                f"{s.mean_kg_calls:.1f}",
+                f"{s.mean_seconds:.2f}",
+            ]
+        )
+    lines += _table(
+        ["dataset", "subset", "strategy", "LLM", "n", "errors", "Hits@1", "EM-in", "F1",
+         "LLM calls", "prompt tok", "completion tok", "KG calls", "seconds"],
+        rows,
+    )  # fmt: skip
+    lines.append("")
+
+    # value vs accuracy
+    lines += ["## Answer value vs accuracy (paper Fig. 5/7)", ""]
+    series = {}
+    for r in runs:
+        pts = value_points(r)
+        if pts:
+            key = f"{r.label} · {r.dataset}"
+            series[key] = series.get(key, []) + pts
+    value_png = md.parent / VALUE_PNG
+    if series:
+        plot_values(series, value_png)
+        lines += [f"![answer value vs accuracy]({VALUE_PNG})", ""]
+        lines += [
+            "All proposed answers in the traces (not only the final ones); EM-in of each "
+            "against the gold answers, mean per value bucket:",
+            "",
+        ]
+        trows = []
+        for key, pts in series.items():
+            for b, n, m in _buckets(pts):
+                trows.append([key, f"{b:.1f}", str(n), _pct(m)])
+        lines += _table(["run", "value", "answers", "EM-in %"], trows)
+    else:
+        value_png.unlink(missing_ok=True)  # a stale plot from an earlier report
+        lines.append("No data: no trace has a proposed answer with a value, so no plot was drawn.")
+    lines.append("")
+
+    # backtracking counterfactual
+    lines += ["## Backtracking counterfactual (paper Fig. 6)", ""]
+    bseries = {}
+    for r in runs:
+        cases = backtracking_cases(r)
+        if cases:
+            key = f"{r.label} · {r.dataset}"
+            bseries[key] = bseries.get(key, []) + cases
+    if bseries:
+        plot_backtracking(bseries, md.parent / BACKTRACK_PNG)
+        lines += [f"![backtracking counterfactual]({BACKTRACK_PNG})", ""]
+        lines += [
+            "Questions where an answer was proposed in the root's first subtree and the "
+            "search later expanded nodes outside it. EM-in of the best-valued answer of "
+            "the first subtree vs the final answer:",
+            "",
+        ]
+        lines += _table(
+            ["run", "questions", "first subtree only %", "final (backtracking) %"],
+            [
+                [
+                    key,
+                    str(len(cs)),
+                    _pct(sum(c.first_subtree_em_in for c in cs) / len(cs)),
+                    _pct(sum(c.final_em_in for c in cs) / len(cs)),
+                ]
+                for key, cs in bseries.items()
+            ],
+        )
+    else:
+        (md.parent / BACKTRACK_PNG).unlink(missing_ok=True)
+        lines.append(
+            "No data: no question backtracked after proposing an answer in its first "
+            "subtree (chain and CoT runs never do), so no plot was drawn."
+        )
+    lines.append("")
+    md.write_text("\n".join(lines), encoding="utf-8")
+    return md

@@ -1,0 +1,535 @@
+"""Run a solver over a dataset: resumable, concurrent, every answer on disk as it comes.
+
+Files in ``out_dir``:
+
+- ``run.json`` -- the run's configuration (dataset, split, strategy, LLM spec, seed,
+  limit, search hyper-parameters, version, start time, resumes).
+- ``results.jsonl`` -- one JSON object per answered question, appended as each finishes
+  with a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``: a line is
+  either entirely there or (after a crash mid-write) a truncated tail that ``resume``
+  cuts off.
+- ``traces/<safe id>.json`` -- the search tree of each question (written before its
+  result line, via a temporary file and ``os.replace``).
+- ``summary.json`` -- means over every line of ``results.jsonl`` (so a resumed run
+  summarises all of its questions).
+
+``resume=True`` skips ids already in ``results.jsonl``; a run killed at any point (Ctrl-C,
+``kill -9``) and resumed ends with every selected id exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import BadInput, KGUnavailable, LLMUnavailable, ModelIntegrityError, TraversalsError
+from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
+from .metrics import METRICS, score
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+RUN = "run.json"
+TRACES = "traces"
+
+#: Errors that say the infrastructure is down, not that a question is hard: the run stops
+#: (nothing is recorded for the question) so that it can be resumed once it is back.
+ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, ModelIntegrityError)
+
+#: run.json keys that must agree when resuming (when both runs record them).
+RESUME_MUST_MATCH = (
+    "dataset", "split", "answerable_only", "seed", "strategy", "llm",
+    "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed",
+)  # fmt: skip
+
+USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
+
+
+# --------------------------------------------------------------------------- summary
+
+
+@dataclass
+class Summary:
+    """Means over a run's results. Metrics are fractions in [0, 1]; errors count as 0."""
+
+    n: int = 0
+    errors: int = 0
+    hits_at_1: float = 0.0
+    em_in: float = 0.0
+    f1: float = 0.0
+    mean_llm_calls: float = 0.0
+    mean_prompt_tokens: float = 0.0
+    mean_completion_tokens: float = 0.0
+    mean_computed_prompt_tokens: float = 0.0
+    mean_kg_calls: float = 0.0
+    mean_seconds: float = 0.0
+    total_prompt_tokens: int = 0
+    total_completion_tokens: int = 0
+    total_seconds: float = 0.0
+    selected: int | None = None  # how many questions the run selected
+    dataset: str = ""
+    split: str = ""
+    strategy: str = ""
+    llm: str = ""
+    out_dir: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.selected is None or self.n >= self.selected
+
+    def to_json(self) -> dict:
+        r = lambda x: round(x, 4)  # noqa: E731
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "strategy": self.strategy,
+            "llm": self.llm,
+            "n": self.n,
+            "selected": self.selected,
+            "errors": self.errors,
+            "metrics_scale": "fraction in [0, 1]",
+            "hits@1": r(self.hits_at_1),
+            "em_in": r(self.em_in),
+            "f1": r(self.f1),
+            "mean_llm_calls": r(self.mean_llm_calls),
+            "mean_prompt_tokens": r(self.mean_prompt_tokens),
+            "mean_completion_tokens": r(self.mean_completion_tokens),
+            "mean_computed_prompt_tokens": r(self.mean_computed_prompt_tokens),
+            "mean_kg_calls": r(self.mean_kg_calls),
+            "mean_seconds": r(self.mean_seconds),
+            "total_prompt_tokens": self.total_prompt_tokens,
+            "total_completion_tokens": self.total_completion_tokens,
+            "total_seconds": round(self.total_seconds, 3),
+            **self.extra,
+        }
+
+    def format(self) -> str:
+        """A few human-readable lines."""
+        head = f"{self.dataset} {self.split} · {self.strategy or '?'} · {self.llm or '?'}"
+        sel = f"/{self.selected}" if self.selected is not None else ""
+        return (
+            f"{head}\n"
+            f"  n={self.n}{sel}  errors={self.errors}\n"
+            f"  Hits@1={100 * self.hits_at_1:.1f}%  EM-in={100 * self.em_in:.1f}%  F1={100 * self.f1:.1f}%\n"
+            f"  per question: {self.mean_llm_calls:.1f} LLM calls, {self.mean_prompt_tokens:.0f} prompt + "
+            f"{self.mean_completion_tokens:.0f} completion tokens, {self.mean_kg_calls:.1f} KG calls, "
+            f"{self.mean_seconds:.2f} s"
+        )
+
+
+def _num(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
+    """Summary of result rows (first row of each id only)."""
+    seen: set[str] = set()
+    uniq = []
+    for row in rows:
+        if row.get("id") in seen:
+            continue
+        seen.add(row.get("id"))
+        uniq.append(row)
+    n = len(uniq)
+    mean = lambda key: sum(_num(r.get(key)) for r in uniq) / n if n else 0.0  # noqa: E731
+    return Summary(
+        n=n,
+        errors=sum(1 for r in uniq if r.get("error")),
+        hits_at_1=mean("hits@1"),
+        em_in=mean("em_in"),
+        f1=mean("f1"),
+        mean_llm_calls=mean("llm_calls"),
+        mean_prompt_tokens=mean("prompt_tokens"),
+        mean_completion_tokens=mean("completion_tokens"),
+        mean_computed_prompt_tokens=mean("computed_prompt_tokens"),
+        mean_kg_calls=mean("kg_calls"),
+        mean_seconds=mean("seconds"),
+        total_prompt_tokens=int(sum(_num(r.get("prompt_tokens")) for r in uniq)),
+        total_completion_tokens=int(sum(_num(r.get("completion_tokens")) for r in uniq)),
+        total_seconds=sum(_num(r.get("seconds")) for r in uniq),
+        **info,
+    )
+
+
+# --------------------------------------------------------------------------- files
+
+
+def safe_id(qid: str) -> str:
+    """A file name for a question id: ``metaqa-1hop:dev:17`` -> ``metaqa-1hop_dev_17``."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", qid).strip("._") or "q"
+    return s[:180]
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` through a temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_json_safe(data), f, ensure_ascii=False, indent=1, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ResultsFile:
+    """``results.jsonl`` opened for appending whole lines atomically."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, row: Mapping) -> None:
+        line = json.dumps(_json_safe(dict(row)), ensure_ascii=False, default=str) + "\n"
+        data = line.encode("utf-8")
+        written = os.write(self.fd, data)
+        if written != len(data):  # disk full: leave a tail that resume will cut
+            raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def read_results(path: str | Path, *, repair: bool = False) -> list[dict]:
+    """The rows of a ``results.jsonl``.
+
+    A last line that is incomplete (no final newline) or not valid JSON -- what a crash in
+    the middle of a write can leave -- is ignored, and with ``repair=True`` cut off the file
+    so that appending continues on a clean line. A bad line elsewhere is an error.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    good_end = len(data) if data.endswith(b"\n") else data.rfind(b"\n") + 1
+    lines = data[:good_end].split(b"\n")[:-1] if good_end else []
+    rows: list[dict] = []
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+            if not isinstance(row, dict) or "id" not in row:
+                raise ValueError("not a result object")
+        except ValueError as e:
+            if i == len(lines) - 1:  # a corrupt last line: drop it like a truncated one
+                good_end -= len(raw) + 1
+                break
+            raise BadInput(f"{path}:{i + 1}: corrupt line ({e}); fix or remove it") from e
+        rows.append(row)
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+            f.flush()
+            os.fsync(f.fileno())
+    return rows
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) -> dict:
+    text = str(getattr(answer, "text", "") or "")
+    usage = getattr(answer, "usage", None)
+    usage_json = usage.to_json() if usage is not None and hasattr(usage, "to_json") else {}
+    seconds = float(getattr(answer, "seconds", 0.0) or 0.0) or elapsed
+    edges = [e.to_json() if hasattr(e, "to_json") else e for e in getattr(answer, "supporting_edges", []) or []]
+    gold = q.gold_json()
+    return {
+        "id": q.id,
+        "question": q.text,
+        "answer": text,
+        "gold": gold,
+        **score(text, gold),
+        "value": getattr(answer, "value", None),
+        **{k: int(usage_json.get(k, 0) or 0) for k in USAGE_KEYS},
+        "seconds": round(seconds, 3),
+        "strategy": getattr(answer, "strategy", "") or "",
+        "decoding": getattr(answer, "decoding", "") or "",
+        "error": None,
+        "topic_entities": q.topic_entities,
+        "supporting_edges": edges,
+        "trace": trace_rel,
+    }
+
+
+def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, trace_rel: str | None) -> dict:
+    return {
+        "id": q.id,
+        "question": q.text,
+        "answer": "",
+        "gold": q.gold_json(),
+        **{m: 0.0 for m in METRICS},
+        "value": None,
+        **{k: 0 for k in USAGE_KEYS},
+        "seconds": round(elapsed, 3),
+        "strategy": strategy,
+        "decoding": "",
+        "error": f"{type(exc).__name__}: {exc}",
+        "topic_entities": q.topic_entities,
+        "supporting_edges": [],
+        "trace": trace_rel,
+    }
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("traversals")
+    except Exception:  # pragma: no cover - not installed
+        return "unknown"
+
+
+def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
+    diffs = [
+        f"{k}: {old[k]!r} (recorded) vs {new[k]!r} (now)"
+        for k in RESUME_MUST_MATCH
+        if k in old and k in new and old[k] != new[k]
+    ]
+    if diffs:
+        raise BadInput(
+            f"cannot resume: {run_json} was made with different settings -- "
+            + "; ".join(diffs)
+            + " (use another --out for a new run)"
+        )
+
+
+async def _make_solver(factory: Any) -> Any:
+    if hasattr(factory, "ask"):
+        return factory
+    solver = factory()
+    if inspect.isawaitable(solver):
+        solver = await solver
+    return solver
+
+
+class _Progress:
+    """tqdm on stderr with running Hits@1; silent when disabled or not a TTY."""
+
+    def __init__(self, enabled: bool, total: int, done_rows: list[dict]):
+        self.bar = None
+        self.hits = sum(_num(r.get("hits@1")) for r in done_rows)
+        self.count = len(done_rows)
+        self.errors = sum(1 for r in done_rows if r.get("error"))
+        if enabled and total and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm is an eval extra
+                return
+            self.bar = tqdm(total=total, initial=self.count, file=sys.stderr, unit="q", dynamic_ncols=True)
+            self._postfix()
+
+    def _postfix(self) -> None:
+        if self.bar is not None:
+            acc = self.hits / self.count if self.count else 0.0
+            self.bar.set_postfix_str(f"hits@1={100 * acc:.1f}% err={self.errors}", refresh=False)
+
+    def update(self, row: Mapping) -> None:
+        self.count += 1
+        self.hits += _num(row.get("hits@1"))
+        self.errors += 1 if row.get("error") else 0
+        if self.bar is not None:
+            self._postfix()
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def run_eval(
+    dataset: Dataset,
+    solver_factory: Callable[[], Any] | Any,
+    out_dir: str | Path,
+    *,
+    concurrency: int = 1,
+    resume: bool = False,
+    limit: int | None = None,
+    seed: int = DEFAULT_SEED,
+    progress: bool = True,
+    config: Mapping[str, Any] | None = None,
+) -> Summary:
+    """Answer the selected questions of ``dataset`` and write the run's files.
+
+    ``solver_factory`` is a Solver or a callable (sync or async) returning one; it is
+    called once, only if there is something left to answer. ``limit``/``seed`` select the
+    questions (:func:`~traversals.eval.datasets.sample_questions`). ``config`` is stored in
+    ``run.json`` (strategy, llm, k, ...) and checked on resume. Returns the summary over
+    every line of ``results.jsonl``.
+
+    Raises :class:`BadInput` when ``results.jsonl`` already has lines and ``resume`` is
+    false, or when resuming with different settings. When the LLM or KG is unavailable
+    the run stops and the error is raised after in-flight questions finish; on
+    cancellation (Ctrl-C) in-flight questions are abandoned. In both cases the files stay
+    consistent and the run can be resumed.
+    """
+    if concurrency < 1:
+        raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
+    out = Path(out_dir)
+    results_path = out / RESULTS
+    run_path = out / RUN
+    selection = sample_questions(dataset.questions, limit, seed)
+    selected_ids = [q.id for q in selection]
+    if len(set(selected_ids)) != len(selected_ids):
+        raise BadInput(f"dataset {dataset.name} has duplicate question ids")
+
+    cfg: dict[str, Any] = {"kg": list(dataset.kg_specs)}  # the caller's config may override
+    cfg.update(dict(config or {}))
+    cfg.update(  # what this function decides is authoritative
+        {
+            "dataset": dataset.name,
+            "split": dataset.split,
+            "answerable_only": dataset.answerable_only,
+            "limit": limit,
+            "seed": seed,
+            "selected": len(selection),
+            "dataset_size": len(dataset.questions),
+            "dataset_files": [str(Path(f).resolve()) for f in dataset.files],
+            "concurrency": concurrency,
+        }
+    )
+    cfg.setdefault("version", _version())
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    if results_path.exists() and results_path.stat().st_size > 0 and not resume:
+        raise BadInput(f"{results_path} already has results: use --resume or another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / TRACES).mkdir(exist_ok=True)
+
+    if resume and run_path.exists():
+        try:
+            old = json.loads(run_path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise BadInput(f"{run_path} is not valid JSON ({e})") from e
+        _check_resume(old, cfg, run_path)
+        cfg["started"] = old.get("started", now)
+        cfg["resumed"] = [*old.get("resumed", []), now]
+        if "command" in old:
+            cfg["command"] = old["command"]
+    else:
+        cfg["started"] = now
+
+    rows = read_results(results_path, repair=True) if resume else []
+    done = {r["id"] for r in rows}
+    todo = [q for q in selection if q.id not in done]
+    write_json_atomic(run_path, cfg)
+
+    info = {
+        "selected": len(selection),
+        "dataset": dataset.name,
+        "split": dataset.split,
+        "strategy": str(cfg.get("strategy", "")),
+        "llm": str(cfg.get("llm", "")),
+        "out_dir": str(out),
+    }
+
+    def finish() -> Summary:
+        summary = summarize(read_results(results_path), **info)
+        write_json_atomic(out / SUMMARY, summary.to_json())
+        return summary
+
+    if not todo:
+        return finish()
+
+    solver = await _make_solver(solver_factory)
+    strategy = str(cfg.get("strategy", "") or getattr(solver, "name", ""))
+    results = ResultsFile(results_path)
+    chosen = set(selected_ids)
+    bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in chosen])
+    pending = iter(todo)
+    state: dict[str, Any] = {"stop": False, "abort": None}
+
+    async def answer(q: Question) -> dict:
+        trace_rel = f"{TRACES}/{safe_id(q.id)}.json"
+        t0 = time.perf_counter()
+        try:
+            ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
+        except ABORT_ERRORS:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded as an error row, the run goes on
+            elapsed = time.perf_counter() - t0
+            row = error_row(q, e, elapsed, strategy, trace_rel)
+            tb = "".join(traceback.format_exception(e)) if not isinstance(e, TraversalsError) else ""
+            write_json_atomic(
+                out / trace_rel,
+                {"id": q.id, "question": q.text, "gold": q.gold_json(), "error": row["error"], "traceback": tb},
+            )
+            return row
+        elapsed = time.perf_counter() - t0
+        row = answer_row(q, ans, elapsed, trace_rel)
+        trace = dict(getattr(ans, "trace", None) or {})
+        trace.setdefault("question", q.text)
+        trace.setdefault("answer", row["answer"])
+        trace.setdefault("nodes", [])
+        write_json_atomic(out / trace_rel, {"id": q.id, "gold": q.gold_json(), **trace})
+        return row
+
+    async def worker() -> None:
+        for q in pending:  # one shared iterator: each question is taken by one worker
+            if state["stop"]:
+                return
+            try:
+                row = await answer(q)
+            except ABORT_ERRORS as e:
+                state["stop"] = True
+                state["abort"] = state["abort"] or e
+                return
+            results.append(row)
+            bar.update(row)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        bar.close()
+        results.close()
+        summary = finish()
+    if state["abort"] is not None:
+        raise state["abort"]
+    return summary
+
+
+def resume_hint(out_dir: str | Path, argv: Sequence[str] | None = None) -> str:
+    """How to continue an interrupted run."""
+    n = len(read_results(Path(out_dir) / RESULTS))
+    cmd = " ".join(argv) if argv else "the same command"
+    if argv and "--resume" not in argv:
+        cmd += " --resume"
+    elif not argv:
+        cmd += " with --resume"
+    return f"{n} question(s) saved in {out_dir}; continue with: {cmd}"

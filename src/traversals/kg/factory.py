@@ -1,0 +1,107 @@
+"""Turn a ``--kg`` spec into a :class:`~traversals.kg.base.KnowledgeGraph`.
+
+Accepted specs (see :data:`SPEC_HELP`):
+
+``demo``
+    the built-in Wikidata-shaped demo KG (:func:`~traversals.kg.store.demo_kg_path`);
+``wikidata``
+    Wikidata through its public services (:class:`~traversals.kg.wikidata.WikidataKG`);
+``sparql:URL`` or any ``http://`` / ``https://`` URL
+    a SPARQL 1.1 endpoint (:class:`~traversals.kg.sparql.SparqlKG`);
+a file ``*.nt *.ttl *.nq *.trig *.rdf *.owl *.txt *.tsv *.csv`` (optionally ``.gz``)
+    loaded into memory (:meth:`OxigraphKG.from_file
+    <traversals.kg.store.OxigraphKG.from_file>`);
+a directory
+    a persistent Oxigraph store (:meth:`OxigraphKG.open
+    <traversals.kg.store.OxigraphKG.open>`).
+
+Any spec may be prefixed with ``NAME=`` to name the KG (``movies=kb.txt``); the name is
+what entities and relations carry in ``.kg`` and what multi-KG prompts show. The
+SPARQL and Wikidata back ends are imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import BadInput
+from . import formats
+from .base import KnowledgeGraph
+
+SPEC_HELP = (
+    "demo | wikidata | sparql:URL | http(s)://ENDPOINT | a triple file ("
+    + " ".join(formats.ACCEPTED_EXTENSIONS)
+    + ", optionally .gz) | a store directory; prefix NAME= to name it"
+)
+
+_NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
+
+
+def open_kg(spec: str, *, name: str | None = None) -> KnowledgeGraph:
+    """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
+    m = _NAME_PREFIX.match(spec)
+    if m and not Path(spec).exists():
+        name = name or m.group(1)
+        spec = m.group(2).strip()
+
+    low = spec.lower()
+    if low == "demo":
+        from .store import OxigraphKG
+
+        return OxigraphKG.demo(name=name or "demo")
+    if low == "wikidata":
+        from .wikidata import WikidataKG
+
+        return WikidataKG(name=name) if name else WikidataKG()
+    if low.startswith("sparql:") or low.startswith(("http://", "https://")):
+        url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
+        if not url.lower().startswith(("http://", "https://")):
+            raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
+        from .sparql import SparqlKG
+
+        return SparqlKG(url, name=name) if name else SparqlKG(url)
+
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        from .store import OxigraphKG
+
+        return OxigraphKG.open(path, name=name)
+    if formats.detect_format(path) is not None:
+        if not path.exists():
+            raise BadInput(f"no such file: {path}")
+        from .store import OxigraphKG
+
+        return OxigraphKG.from_file(path, name=name)
+    if path.exists():
+        raise BadInput(f"{path}: unknown triple file type; accepted KG specs: {SPEC_HELP}")
+    raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
+
+
+def open_kgs(specs: Sequence[str] | None) -> list[KnowledgeGraph]:
+    """Open several KGs (``[]`` or ``None`` -> the demo KG).
+
+    Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and
+    relations are told apart by ``.kg``.
+    """
+    if not specs:
+        specs = ["demo"]
+    kgs: list[KnowledgeGraph] = []
+    seen: dict[str, int] = {}
+    for spec in specs:
+        kg = open_kg(spec)
+        base = kg.name
+        if base in seen:
+            seen[base] += 1
+            try:
+                kg.name = f"{base}-{seen[base]}"
+            except AttributeError:  # pragma: no cover - read-only name
+                pass
+        else:
+            seen[base] = 1
+        kgs.append(kg)
+    return kgs

@@ -1,0 +1,404 @@
+"""Triple files: RDF serialisations and plain ``subject|relation|object`` tables.
+
+Two families of input are recognised by file extension (optionally followed by ``.gz``):
+
+* **RDF** – ``.nt`` (N-Triples), ``.ttl`` (Turtle), ``.nq`` (N-Quads), ``.trig`` (TriG),
+  ``.rdf``/``.owl`` (RDF/XML). They are parsed by pyoxigraph; this module only names the
+  format (:func:`detect_format`). Quads are later flattened into the default graph.
+* **Plain** – one fact per line, three fields:
+
+  - ``.txt``: the delimiter is sniffed from the first non-empty lines – ``|`` (MetaQA's
+    ``kb.txt``) or TAB (PathQuestion's ``*-kb.txt``); runs of tabs and blanks around the
+    fields are tolerated.
+  - ``.tsv``: TAB-separated, same tolerance.
+  - ``.csv``: three columns read with :mod:`csv` (quoted fields may contain commas and
+    newlines); an optional header row ``subject,relation,object`` (or
+    ``subject,predicate,object`` / ``s,r,o`` / ``s,p,o`` / ``head,relation,tail``) is
+    skipped.
+
+  Every name becomes an IRI with the shared scheme of :mod:`traversals.kg.iris`
+  (``entity_iri`` for subjects *and objects* – MetaQA's years and ratings are entities,
+  as in MetaQA's own setup – and ``relation_iri`` for relations). Each distinct entity
+  and relation gets one ``rdfs:label`` triple whose text is ``iris.name_label(name)``
+  (``directed_by`` -> ``directed by``), or the stripped name if that is empty.
+
+  Blank lines and malformed lines (not exactly three non-empty fields) are skipped and
+  counted in a :class:`ReadStats`; a summary is logged as a warning. A file that is not
+  valid UTF-8 is refused with :class:`~traversals.errors.BadInput` naming the line.
+
+:func:`write_ntriples` is the ``traversals kg convert`` back end: it streams the data
+triples plus the label triples through pyoxigraph's N-Triples serialiser (never
+hand-built strings), so any name – quotes, braces, backslashes, newlines inside CSV
+fields, any Unicode – comes out correctly escaped. :class:`~traversals.kg.store.OxigraphKG`
+loads plain files through the same generator (:func:`iter_plain_rdf`), so a converted
+file and a directly loaded file have identical IRIs and labels.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+import pyoxigraph as ox
+
+from ..errors import BadInput
+from . import iris
+
+log = logging.getLogger(__name__)
+
+#: RDF serialisations by extension.
+RDF_EXTENSIONS: dict[str, ox.RdfFormat] = {
+    ".nt": ox.RdfFormat.N_TRIPLES,
+    ".ttl": ox.RdfFormat.TURTLE,
+    ".nq": ox.RdfFormat.N_QUADS,
+    ".trig": ox.RdfFormat.TRIG,
+    ".rdf": ox.RdfFormat.RDF_XML,
+    ".owl": ox.RdfFormat.RDF_XML,
+}
+#: Plain triple tables by extension; ``None`` means "sniff the delimiter".
+PLAIN_EXTENSIONS: dict[str, str | None] = {".txt": None, ".tsv": "\t", ".csv": ","}
+#: Every accepted extension, for error messages.
+ACCEPTED_EXTENSIONS = tuple(RDF_EXTENSIONS) + tuple(PLAIN_EXTENSIONS)
+
+_CSV_HEADERS = {
+    ("subject", "relation", "object"),
+    ("subject", "predicate", "object"),
+    ("s", "r", "o"),
+    ("s", "p", "o"),
+    ("head", "relation", "tail"),
+}
+_SNIFF_LINES = 20
+_MAX_REPORTED = 10  # skipped line numbers kept for the report
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """What :func:`detect_format` found out from a file name."""
+
+    kind: str  # "rdf" or "plain"
+    suffix: str  # ".nt", ".txt", ... (without ".gz")
+    compressed: bool = False
+    rdf_format: ox.RdfFormat | None = None
+    delimiter: str | None = None  # plain files: "\t", "|", ","; None = sniff
+
+
+@dataclass
+class ReadStats:
+    """Counts gathered while reading a plain triple file (filled in as it streams)."""
+
+    path: str = ""
+    delimiter: str = ""
+    lines: int = 0
+    triples: int = 0
+    skipped: int = 0
+    skipped_lines: list[int] = field(default_factory=list)  # first few, 1-based
+    entities: int = 0  # distinct entity names (set by iter_plain_rdf)
+    relations: int = 0  # distinct relation names (set by iter_plain_rdf)
+
+    def skip(self, lineno: int) -> None:
+        self.skipped += 1
+        if len(self.skipped_lines) < _MAX_REPORTED:
+            self.skipped_lines.append(lineno)
+
+    @property
+    def label_triples(self) -> int:
+        return self.entities + self.relations
+
+    def report(self) -> None:
+        """Log a warning if lines were skipped."""
+        if self.skipped:
+            more = "" if self.skipped <= len(self.skipped_lines) else ", ..."
+            log.warning(
+                "%s: skipped %d blank or malformed line(s) (line %s%s)",
+                self.path,
+                self.skipped,
+                ", ".join(map(str, self.skipped_lines)),
+                more,
+            )
+
+
+def detect_format(path: str | os.PathLike[str]) -> FileFormat | None:
+    """The format of a triple file from its extension, or ``None`` if unknown."""
+    name = Path(path).name.lower()
+    compressed = name.endswith(".gz")
+    if compressed:
+        name = name[:-3]
+    suffix = Path(name).suffix
+    if suffix in RDF_EXTENSIONS:
+        return FileFormat("rdf", suffix, compressed, rdf_format=RDF_EXTENSIONS[suffix])
+    if suffix in PLAIN_EXTENSIONS:
+        return FileFormat("plain", suffix, compressed, delimiter=PLAIN_EXTENSIONS[suffix])
+    return None
+
+
+def check_readable(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a :class:`Path`, or :class:`BadInput` if it is not a readable file."""
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"no such file: {p}")
+    if not p.is_file():
+        raise BadInput(f"not a file: {p}")
+    return p
+
+
+def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a (possibly gzip-compressed) file for binary reading."""
+    p = check_readable(path)
+    try:
+        if p.name.lower().endswith(".gz"):
+            return gzip.open(p, "rb")  # type: ignore[return-value]
+        return open(p, "rb")
+    except OSError as exc:
+        raise BadInput(f"cannot read {p}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- plain files
+
+
+def sniff_delimiter(lines: Iterable[str]) -> str | None:
+    """``"\\t"`` or ``"|"``: the separator most of the sample lines contain (TAB wins ties).
+
+    Returns ``None`` when no sample line contains either.
+    """
+    tabs = pipes = 0
+    for line in lines:
+        if "\t" in line:
+            tabs += 1
+        if "|" in line:
+            pipes += 1
+    if not tabs and not pipes:
+        return None
+    return "\t" if tabs >= pipes else "|"
+
+
+def split_line(line: str, delimiter: str) -> tuple[str, str, str] | None:
+    """The three stripped fields of a plain line, or ``None`` if it is malformed."""
+    if delimiter == "\t":
+        # PathQuestion style: tolerate runs of tabs and stray blanks.
+        parts = [p.strip() for p in line.split("\t")]
+        parts = [p for p in parts if p]
+    else:
+        parts = [p.strip() for p in line.split(delimiter)]
+    if len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def _decoded_lines(fh: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
+    for lineno, raw in enumerate(fh, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}: line {lineno}: not valid UTF-8 ({exc.reason})") from exc
+        if lineno == 1:
+            line = line.lstrip("\ufeff")
+        yield lineno, line.rstrip("\r\n")
+
+
+def iter_plain_triples(
+    path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+    stats: ReadStats | None = None,
+) -> Iterator[tuple[str, str, str]]:
+    """Yield ``(subject, relation, object)`` names from a plain triple file.
+
+    ``delimiter`` overrides the one implied by the extension (``"|"``, ``"\\t"`` or
+    ``","``; ``","`` means CSV). ``stats``, if given, is filled in while the iterator
+    runs. Blank and malformed lines are skipped and counted; a warning is logged at
+    the end. Raises :class:`BadInput` for a missing file, an unknown extension (when no
+    ``delimiter`` is given), an undetectable delimiter or invalid UTF-8.
+    """
+    p = check_readable(path)
+    st = stats if stats is not None else ReadStats()
+    st.path = str(p)
+    if delimiter is None:
+        fmt = detect_format(p)
+        if fmt is None or fmt.kind != "plain":
+            raise BadInput(
+                f"{p}: not a plain triple file (expected .txt with s|r|o or tab-separated "
+                f"lines, .tsv or .csv)"
+            )
+        delimiter = fmt.delimiter
+    elif delimiter not in ("|", "\t", ","):
+        raise BadInput(f"unsupported delimiter {delimiter!r}: use '|', TAB or ','")
+    # Checks above run eagerly; reading happens lazily in the generator.
+    return _iter_plain(p, delimiter, st)
+
+
+def _iter_plain(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[tuple[str, str, str]]:
+    if delimiter == ",":
+        yield from _iter_csv(p, st)
+    else:
+        yield from _iter_delimited(p, delimiter, st)
+    st.report()
+
+
+def _iter_delimited(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[tuple[str, str, str]]:
+    if delimiter is None:
+        sample: list[str] = []
+        with open_binary(p) as fh:
+            for _, line in _decoded_lines(fh, p):
+                if line.strip():
+                    sample.append(line)
+                    if len(sample) >= _SNIFF_LINES:
+                        break
+        if not sample:
+            st.delimiter = ""
+            return
+        delimiter = sniff_delimiter(sample)
+        if delimiter is None:
+            raise BadInput(
+                f"{p}: cannot tell the delimiter: expected subject|relation|object or "
+                f"tab-separated lines"
+            )
+    st.delimiter = delimiter
+    with open_binary(p) as fh:
+        for lineno, line in _decoded_lines(fh, p):
+            st.lines = lineno
+            fields = split_line(line, delimiter) if line.strip() else None
+            if fields is None:
+                st.skip(lineno)
+                continue
+            st.triples += 1
+            yield fields
+
+
+def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
+    st.delimiter = ","
+    with open_binary(p) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        reader = csv.reader(text)
+        first = True
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except UnicodeDecodeError as exc:
+                raise BadInput(
+                    f"{p}: near line {reader.line_num + 1}: not valid UTF-8 ({exc.reason})"
+                ) from exc
+            except csv.Error as exc:
+                st.skip(reader.line_num)
+                log.debug("%s: line %d: %s", p, reader.line_num, exc)
+                continue
+            lineno = reader.line_num
+            st.lines = lineno
+            fields = [f.strip() for f in row]
+            if first:
+                first = False
+                if tuple(f.casefold() for f in fields) in _CSV_HEADERS:
+                    continue
+            if len(fields) != 3 or not all(fields):
+                st.skip(lineno)
+                continue
+            st.triples += 1
+            yield fields[0], fields[1], fields[2]
+
+
+# --------------------------------------------------------------------- plain files -> RDF
+
+
+def _label_literal(name: str) -> ox.Literal:
+    return ox.Literal(iris.name_label(name) or name.strip())
+
+
+def plain_to_rdf(
+    triples: Iterable[tuple[str, str, str]],
+    stats: ReadStats | None = None,
+    *,
+    quads: bool = False,
+) -> Iterator[ox.Triple] | Iterator[ox.Quad]:
+    """Turn name triples into RDF triples with minted IRIs.
+
+    Before the first triple that mentions an entity or relation, its ``rdfs:label``
+    triple is yielded, so every distinct name gets exactly one label. ``stats.entities``
+    and ``stats.relations`` count the distinct names. With ``quads=True`` the items are
+    :class:`pyoxigraph.Quad` in the default graph (ready for ``Store.bulk_extend``).
+    """
+    make = ox.Quad if quads else ox.Triple
+    label = ox.NamedNode(iris.RDFS_LABEL)
+    entities: dict[str, ox.NamedNode] = {}
+    relations: dict[str, ox.NamedNode] = {}
+
+    def mint(name: str, table: dict[str, ox.NamedNode], iri) -> tuple[ox.NamedNode, object]:
+        node = ox.NamedNode(iri(name))
+        table[name] = node
+        return node, make(node, label, _label_literal(name))
+
+    # Written out (no inner loop) because it runs once per line of files like MetaQA's.
+    for s, r, o in triples:
+        sn = entities.get(s)
+        if sn is None:
+            sn, t = mint(s, entities, iris.entity_iri)
+            yield t
+        rn = relations.get(r)
+        if rn is None:
+            rn, t = mint(r, relations, iris.relation_iri)
+            yield t
+        on = entities.get(o)
+        if on is None:
+            on, t = mint(o, entities, iris.entity_iri)
+            yield t
+        if stats is not None:
+            stats.entities = len(entities)
+            stats.relations = len(relations)
+        yield make(sn, rn, on)
+
+
+def iter_plain_rdf(
+    path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+    stats: ReadStats | None = None,
+    quads: bool = False,
+) -> Iterator[ox.Triple] | Iterator[ox.Quad]:
+    """RDF triples (data + labels) of a plain triple file; see :func:`plain_to_rdf`."""
+    st = stats if stats is not None else ReadStats()
+    return plain_to_rdf(iter_plain_triples(path, delimiter=delimiter, stats=st), st, quads=quads)
+
+
+def write_ntriples(
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+) -> ReadStats:
+    """Convert a plain triple file (``s|r|o``, TSV, CSV) to N-Triples.
+
+    Writes the data triples and one ``rdfs:label`` triple per distinct entity and
+    relation. The output is written to a temporary file next to ``out_path`` and moved
+    into place only when complete. Returns the counts (``triples``, ``entities``,
+    ``relations``, ``skipped``...).
+    """
+    src = check_readable(in_path)
+    dst = Path(out_path)
+    if not dst.name.lower().endswith(".nt"):
+        raise BadInput(f"{dst}: the output of kg convert must be an N-Triples file (.nt)")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise BadInput(f"{dst}: output would overwrite the input")
+    if delimiter is None:
+        fmt = detect_format(src)
+        if fmt is not None and fmt.kind == "rdf":
+            raise BadInput(f"{src}: already an RDF file; kg convert reads s|r|o, TSV or CSV files")
+    if not dst.parent.exists():
+        raise BadInput(f"{dst}: directory {dst.parent} does not exist")
+
+    stats = ReadStats()
+    triples = iter_plain_rdf(src, delimiter=delimiter, stats=stats)
+    tmp = dst.with_name(dst.name + ".part")
+    try:
+        with open(tmp, "wb") as out:
+            ox.serialize(triples, out, ox.RdfFormat.N_TRIPLES)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return stats

@@ -1,0 +1,816 @@
+"""The embedded knowledge graph: any triple file or on-disk store, served by pyoxigraph.
+
+:class:`OxigraphKG` implements :class:`~traversals.kg.base.KnowledgeGraph` (paper §2.1,
+Appendix B.3) on a :class:`pyoxigraph.Store`:
+
+* ``OxigraphKG.from_file(path)`` loads a file into memory (RDF: ``.nt .ttl .nq .trig
+  .rdf``; plain: ``.txt`` ``s|r|o`` or TAB, ``.tsv``, ``.csv`` – see
+  :mod:`traversals.kg.formats`); with ``store_dir=`` it builds a persistent store there.
+* ``OxigraphKG.open(directory)`` reopens a persistent store.
+* ``OxigraphKG(store)`` wraps an existing :class:`pyoxigraph.Store`.
+* ``OxigraphKG.demo()`` is the small Wikidata-shaped demo KG shipped in
+  ``kg/data/demo.ttl`` (:func:`demo_kg_path`).
+
+Decisions
+---------
+Identifiers
+    ``Entity.id`` is the QID (``Q392``) for Wikidata entity IRIs
+    (``http://www.wikidata.org/entity/Q392``), ``_:x`` for blank nodes and the full IRI
+    otherwise (MetaQA: ``http://traversals.local/entity/Charles%20Bail``).
+    ``Relation.id`` is the predicate's local name (``P25``, ``directed_by``; the full IRI
+    if two predicates share a local name) and ``Relation.iri`` the full predicate IRI.
+
+Literal objects
+    A literal object (``"1929"^^xsd:integer``, a date, a string) becomes an ``Entity``
+    whose ``id`` is its N-Triples form with XSD datatypes shortened
+    (``"1929"^^xsd:integer``, ``"Bob"@en``, ``"x"``; :func:`literal_id`, the same ids as
+    the SPARQL back end) and whose ``label`` is the lexical form (``1929``; dates
+    without a midnight time part), so values can be shown and answered with. Such an
+    entity can be passed back in: its inverse relations (who has this value) are found;
+    it has no forward ones. Blank nodes are entities with id ``_:<id>``.
+
+Labels
+    ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order), language
+    ``en`` first, then ``en-*``, then no language, then any other; ``skos:altLabel`` only
+    as a last resort for display, but every label and alias is searchable. Descriptions
+    come from ``schema:description``. A node without a label is shown by its local name
+    (``Bob_Dylan`` -> ``Bob Dylan``; a QID stays a QID). Relation labels come from the
+    predicate itself or, for Wikidata-shaped data, from its property entity
+    (``wdt:P25`` -> ``wd:P25 rdfs:label "mother"``, or whatever ``wikibase:directClaim``
+    links to it); explicit inverse labels from ``iris.INVERSE_LABEL`` on either, else
+    :func:`~traversals.kg.base.inverse_label_for` ("directed by" -> "directed"), as
+    the SPARQL back end does.
+    Metadata predicates (the label/description ones, ``skos:*Label``,
+    ``iris.INVERSE_LABEL``, ``wikibase:directClaim``) are never offered as relations;
+    every other predicate is (``rdf:type``, ``owl:sameAs`` ... included).
+
+Search
+    A label index is built once, at load: exact label -> ids, normalised label -> ids
+    (:func:`normalise`: casefold, ``_`` -> space, collapsed whitespace, punctuation
+    stripped at both ends), the sorted list of normalised labels for fuzzy matching
+    with rapidfuzz (``token_sort_ratio``, cutoff 80: typos and word order; ``WRatio``
+    was too loose - "ai" scored 90 for "Charles Bail") and a word index. Results:
+    exact, then normalised, then fuzzy (best score first), then labels containing every
+    query word (shortest first: "Nolan" -> "Christopher Nolan"). Nodes that are
+    predicates or property entities (``wikibase:directClaim`` subjects, ``wd:P..``,
+    typed ``rdf:Property``/``owl:*Property``, carriers of an inverse label) are not
+    indexed. No SPARQL runs per search except one ``VALUES`` lookup of descriptions.
+
+Bounded fan-out
+    ``get_relations`` counts (predicate, direction) pairs with one ``GROUP BY`` query per
+    selected entity and returns the most frequent first (ties by label).
+    ``get_edges`` fetches at most :data:`EDGE_SCAN_CAP` rows per entity (an exact
+    ``COUNT`` query is run only beyond that), sorts them by labels and returns at most
+    ``limit``; ``omitted`` is the exact number left out.
+
+Query safety
+    Bound values always go in through ``Store.query(..., substitutions={Variable: term})``;
+    the only terms ever written into query text are our own constant IRIs and, for the
+    multi-entity description lookup, ``VALUES`` rows made from ``str(NamedNode)``, which
+    pyoxigraph serialises with proper escaping (and ``NamedNode`` refuses invalid IRIs).
+
+Threads
+    Each async method runs its synchronous twin (``search_sync`` ...) with
+    :func:`asyncio.to_thread`: pyoxigraph releases the GIL while it evaluates a query
+    (measured: the event loop keeps running during a 0.4 s join), the store is
+    thread-safe, and a big
+    fan-out (MetaQA's ``Drama`` has 4,005 ``has_genre`` edges) or a fuzzy search over
+    43k labels then never blocks the event loop. The in-memory index is read-only
+    after load; the description cache is a plain dict (atomic under the GIL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import logging
+import os
+import re
+import shutil
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence, Union
+
+import pyoxigraph as ox
+from rapidfuzz import fuzz, process
+
+from ..errors import BadInput, KGUnavailable
+from . import formats, iris
+from .base import (
+    DEFAULT_MAX_EDGES,
+    DEFAULT_MAX_RELATIONS,
+    Edge,
+    Edges,
+    Entity,
+    Relation,
+    Relations,
+    inverse_label_for,
+)
+
+log = logging.getLogger(__name__)
+
+Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal]
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+RDF_PROPERTY = "http://www.w3.org/1999/02/22-rdf-syntax-ns#Property"
+OWL = "http://www.w3.org/2002/07/owl#"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SCHEMA_NAME = "http://schema.org/name"
+WD_ENTITY = "http://www.wikidata.org/entity/"
+WD_DIRECT = "http://www.wikidata.org/prop/direct/"
+WIKIBASE = "http://wikiba.se/ontology#"
+WIKIBASE_DIRECT_CLAIM = WIKIBASE + "directClaim"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+_XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)$")
+
+#: Display-label predicates, most preferred first.
+LABEL_PREDICATES = (iris.RDFS_LABEL, SKOS + "prefLabel", SCHEMA_NAME)
+#: Searchable aliases (used for display only when nothing else exists).
+ALIAS_PREDICATES = (SKOS + "altLabel",)
+#: Predicates that describe nodes rather than relate them: never offered as relations.
+META_PREDICATES = frozenset(
+    LABEL_PREDICATES
+    + ALIAS_PREDICATES
+    + (
+        SKOS + "hiddenLabel",
+        iris.SCHEMA_DESCRIPTION,
+        iris.INVERSE_LABEL,
+        WIKIBASE_DIRECT_CLAIM,
+    )
+)
+#: Classes whose instances are properties (not searchable entities).
+PROPERTY_CLASSES = (
+    RDF_PROPERTY,
+    OWL + "ObjectProperty",
+    OWL + "DatatypeProperty",
+    OWL + "AnnotationProperty",
+    WIKIBASE + "Property",
+)
+#: Rows fetched per selected entity by ``get_edges`` before falling back to a COUNT.
+EDGE_SCAN_CAP = 20_000
+#: Score cutoff (0-100) of fuzzy search.
+FUZZY_CUTOFF = 80.0
+_VALUES_CHUNK = 500
+_QID = re.compile(r"[QPL][1-9][0-9]*")
+_WORD = re.compile(r"\w+")
+
+_V = ox.Variable
+
+# Fixed query texts. Bound values only ever arrive through ``substitutions``.
+_Q_LABELS = "SELECT ?s ?p ?l WHERE { VALUES ?p { %s } ?s ?p ?l }" % " ".join(
+    f"<{p}>" for p in LABEL_PREDICATES + ALIAS_PREDICATES
+)
+_Q_PREDICATES = "SELECT DISTINCT ?p WHERE { ?s ?p ?o }"
+_Q_SUBJECTS = "SELECT DISTINCT ?x WHERE { ?x ?p ?o }"
+_Q_OBJECTS = "SELECT DISTINCT ?x WHERE { ?s ?p ?x FILTER(!isLiteral(?x)) }"
+_Q_INVERSE_LABELS = f"SELECT ?s ?l WHERE {{ ?s <{iris.INVERSE_LABEL}> ?l }}"
+_Q_DIRECT_CLAIMS = f"SELECT ?prop ?p WHERE {{ ?prop <{WIKIBASE_DIRECT_CLAIM}> ?p }}"
+_Q_TYPED_PROPERTIES = "SELECT DISTINCT ?s WHERE { VALUES ?c { %s } ?s <%s> ?c }" % (
+    " ".join(f"<{c}>" for c in PROPERTY_CLASSES),
+    RDF_TYPE,
+)
+_Q_RELATION_COUNTS = (
+    "SELECT ?e ?p ?dir (COUNT(*) AS ?n) WHERE { "
+    '{ ?e ?p ?x . BIND("f" AS ?dir) } UNION { ?x ?p ?e . BIND("i" AS ?dir) } '
+    "} GROUP BY ?e ?p ?dir"
+)
+_Q_EDGES = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } LIMIT %d" % (EDGE_SCAN_CAP + 1)
+_Q_EDGE_COUNT_FWD = "SELECT ?s ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?s ?p"
+_Q_EDGE_COUNT_INV = "SELECT ?o ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?o ?p"
+_Q_DESCRIPTIONS = "SELECT ?s ?d WHERE { VALUES ?s { %s } ?s <" + iris.SCHEMA_DESCRIPTION + "> ?d }"
+
+
+def demo_kg_path() -> Path:
+    """Path of the built-in Wikidata-shaped demo KG (``kg/data/demo.ttl``)."""
+    return Path(str(importlib.resources.files("traversals.kg").joinpath("data", "demo.ttl")))
+
+
+def normalise(text: str) -> str:
+    """Search normal form: casefold, ``_`` -> space, collapsed whitespace, no
+    punctuation at either end (``"  The_Gumball  Rally!"`` -> ``"the gumball rally"``)."""
+    t = " ".join(text.casefold().replace("_", " ").split())
+    start, end = 0, len(t)
+    while start < end and (t[start].isspace() or unicodedata.category(t[start]).startswith("P")):
+        start += 1
+    while end > start and (t[end - 1].isspace() or unicodedata.category(t[end - 1]).startswith("P")):
+        end -= 1
+    return t[start:end]
+
+
+def _lang_rank(lang: str | None) -> int:
+    if not lang:
+        return 2
+    lang = lang.lower()
+    if lang == "en":
+        return 0
+    if lang.startswith("en-"):
+        return 1
+    return 3
+
+
+def _key(term: Term) -> str:
+    """Internal key of a term: the IRI, ``_:id`` or the literal's :func:`literal_id`."""
+    if isinstance(term, ox.NamedNode):
+        return term.value
+    if isinstance(term, ox.BlankNode):
+        return "_:" + term.value
+    return literal_id(term)
+
+
+def literal_id(lit: ox.Literal) -> str:
+    """Entity id of a literal: its N-Triples form (pyoxigraph's escaping) with an XSD
+    datatype shortened to ``xsd:`` - ``"1929"^^xsd:integer``, ``"Bob"@en``, ``"x"`` -
+    the same ids the SPARQL back end gives."""
+    text = str(lit)
+    dt = lit.datatype.value
+    if dt.startswith(XSD) and text.endswith(f"^^<{dt}>"):
+        text = text[: -len(dt) - 4] + "^^xsd:" + dt[len(XSD):]
+    return text
+
+
+def literal_label(lit: ox.Literal) -> str:
+    """Readable form of a literal: its lexical form, dates without a midnight time."""
+    value = lit.value
+    if lit.datatype.value in (XSD + "dateTime", XSD + "date"):
+        for suffix in ("T00:00:00Z", "T00:00:00"):
+            if value.endswith(suffix):
+                value = value[: -len(suffix)]
+                break
+        if value.startswith("+"):
+            value = value[1:]
+    return value
+
+
+def _local_label(iri: str) -> str:
+    if iri.startswith(WD_ENTITY):
+        return iri[len(WD_ENTITY):]
+    return iris.name_label(iris.local_name(iri)) or iri
+
+
+@dataclass(frozen=True)
+class _RelInfo:
+    id: str
+    label: str
+    inverse_label: str
+
+
+class OxigraphKG:
+    """A :class:`~traversals.kg.base.KnowledgeGraph` on an embedded pyoxigraph store."""
+
+    def __init__(
+        self,
+        store: ox.Store,
+        *,
+        name: str = "kg",
+        _all_labelled: bool = False,
+        _location: str | None = None,
+    ) -> None:
+        self.name = name
+        self._store: ox.Store | None = store
+        self._location = _location
+        self._descriptions: dict[str, str] = {}
+        self._build_index(all_labelled=_all_labelled)
+
+    # ----------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        store_dir: str | os.PathLike[str] | None = None,
+        delimiter: str | None = None,
+    ) -> "OxigraphKG":
+        """Load a triple file (RDF or plain, see :mod:`~traversals.kg.formats`).
+
+        In memory by default; with ``store_dir`` the store is built on disk there (the
+        directory must not exist or be empty) and can be reopened with :meth:`open`.
+        ``name`` defaults to the file's stem. Raises :class:`BadInput` for a missing,
+        unknown or unparseable file (with the line of the error).
+        """
+        p = formats.check_readable(path)
+        fmt = formats.detect_format(p)
+        if fmt is None and delimiter is None:
+            raise BadInput(
+                f"{p}: unknown triple file type; accepted extensions: "
+                + " ".join(formats.ACCEPTED_EXTENSIONS)
+                + " (optionally .gz)"
+            )
+        kg_name = name or _stem(p)
+        created_dir = False
+        if store_dir is not None:
+            sd = Path(store_dir)
+            if sd.exists() and (not sd.is_dir() or any(sd.iterdir())):
+                raise BadInput(
+                    f"{sd}: store directory exists and is not empty "
+                    f"(open it with OxigraphKG.open, or choose a new directory)"
+                )
+            created_dir = not sd.exists()
+            store = _new_store(sd)
+        else:
+            store = ox.Store()
+        plain = delimiter is not None or (fmt is not None and fmt.kind == "plain")
+        try:
+            if plain:
+                stats = formats.ReadStats()
+                store.bulk_extend(
+                    formats.iter_plain_rdf(p, delimiter=delimiter, stats=stats, quads=True)
+                )
+                log.info(
+                    "%s: loaded %d triples (%d entities, %d relations, %d lines skipped)",
+                    p, stats.triples, stats.entities, stats.relations, stats.skipped,
+                )
+            else:
+                assert fmt is not None and fmt.rdf_format is not None
+                _load_rdf(store, p, fmt)
+            if store_dir is not None:
+                store.flush()
+        except BaseException:
+            del store
+            if created_dir:
+                shutil.rmtree(store_dir, ignore_errors=True)  # type: ignore[arg-type]
+            raise
+        location = str(Path(store_dir)) if store_dir is not None else None
+        return cls(store, name=kg_name, _all_labelled=plain, _location=location)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        read_only: bool = False,
+    ) -> "OxigraphKG":
+        """Open a persistent store made by ``from_file(..., store_dir=directory)`` (or by
+        ``oxigraph load --location``). ``name`` defaults to the directory name."""
+        d = Path(directory)
+        if not d.is_dir():
+            raise BadInput(f"no such store directory: {d}")
+        if not any(d.iterdir()):
+            raise BadInput(f"{d}: empty directory, not an Oxigraph store")
+        try:
+            store = ox.Store.read_only(str(d)) if read_only else ox.Store(str(d))
+        except OSError as exc:
+            raise KGUnavailable(f"cannot open the Oxigraph store in {d}: {exc}") from exc
+        return cls(store, name=name or d.resolve().name, _location=str(d))
+
+    @classmethod
+    def demo(cls, name: str = "demo") -> "OxigraphKG":
+        """The built-in demo KG (Bob Dylan's family, Christopher Nolan's films ...)."""
+        return cls.from_file(demo_kg_path(), name=name)
+
+    def __repr__(self) -> str:
+        where = self._location or "memory"
+        return f"<OxigraphKG {self.name!r} ({where}), {len(self._index_keys)} entities>"
+
+    # ------------------------------------------------------------------- protocol
+
+    async def search(self, text: str, limit: int = 10) -> list[Entity]:
+        """Entities whose label matches ``text``: exact, then normalised, then fuzzy."""
+        return await asyncio.to_thread(self.search_sync, text, limit)
+
+    async def get_relations(
+        self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
+    ) -> Relations:
+        """Relations of the entities in both directions, most frequent first."""
+        return await asyncio.to_thread(self.get_relations_sync, entities, limit)
+
+    async def get_edges(
+        self, entities: Sequence[Entity], relation: Relation, limit: int = DEFAULT_MAX_EDGES
+    ) -> Edges:
+        """Edges along ``relation`` (entering the entities if it is inverse)."""
+        return await asyncio.to_thread(self.get_edges_sync, entities, relation, limit)
+
+    async def close(self) -> None:
+        self.close_sync()
+
+    # -------------------------------------------------------------- sync versions
+
+    def search_sync(self, text: str, limit: int = 10) -> list[Entity]:
+        """Synchronous :meth:`search`."""
+        self._check_open()
+        query = text.strip()
+        if limit <= 0 or not query:
+            return []
+        found: list[str] = []
+        seen: set[str] = set()
+
+        def add(keys: Iterable[str]) -> None:
+            for k in keys:
+                if k not in seen:
+                    seen.add(k)
+                    found.append(k)
+
+        add(self._exact.get(query, ()))
+        norm = normalise(query)
+        if norm:
+            add(self._normed.get(norm, ()))
+        if norm and len(found) < limit and self._choices:
+            # Typos and word order: "Charls Bail", "Nolan, Christopher".
+            matches = process.extract(
+                norm,
+                self._choices,
+                scorer=fuzz.token_sort_ratio,
+                score_cutoff=FUZZY_CUTOFF,
+                limit=limit + 10,
+            )
+            for choice, _score, _idx in matches:
+                add(self._normed[choice])
+        if norm and len(found) < limit:
+            # Every query word in the label: "Nolan" -> "Christopher Nolan".
+            for choice in self._containing(norm, limit - len(found) + 10):
+                add(self._normed[choice])
+        return self._entities([self._term_of_key(k) for k in found[:limit]])
+
+    def _containing(self, norm: str, limit: int) -> list[str]:
+        """Normalised labels that contain every word of ``norm``, shortest first."""
+        words = set(_WORD.findall(norm))
+        if not words:
+            return []
+        postings = sorted((self._words.get(w, ()) for w in words), key=len)
+        hits = set(postings[0])
+        for post in postings[1:]:
+            hits.intersection_update(post)
+            if not hits:
+                return []
+        return sorted(hits, key=lambda c: (len(c), c))[:limit]
+
+    def get_relations_sync(
+        self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
+    ) -> Relations:
+        """Synchronous :meth:`get_relations`."""
+        store = self._check_open()
+        counts: Counter[tuple[str, bool]] = Counter()
+        for term in self._terms(entities):
+            for sol in store.query(_Q_RELATION_COUNTS, substitutions={_V("e"): term}):
+                pred = sol["p"].value
+                if pred in META_PREDICATES:
+                    continue
+                counts[(pred, sol["dir"].value == "i")] += int(sol["n"].value)
+        rels = [(n, self._relation(p, inv)) for (p, inv), n in counts.items()]
+        rels.sort(key=lambda item: (-item[0], item[1].display.casefold(), item[1].key))
+        limit = max(limit, 0)
+        return Relations(
+            items=tuple(r for _, r in rels[:limit]), omitted=max(len(rels) - limit, 0)
+        )
+
+    def get_edges_sync(
+        self, entities: Sequence[Entity], relation: Relation, limit: int = DEFAULT_MAX_EDGES
+    ) -> Edges:
+        """Synchronous :meth:`get_edges`."""
+        store = self._check_open()
+        pred = self._predicate(relation)
+        if pred is None:
+            return Edges(edges=())
+        inverse = relation.inverse
+        anchor_var, other_var = ("o", "s") if inverse else ("s", "o")
+        rows: list[tuple[Term, Term]] = []  # (anchor, other)
+        total = 0
+        for term in self._terms(entities):
+            subs = {_V(anchor_var): term, _V("p"): pred}
+            got = [(sol[anchor_var], sol[other_var]) for sol in store.query(_Q_EDGES, substitutions=subs)]
+            if len(got) > EDGE_SCAN_CAP:
+                got = got[:EDGE_SCAN_CAP]
+                count_q = _Q_EDGE_COUNT_INV if inverse else _Q_EDGE_COUNT_FWD
+                n = sum(int(sol["n"].value) for sol in store.query(count_q, substitutions=subs))
+            else:
+                n = len(got)
+            total += n
+            rows.extend(got)
+
+        def sort_key(row: tuple[Term, Term]) -> tuple:
+            a, o = row
+            return (self._label(a).casefold(), _key(a), self._label(o).casefold(), _key(o))
+
+        rows.sort(key=sort_key)
+        shown = rows[: max(limit, 0)]
+        ents = self._entities([t for row in shown for t in row])
+        by_key = {_key(t): e for t, e in zip((t for row in shown for t in row), ents)}
+        fwd = self._relation(pred.value, False)
+        input_ids = {e.id for e in entities}
+        edges: list[Edge] = []
+        new: dict[str, Entity] = {}
+        for a, o in shown:
+            ea, eo = by_key[_key(a)], by_key[_key(o)]
+            subj, obj = (eo, ea) if inverse else (ea, eo)
+            edges.append(Edge(subject=subj, relation=fwd, object=obj))
+            if eo.id not in input_ids:
+                new.setdefault(eo.id, eo)
+        return Edges(
+            edges=tuple(edges),
+            new_entities=tuple(new.values()),
+            omitted=max(total - len(shown), 0),
+        )
+
+    def close_sync(self) -> None:
+        """Release the store (a persistent store is flushed and unlocked)."""
+        store, self._store = self._store, None
+        if store is not None and self._location is not None:
+            try:
+                store.flush()
+            except OSError:  # pragma: no cover - read-only stores
+                pass
+        del store
+
+    # ------------------------------------------------------------------ extras
+
+    def summary(self) -> dict[str, int | str]:
+        """Counts for ``kg info``-style displays."""
+        store = self._check_open()
+        return {
+            "name": self.name,
+            "triples": len(store),
+            "entities": len(self._index_keys),
+            "relations": len(self._relinfo),
+        }
+
+    def relation(self, rel_id: str) -> Relation | None:
+        """The relation with this id (``P25``, ``directed_by``; ``~P25`` for inverse)."""
+        inverse = rel_id.startswith("~")
+        iri = self._rel_by_id.get(rel_id[1:] if inverse else rel_id)
+        return self._relation(iri, inverse) if iri else None
+
+    def entity(self, entity_id: str) -> Entity | None:
+        """The entity with this id if the KG has a node for it (any triple mentions it)."""
+        term = self._term_of_id(entity_id)
+        if term is None:
+            return None
+        store = self._check_open()
+        if isinstance(term, ox.Literal):
+            present = any(True for _ in store.quads_for_pattern(None, None, term))
+        else:
+            present = any(True for _ in store.quads_for_pattern(term, None, None)) or any(
+                True for _ in store.quads_for_pattern(None, None, term)
+            )
+        return self._entities([term])[0] if present else None
+
+    # ----------------------------------------------------------------- internals
+
+    def _check_open(self) -> ox.Store:
+        if self._store is None:
+            raise KGUnavailable(f"knowledge graph {self.name!r} is closed")
+        return self._store
+
+    def _build_index(self, *, all_labelled: bool) -> None:
+        """Read labels, predicates and property metadata once and build the search index."""
+        store = self._check_open()
+
+        best: dict[str, tuple[tuple, str]] = {}
+        names: dict[str, set[str]] = defaultdict(set)
+        pred_rank = {p: i for i, p in enumerate(LABEL_PREDICATES + ALIAS_PREDICATES)}
+        for sol in store.query(_Q_LABELS):
+            s, p, lit = sol["s"], sol["p"], sol["l"]
+            if not isinstance(lit, ox.Literal) or isinstance(s, ox.Literal):
+                continue
+            value = " ".join(lit.value.split())
+            if not value:
+                continue
+            key = _key(s)
+            is_alias = p.value in ALIAS_PREDICATES
+            rank = (is_alias, _lang_rank(lit.language), pred_rank[p.value], value)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, value)
+            names[key].add(value)
+        self._labels: dict[str, str] = {k: v for k, (_, v) in best.items()}
+
+        predicates = {sol["p"].value for sol in store.query(_Q_PREDICATES)}
+        direct_claims: dict[str, str] = {}
+        for sol in store.query(_Q_DIRECT_CLAIMS):
+            if isinstance(sol["p"], ox.NamedNode):
+                direct_claims[sol["p"].value] = _key(sol["prop"])
+        inverse_best: dict[str, tuple[int, str]] = {}
+        for sol in store.query(_Q_INVERSE_LABELS):
+            lit = sol["l"]
+            if isinstance(lit, ox.Literal) and lit.value.strip():
+                key, rank = _key(sol["s"]), _lang_rank(lit.language)
+                if key not in inverse_best or (rank, lit.value) < inverse_best[key]:
+                    inverse_best[key] = (rank, lit.value.strip())
+        inverse_labels = {k: v for k, (_, v) in inverse_best.items()}
+
+        not_entities = set(predicates) | set(direct_claims.values()) | set(inverse_labels)
+        not_entities |= {_key(sol["s"]) for sol in store.query(_Q_TYPED_PROPERTIES)}
+
+        def is_entity(key: str) -> bool:
+            if key in not_entities:
+                return False
+            if key.startswith(WD_ENTITY) and key[len(WD_ENTITY):].startswith("P"):
+                return not _QID.fullmatch(key[len(WD_ENTITY):])
+            return True
+
+        # Nodes without any label are searchable by their local name.
+        if not all_labelled:
+            for q in (_Q_SUBJECTS, _Q_OBJECTS):
+                for sol in store.query(q):
+                    key = _key(sol["x"])
+                    if key not in names and not isinstance(sol["x"], ox.Literal):
+                        names[key].add(self._label_of_key(key))
+
+        exact: dict[str, list[str]] = defaultdict(list)
+        normed: dict[str, list[str]] = defaultdict(list)
+        index_keys: list[str] = []
+        for key in sorted(names):
+            if not is_entity(key):
+                continue
+            index_keys.append(key)
+            norms = set()
+            for label in names[key]:
+                exact[label].append(key)
+                n = normalise(label)
+                if n and n not in norms:
+                    norms.add(n)
+                    normed[n].append(key)
+        self._exact = dict(exact)
+        self._normed = dict(normed)
+        self._choices = sorted(self._normed)
+        words: dict[str, list[str]] = defaultdict(list)
+        for choice in self._choices:
+            for w in set(_WORD.findall(choice)):
+                words[w].append(choice)
+        self._words = dict(words)
+        self._index_keys = index_keys
+
+        # Relations.
+        relinfo: dict[str, _RelInfo] = {}
+        by_local: dict[str, list[str]] = defaultdict(list)
+        for p in predicates:
+            if p not in META_PREDICATES:
+                by_local[iris.local_name(p)].append(p)
+        for local, preds in by_local.items():
+            for p in preds:
+                rel_id = local if (local and len(preds) == 1) else p
+                sources = [p]
+                if p in direct_claims:
+                    sources.append(direct_claims[p])
+                if p.startswith(WD_DIRECT):
+                    sources.append(WD_ENTITY + p[len(WD_DIRECT):])
+                label = next((self._labels[s] for s in sources if s in self._labels), "")
+                label = label or iris.name_label(local) or p
+                inv = next((inverse_labels[s] for s in sources if s in inverse_labels), "")
+                relinfo[p] = _RelInfo(rel_id, label, inv or inverse_label_for(label))
+        self._relinfo = relinfo
+        self._rel_by_id = {info.id: p for p, info in relinfo.items()}
+        log.debug(
+            "%s: indexed %d entities, %d labels, %d relations",
+            self.name, len(index_keys), len(self._choices), len(relinfo),
+        )
+
+    def _relation(self, pred: str, inverse: bool) -> Relation:
+        info = self._relinfo.get(pred)
+        if info is None:
+            local = iris.local_name(pred)
+            label = iris.name_label(local) or pred
+            info = _RelInfo(local or pred, label, inverse_label_for(label))
+        return Relation(
+            id=info.id,
+            label=info.label,
+            inverse_label=info.inverse_label,
+            inverse=inverse,
+            iri=pred,
+            kg=self.name,
+        )
+
+    def _predicate(self, relation: Relation) -> ox.NamedNode | None:
+        iri = relation.iri or self._rel_by_id.get(relation.id, "")
+        if not iri or iri in META_PREDICATES:
+            return None
+        try:
+            return ox.NamedNode(iri)
+        except ValueError:
+            return None
+
+    def _terms(self, entities: Sequence[Entity]) -> list[Term]:
+        """Distinct store terms of the entities (ids that cannot be terms are dropped)."""
+        out: list[Term] = []
+        seen: set[str] = set()
+        for ent in entities:
+            term = self._term_of_id(ent.id)
+            if term is not None and _key(term) not in seen:
+                seen.add(_key(term))
+                out.append(term)
+        return out
+
+    @staticmethod
+    def _term_of_id(entity_id: str) -> Term | None:
+        """Parse an ``Entity.id`` back into a term (``None`` if it is not one)."""
+        eid = entity_id.strip()
+        if not eid:
+            return None
+        if _QID.fullmatch(eid):
+            return ox.NamedNode(WD_ENTITY + eid)
+        if eid.startswith("_:"):
+            try:
+                return ox.BlankNode(eid[2:])
+            except ValueError:
+                return None
+        if eid.startswith('"'):
+            # The N-Triples form of a literal: parsed by the real parser, never pasted
+            # into a query; exactly one statement with a literal object is accepted.
+            eid = _XSD_SHORT.sub(lambda m: f"^^<{XSD}{m.group(1)}>", eid)
+            try:
+                quads = list(ox.parse(f"<urn:x:s> <urn:x:p> {eid} .", ox.RdfFormat.N_TRIPLES))
+            except (SyntaxError, ValueError):
+                return None
+            if len(quads) == 1 and isinstance(quads[0].object, ox.Literal):
+                return quads[0].object
+            return None
+        try:
+            return ox.NamedNode(eid)
+        except ValueError:
+            return None
+
+    @staticmethod
+    def _term_of_key(key: str) -> Term:
+        return ox.BlankNode(key[2:]) if key.startswith("_:") else ox.NamedNode(key)
+
+    @staticmethod
+    def _entity_id(term: Term) -> str:
+        if isinstance(term, ox.NamedNode):
+            iri = term.value
+            if iri.startswith(WD_ENTITY) and _QID.fullmatch(iri[len(WD_ENTITY):]):
+                return iri[len(WD_ENTITY):]
+            return iri
+        return _key(term)
+
+    def _label_of_key(self, key: str) -> str:
+        label = self._labels.get(key)
+        if label:
+            return label
+        if key.startswith("_:"):
+            return key
+        return _local_label(key)
+
+    def _label(self, term: Term) -> str:
+        if isinstance(term, ox.Literal):
+            return literal_label(term)
+        return self._label_of_key(_key(term))
+
+    def _entities(self, terms: Sequence[Term]) -> list[Entity]:
+        """Entities for terms, with descriptions fetched in one ``VALUES`` query."""
+        missing = [
+            t for t in {_key(t): t for t in terms if isinstance(t, ox.NamedNode)}.values()
+            if t.value not in self._descriptions
+        ]
+        if missing:
+            self._fetch_descriptions(missing)
+        return [
+            Entity(
+                id=self._entity_id(t),
+                label=self._label(t),
+                description=self._descriptions.get(t.value, "") if isinstance(t, ox.NamedNode) else "",
+                kg=self.name,
+            )
+            for t in terms
+        ]
+
+    def _fetch_descriptions(self, nodes: list[ox.NamedNode]) -> None:
+        store = self._check_open()
+        found: dict[str, tuple[int, str]] = {}
+        for i in range(0, len(nodes), _VALUES_CHUNK):
+            chunk = nodes[i : i + _VALUES_CHUNK]
+            # str(NamedNode) is pyoxigraph's own escaped serialisation (<...>).
+            query = _Q_DESCRIPTIONS % " ".join(str(n) for n in chunk)
+            for sol in store.query(query):
+                lit = sol["d"]
+                if not isinstance(lit, ox.Literal):
+                    continue
+                text = " ".join(lit.value.split())
+                rank = _lang_rank(lit.language)
+                key = sol["s"].value
+                if text and (key not in found or (rank, text) < found[key]):
+                    found[key] = (rank, text)
+        for n in nodes:
+            self._descriptions[n.value] = found.get(n.value, (0, ""))[1]
+
+
+def _stem(p: Path) -> str:
+    name = p.name
+    if name.lower().endswith(".gz"):
+        name = name[:-3]
+    return Path(name).stem or name
+
+
+def _new_store(directory: Path) -> ox.Store:
+    try:
+        return ox.Store(str(directory))
+    except OSError as exc:
+        raise KGUnavailable(f"cannot create an Oxigraph store in {directory}: {exc}") from exc
+
+
+def _load_rdf(store: ox.Store, p: Path, fmt: formats.FileFormat) -> None:
+    """Load an RDF file; quads of named graphs go to the default graph."""
+    base = p.resolve().as_uri()
+    try:
+        with formats.open_binary(p) as fh:
+            if fmt.rdf_format is not None and fmt.rdf_format.supports_datasets:
+                quads = ox.parse(fh, fmt.rdf_format, base_iri=base)
+                store.bulk_extend(ox.Quad(q.subject, q.predicate, q.object) for q in quads)
+            else:
+                store.bulk_load(fh, fmt.rdf_format, base_iri=base)
+    except SyntaxError as exc:
+        line = f"line {exc.lineno}" if exc.lineno else "unknown line"
+        raise BadInput(f"cannot parse {p} ({line}): {exc.msg}") from exc
+    except ValueError as exc:
+        raise BadInput(f"cannot load {p}: {exc}") from exc

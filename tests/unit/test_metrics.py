@@ -1,0 +1,144 @@
+"""EM-in, Hits@1, F1 and the normalisation they share, on edge cases."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from traversals.eval.datasets import Gold
+from traversals.eval.metrics import em_in, f1, hits_at_1, normalize, score, split_items
+from traversals.search.result import NO_ANSWER
+
+
+@pytest.mark.parametrize(
+    "raw,norm",
+    [
+        ("The Mask of Fu Manchu", "mask of fu manchu"),
+        ("  A  tale\tof\n two   cities ", "tale of 2 cities"),
+        ("united_kingdom", "united kingdom"),  # PathQuestion names
+        ("Saint-Étienne", "saint etienne"),  # accents, hyphen
+        ("Charles Armand René de La Trémoille", "charles armand rene de la tremoille"),
+        ("God's Little Acre", "gods little acre"),  # apostrophe dropped, not spaced
+        ("ＡＢＣ", "abc"),  # NFKC
+        ("1,000,000", "1000000"),
+        ("3.0", "3"),
+        ("2.50 m", "2.5 m"),
+        ("+100", "100"),
+        ("five", "5"),
+        ("1941-05-24", "1941 05 24"),
+        ("1941-05-24T00:00:00Z", "1941 05 24"),
+        ("24 May 1941", "1941 05 24"),
+        ("24th of May, 1941", "1941 05 24"),
+        ("May 24, 1941", "1941 05 24"),
+        ("Sept. 3 1939", "1939 09 03"),
+        ("May 1941", "1941 05"),
+        ("I may 2 go", "i may 2 go"),
+        ("31 Foo 1941", "31 foo 1941"),
+        ("", ""),
+    ],
+)
+def test_normalize(raw, norm):
+    assert normalize(raw) == norm
+
+
+def test_em_in_substring_of_sentence():
+    assert em_in("The film was directed by John Ford.", "John Ford") == 1.0
+    assert em_in("John Fordham", "John Ford") == 0.0  # whole tokens only
+    assert em_in("born in 1941", "1") == 0.0
+    assert em_in("it is the UNITED KINGDOM", "united_kingdom") == 1.0
+
+
+def test_em_in_averages_over_labels():
+    gold = ["John Ford", "Nicholas Ray", "Anthony Mann", "Mark Robson"]
+    assert em_in("John Ford and Nicholas Ray", gold) == 0.5
+    assert em_in("John Ford, Nicholas Ray, Anthony Mann, Mark Robson", gold) == 1.0
+    # duplicate labels (after normalisation) count once, as in the authors' set of labels
+    assert em_in("John Ford", ["John Ford", "john ford", "Nicholas Ray"]) == 0.5
+
+
+def test_em_in_aliases():
+    gold = [Gold("Mask of Fu Manchu", ("The Mask of Fu Manchu",))]
+    assert em_in("The Mask of Fu Manchu came out first", gold) == 1.0
+    # a label counts once if any alias matches; aliases don't become extra labels
+    two = [["Missoula", "Missoula, Montana"], ["Ronnie Rocket"]]
+    assert em_in("He was born in Missoula, Montana", two) == 0.5
+    pq = [Gold("gabriel_de_borbon", ("charles_iv_of_spain",))]
+    assert em_in("Charles IV of Spain", pq) == 1.0
+
+
+def test_em_in_numbers_and_dates():
+    assert em_in("About 1,000 people", "1000") == 1.0
+    assert em_in("It boils at 100.0 degrees", "+100") == 1.0
+    assert em_in("He had five brothers", "5") == 1.0
+    assert em_in("He died on 5 April 1997.", "1997-04-05") == 1.0
+    assert em_in("He died on April 5, 1997", "1997-04-05T00:00:00Z") == 1.0
+    assert em_in("He died in 1997", "1997-04-05") == 0.0  # a year is not the date
+    assert em_in("It started on 1 January 1900", [["1900", "1900-01-01"]]) == 1.0
+    assert em_in("3.5", "35") == 0.0
+
+
+@pytest.mark.parametrize("pred", ["", "   ", None, NO_ANSWER, "cannot find answer.", "Cannot find answer"])
+def test_no_answer_scores_zero(pred):
+    for gold in ("Cannot find answer", ["x"], [["answer", "alias"]]):
+        assert score(pred, gold) == {"hits@1": 0.0, "em_in": 0.0, "f1": 0.0}
+
+
+def test_empty_gold_scores_zero():
+    assert score("anything", []) == {"hits@1": 0.0, "em_in": 0.0, "f1": 0.0}
+
+
+def test_gold_that_normalises_to_nothing():
+    assert em_in("The", "The") == 1.0  # compared by its casefolded text
+    assert em_in("Nothing here", "The") == 0.0
+
+
+def test_split_items():
+    assert split_items('["A", "B"]') == ["A", "B"]
+    assert split_items("[Rome, Oslo]") == ["Rome", "Oslo"]
+    assert split_items("Rome | Oslo|Lima") == ["Rome", "Oslo", "Lima"]
+    assert split_items("Rome; Oslo") == ["Rome", "Oslo"]
+    assert split_items("Rome, Oslo.") == ["Rome", "Oslo"]
+    assert split_items("May 24, 1941") == ["1941-05-24"]  # a date is one item
+    assert split_items("1,000, 2,000") == ["1000", "2000"]
+    assert split_items(NO_ANSWER) == [] and split_items("") == []
+
+
+def test_hits_at_1_uses_the_top_item():
+    gold = ["Rome", "Oslo"]
+    assert hits_at_1("[Oslo, Lima]", gold) == 1.0
+    assert hits_at_1("Lima | Oslo", gold) == 0.0  # right answer, but not first
+    assert hits_at_1("The capital is Rome.", gold) == 1.0  # a sentence is one item
+    assert hits_at_1("Paris, Texas", ["Paris, Texas"]) == 1.0  # whole prediction = gold
+    assert hits_at_1("Roma", [["Rome", "Roma"]]) == 1.0  # alias
+    assert hits_at_1("Lima", gold) == 0.0
+
+
+def test_f1_over_answer_sets():
+    gold = ["Rome", "Oslo"]
+    assert f1("Rome, Oslo", gold) == 1.0
+    assert f1("Rome", gold) == pytest.approx(2 / 3)  # p=1, r=1/2
+    assert f1("Rome, Oslo, Lima", gold) == pytest.approx(0.8)  # p=2/3, r=1
+    assert f1("Rome, Rome", gold) == pytest.approx(2 / 3)  # duplicates count once
+    assert f1("Lima", gold) == 0.0
+    assert f1("Roma, Oslo", [["Rome", "Roma"], ["Oslo"]]) == 1.0
+    assert f1("Missoula, Montana", [["Missoula", "Missoula, Montana"]]) == 1.0
+
+
+@given(st.text(max_size=40))
+def test_normalize_is_idempotent_and_metrics_bounded(s):
+    n = normalize(s)
+    assert normalize(n) == n
+    for v in score(s, [s, "x"]).values():
+        assert 0.0 <= v <= 1.0
+
+
+@given(st.text(alphabet=st.characters(categories=["L", "N"]), min_size=1, max_size=12))
+def test_a_word_is_found_in_a_sentence_around_it(word):
+    if normalize(word):
+        assert em_in(f"I think it is {word} indeed", word) == 1.0
+
+
+@pytest.mark.parametrize("raw", ["may the 1941", "may,1941", "May five 1941", "the 1,000"])
+def test_normalize_reaches_a_fixpoint(raw):
+    assert normalize(normalize(raw)) == normalize(raw)

@@ -1,0 +1,142 @@
+"""report.md and the two plots from small synthetic run directories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from traversals.errors import BadInput
+from traversals.eval.datasets import Dataset, Gold, Question
+from traversals.eval.report import backtracking_case, load_run, value_points, write_report
+from traversals.eval.runner import run_eval
+from traversals.llm.base import Usage
+from traversals.search.result import Answer
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def node(i, parent, expansion=None, value=None, answer=None, state="default"):
+    n = {"id": i, "parent": parent, "depth": 0, "state": state, "action": None, "value": value, "expansion": expansion}
+    if answer is not None:
+        n["answer"] = answer
+        n["state"] = "done"
+    return n
+
+
+def backtracked_trace(wrong, right):
+    """Root expands (0); its first child 1 is expanded (1) and proposes ``wrong``; the
+    search backtracks to the root's other child 2 (2), which proposes ``right``."""
+    return [
+        node(0, None, 0),
+        node(1, 0, 1, 0.6),
+        node(2, 0, 2, 0.5),
+        node(3, 1, None, 0.4, wrong),
+        node(4, 2, None, 1.0, right),
+    ]
+
+
+def straight_trace(answer, value):
+    return [node(0, None, 0), node(1, 0, 1, 0.7), node(2, 1, None, value, answer)]
+
+
+class TraceSolver:
+    name = "scripted"
+
+    def __init__(self, plans):
+        self.plans = plans  # question -> (final answer, nodes)
+
+    async def ask(self, question, *, topic_entities=None):
+        text, nodes = self.plans[question]
+        return Answer(
+            question=question,
+            text=text,
+            value=1.0,
+            usage=Usage(llm_calls=10, prompt_tokens=1000, completion_tokens=50, kg_calls=4),
+            seconds=2.0,
+            strategy="tree",
+            trace={"question": question, "answer": text, "nodes": nodes},
+        )
+
+
+def dataset(name="toy"):
+    gold = {"q0": "Rome", "q1": "Oslo", "q2": "Lima", "q3": "Kiev"}
+    qs = [Question(id=f"{name}:{i}", text=t, gold=[Gold(g)]) for i, (t, g) in enumerate(gold.items())]
+    return Dataset(name=name, split="dev", questions=qs)
+
+
+async def make_runs(tmp_path):
+    ds = dataset()
+    tree = TraceSolver(
+        {
+            "q0": ("Rome", backtracked_trace("Paris", "Rome")),  # backtracking helped
+            "q1": ("Oslo", straight_trace("Oslo", 1.0)),
+            "q2": ("Quito", backtracked_trace("Lima", "Quito")),  # backtracking hurt
+            "q3": ("Kiev", straight_trace("Kiev", 0.0)),
+        }
+    )
+    chain = TraceSolver({q.text: ("Rome" if q.text == "q0" else "Nope", straight_trace("x", None)) for q in ds.questions})
+    await run_eval(ds, tree, tmp_path / "tree", progress=False, config={"strategy": "tree", "llm": "fake", "k": 3})
+    await run_eval(ds, chain, tmp_path / "chain", progress=False, config={"strategy": "chain", "llm": "fake", "k": 1})
+    ds2 = dataset("toy2")
+    tree2 = TraceSolver({q.text: ("Rome Lima Oslo Kiev", straight_trace("Rome", 0.5)) for q in ds2.questions})
+    await run_eval(ds2, tree2, tmp_path / "tree2", progress=False, config={"strategy": "tree", "llm": "fake", "k": 3})
+    return tmp_path / "tree", tmp_path / "chain", tmp_path / "tree2"
+
+
+def test_backtracking_case_detection():
+    best, backtracked = backtracking_case({"nodes": backtracked_trace("Paris", "Rome")})
+    assert backtracked and best["answer"] == "Paris"
+    best, backtracked = backtracking_case({"nodes": straight_trace("Kiev", 0.0)})
+    assert not backtracked and best["answer"] == "Kiev"
+    # first subtree without an answer: no counterfactual
+    nodes = [node(0, None, 0), node(1, 0, 1, 0.5), node(2, 0, 2, 0.5), node(3, 2, None, 1.0, "A")]
+    assert backtracking_case({"nodes": nodes}) is None
+    assert backtracking_case({"nodes": []}) is None and backtracking_case(None) is None
+    # best-valued answer of the first subtree, not the first proposed
+    nodes = [node(0, None, 0), node(1, 0, 1, 0.5), node(2, 0, 3, 0.5),
+             node(3, 1, None, 0.2, "Low"), node(4, 1, 2, 0.5), node(5, 4, None, 0.8, "High"), node(6, 2, None, 0.9, "Z")]  # fmt: skip
+    best, backtracked = backtracking_case({"nodes": nodes})
+    assert best["answer"] == "High" and backtracked
+
+
+async def test_report_tables_and_plots(tmp_path):
+    tree, chain, tree2 = await make_runs(tmp_path)
+    pts = value_points(load_run(tree))
+    assert (0.4, 0.0) in pts and (1.0, 1.0) in pts  # proposed answers, not only final ones
+    md = write_report([tree, chain, tree2])
+    assert md == tree / "report.md"
+    text = md.read_text()
+    assert "| strategy | toy | toy2 |" in text
+    assert "| tree | 75.0 / 75.0 (n=4) | 100.0 / 100.0 (n=4) |" in text
+    assert "| chain | 25.0 / 25.0 (n=4) | – |" in text
+    assert "LLM calls" in text and "| 10.0 | 1000 | 50 | 4.0 | 2.00 |" in text
+    assert (tree / "value_vs_accuracy.png").read_bytes().startswith(PNG)
+    assert (tree / "backtracking.png").read_bytes().startswith(PNG)
+    assert "value_vs_accuracy.png" in text and "backtracking.png" in text
+    # q0 (Paris -> Rome) and q2 (Lima -> Quito) backtracked: 50% without, 50% with
+    assert "| tree · toy | 2 | 50.0 | 50.0 |" in text
+
+
+async def test_report_out_and_no_data(tmp_path):
+    _, chain, _ = await make_runs(tmp_path)
+    out = tmp_path / "reports" / "r.md"
+    md = write_report([chain], out=out)
+    assert md == out and md.exists()
+    text = md.read_text()
+    assert "No data" in text and "backtrack" in text
+    assert not (out.parent / "backtracking.png").exists()
+    # a directory as --out
+    d = tmp_path / "rd"
+    d.mkdir()
+    assert write_report([chain], out=d) == d / "report.md"
+
+
+async def test_report_on_runs_without_traces(tmp_path):
+    run = tmp_path / "bare"
+    run.mkdir()
+    (run / "results.jsonl").write_text(json.dumps({"id": "x:1", "answer": "A", "gold": [["A"]], "em_in": 1.0, "hits@1": 1.0}) + "\n")
+    text = write_report([run]).read_text()
+    assert "n=1" in text and text.count("No data") == 2
+    with pytest.raises(BadInput, match="not a run directory"):
+        write_report([tmp_path / "nothing"])
