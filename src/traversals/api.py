@@ -32,6 +32,7 @@ class SearchConfig:
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
     seed: int = 0
+    evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
     max_edges: int = DEFAULT_MAX_EDGES
 
@@ -61,6 +62,7 @@ def build_solver(
         diverse_temperature=cfg.diverse_temperature,
         constrained=cfg.decoding != "sampled",
         seed=cfg.seed,
+        evaluate_intermediate=cfg.evaluate_intermediate,
     )
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy)

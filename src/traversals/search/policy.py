@@ -109,6 +109,8 @@ class Policy:
         options = self.machine.options(node)
         if not options:
             return Proposal([Action(ActionType.INVALID, "no options")])
+        if len(options) == 1:  # nothing to choose: no LLM call
+            return Proposal([options[0][1]], {options[0][0]: 1.0})
         texts = [t for t, _ in options]
         probs = await option_probs(self.llm, prompt, texts, usage)
         idx = pick(probs, k, temperature=temperature, rng=self.rng)

@@ -38,6 +38,9 @@ class TreeConfig:
     threshold: float = 0.8
     diverse_temperature: float = 1.0
     constrained: bool = True  # use option scoring when the LLM can score
+    #: value intermediate nodes with the LLM (F.4). None: only when k > 1 — with k = 1
+    #: the frontier never holds two valid nodes, so those values could change nothing.
+    evaluate_intermediate: bool | None = None
     seed: int = 0
     max_tokens: int = 96
 
@@ -70,6 +73,7 @@ class TreeOfTraversals:
         value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
 
+        evaluate_intermediate = cfg.k > 1 if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
         root = machine.root(Subgraph().with_entities(entities))
@@ -90,7 +94,8 @@ class TreeOfTraversals:
                 children.append(await machine.transition(node, action, Usage()))
 
             async def score(child: Node) -> None:
-                child.value = await value_fn.evaluate(question, child, child.usage)
+                if child.state is State.DONE or child.invalid or evaluate_intermediate:
+                    child.value = await value_fn.evaluate(question, child, child.usage)
 
             await asyncio.gather(*(score(c) for c in children))
             node.priors = proposal.priors
