@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import TraversalsError
+from .eval.commands import add_eval_commands
+from .kg.commands import add_kg_commands
+from .llm.commands import add_model_commands
 
 
 def _add_llm_flags(p: argparse.ArgumentParser) -> None:
@@ -108,13 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.set_defaults(func=cmd_ask)
 
-    for module, fn in (("eval.commands", "add_eval_commands"), ("kg.commands", "add_kg_commands"),
-                       ("llm.commands", "add_model_commands")):
-        try:
-            mod = __import__(f"traversals.{module}", fromlist=[fn])
-        except ImportError:
-            continue
-        getattr(mod, fn)(sub)
+    add_eval_commands(sub)
+    add_kg_commands(sub)
+    add_model_commands(sub)
     return parser
 
 
