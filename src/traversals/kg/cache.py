@@ -16,6 +16,7 @@ value the response body. Only successful answers are stored.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import sqlite3
 import sys
@@ -124,6 +125,17 @@ class QueryCache:
                 (key, endpoint, body, time.time()),
             )
         self.stats.writes += 1
+
+    async def aget(self, endpoint: str, query: str, accept: str) -> str | None:
+        """:meth:`get` off the event loop (SQLite may wait on another process's lock)."""
+        if not self.enabled:
+            return None
+        return await asyncio.to_thread(self.get, endpoint, query, accept)
+
+    async def aset(self, endpoint: str, query: str, accept: str, body: str) -> None:
+        if not self.enabled:
+            return
+        await asyncio.to_thread(self.set, endpoint, query, accept, body)
 
     def __len__(self) -> int:
         if not self.enabled or (self._conn is None and not self.path.exists()):

@@ -37,8 +37,8 @@ import httpx
 from ..errors import KGError, KGQueryError, KGTimeout, KGUnavailable
 
 #: Project URL placed in the default User-Agent (Wikimedia asks for a way to learn about
-#: the tool). Set the real repository address here when the project is published.
-PROJECT_URL = "https://pypi.org/project/traversals/"
+#: the tool). PLACEHOLDER: set the real repository address when the project is published.
+PROJECT_URL = "https://github.com/traversals/traversals"
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -196,6 +196,7 @@ class HttpClient:
         self._sleep = sleep or asyncio.sleep
         self._rng = rng or random.Random()
         self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._pace_lock: asyncio.Lock | None = None
         self._next_start = 0.0
@@ -206,6 +207,14 @@ class HttpClient:
     def _get_client(self) -> httpx.AsyncClient:
         if self._closed:
             raise KGError("HTTP client is closed")
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._loop is not loop:
+            # used from a new event loop (e.g. a second asyncio.run): the old pool and
+            # locks belong to a dead loop; start afresh
+            self._client = None
+            self._semaphore = None
+            self._pace_lock = None
+        self._loop = loop
         if self._client is None:
             self._client = httpx.AsyncClient(
                 headers={"User-Agent": self.user_agent},

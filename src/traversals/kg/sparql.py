@@ -1,0 +1,871 @@
+"""Any SPARQL 1.1 endpoint as a :class:`~traversals.kg.base.KnowledgeGraph`.
+
+Portable SPARQL 1.1 only (no ``SERVICE wikibase:label`` or other vendor clauses), sent
+over the SPARQL 1.1 protocol: GET for short queries, a form-encoded POST for long ones,
+``Accept: application/sparql-results+json``. Works with Oxigraph, QLever, Virtuoso,
+Blazegraph/WDQS, Fuseki, GraphDB, Neptune.
+
+What each interface call costs (queries, each bounded with ``LIMIT``):
+
+``search(text)``
+    1. exact label match: the text and a few case variants, each without a language
+       tag and with each configured one, in a ``VALUES`` block joined with each label
+       predicate -- index lookups, cheap everywhere;
+    2. only if nothing matched: a case-insensitive match
+       ``FILTER(LCASE(STR(?l)) = LCASE(?q))`` -- a *scan of all labels*, bounded in
+       results (``LIMIT``) but not in work;
+    3. only if still nothing: ``CONTAINS`` on the lower-cased label -- the same scan,
+       candidates ranked client-side by string similarity.
+    Then one batched query for labels and descriptions. On a very large endpoint set
+    ``search_stages=("exact",)`` (or use :class:`~traversals.kg.wikidata.WikidataKG`,
+    which searches through the MediaWiki API); the query timeout bounds the rest.
+``get_relations(entities)``
+    One ``GROUP BY ?p ?dir`` / ``COUNT`` query over the entities' outgoing and incoming
+    triples, ranked ``ORDER BY DESC(?n)``. Each direction's scan is capped by a subquery
+    ``LIMIT scan_limit`` (counts are exact below the cap, a sample above it), and at most
+    ``max(limit + 1, relation_rows)`` groups come back, so ``omitted`` is exact without
+    a second scan unless an entity has more than ``relation_rows`` distinct relations
+    (then a ``COUNT`` query over the same capped scan). Then one batched query for the
+    predicates' labels.
+``get_edges(entities, relation)``
+    One ``LIMIT limit+1`` query; if it is full, a ``COUNT`` over a subquery with
+    ``LIMIT count_limit`` gives ``omitted`` (a lower bound when the cap is reached);
+    then one batched label query for the entities reached.
+
+Identifiers follow the embedded store: an entity's ``id`` is its QID when its IRI is a
+Wikidata entity IRI (``http://www.wikidata.org/entity/Q392`` -> ``Q392``), else the full
+IRI; a relation's ``id`` is the local name of its predicate (``P25``, ``directed_by``).
+Literal values (dates, numbers, strings) reached by an edge become entities whose id is
+the literal written in N-Triples style (``"1941-05-24T00:00:00Z"^^xsd:dateTime``); they
+have no relations of their own here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
+from urllib.parse import urlencode
+
+import pyoxigraph
+
+from ..errors import BadInput, KGQueryError, KGTimeout
+from . import iris
+from . import sparql_text as st
+from .base import (
+    DEFAULT_MAX_EDGES,
+    DEFAULT_MAX_RELATIONS,
+    Edge,
+    Edges,
+    Entity,
+    Relation,
+    Relations,
+    inverse_label_for,
+)
+from .cache import QueryCache
+from .http import HttpClient, RateLimit
+
+SPARQL_JSON = "application/sparql-results+json"
+
+RDFS_LABEL = iris.RDFS_LABEL
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SKOS_PREF_LABEL = SKOS + "prefLabel"
+SCHEMA_NAME = "http://schema.org/name"
+SCHEMA_DESCRIPTION = iris.SCHEMA_DESCRIPTION
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
+WIKIDATA_PROP = "http://www.wikidata.org/prop/"
+WIKIDATA_DIRECT = "http://www.wikidata.org/prop/direct/"
+WIKIDATA_GENID = "http://www.wikidata.org/.well-known/genid/"
+WIKIBASE = "http://wikiba.se/ontology#"
+WIKIBASE_DIRECT_CLAIM = WIKIBASE + "directClaim"
+WIKIBASE_PROPERTY_TYPE = WIKIBASE + "propertyType"
+WIKIBASE_EXTERNAL_ID = WIKIBASE + "ExternalId"
+#: Predicates that describe nodes rather than relate them: never offered as relations
+#: (as in the embedded store), besides the configured label and description predicates.
+META_PREDICATES = (
+    SKOS + "altLabel",
+    SKOS + "hiddenLabel",
+    iris.INVERSE_LABEL,
+    WIKIBASE_DIRECT_CLAIM,
+)
+
+WIKIDATA_ID_RE = re.compile(r"[QPL][1-9][0-9]*\Z")
+#: Longest URL-encoded query sent with GET; longer ones are POSTed.
+MAX_GET_QUERY = 1800
+#: IRIs per VALUES block in batched label queries.
+BATCH = 200
+
+
+# -- identifiers ------------------------------------------------------------------------
+
+
+def entity_id(iri: str) -> str:
+    """``Q392`` for a Wikidata entity IRI, otherwise the IRI itself."""
+    if iri.startswith(WIKIDATA_ENTITY):
+        rest = iri[len(WIKIDATA_ENTITY) :]
+        if WIKIDATA_ID_RE.match(rest):
+            return rest
+    return iri
+
+
+def entity_iri(entity_or_id: Entity | str) -> str:
+    """The IRI of an entity id (inverse of :func:`entity_id`); validated."""
+    ident = entity_or_id.id if isinstance(entity_or_id, Entity) else entity_or_id
+    ident = ident.strip()
+    if WIKIDATA_ID_RE.match(ident):
+        return WIKIDATA_ENTITY + ident
+    st.iri(ident)  # raises BadInput
+    return ident
+
+
+def is_literal_id(ident: str) -> bool:
+    return ident.startswith('"')
+
+
+_XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)\Z")
+
+
+def literal_id(value: str, language: str = "", datatype: str = "") -> str:
+    """An entity id for a literal value: its N-Triples form (pyoxigraph's escaping) with
+    an XSD datatype shortened -- ``"1929"^^xsd:integer``, ``"Bob"@en``, ``"x"``; the same
+    ids the embedded store gives."""
+    try:
+        if language:
+            return str(pyoxigraph.Literal(value, language=language))
+        if datatype and datatype not in (st.XSD_STRING, st.RDF_LANG_STRING):
+            text = str(pyoxigraph.Literal(value, datatype=pyoxigraph.NamedNode(datatype)))
+            if datatype.startswith(XSD) and text.endswith(f"^^<{datatype}>"):
+                text = text[: -len(datatype) - 4] + "^^xsd:" + datatype[len(XSD) :]
+            return text
+        return str(pyoxigraph.Literal(value))
+    except (ValueError, TypeError):
+        # a language tag or datatype pyoxigraph refuses: keep the value, drop the rest
+        return str(pyoxigraph.Literal(value))
+
+
+def parse_literal_id(ident: str) -> tuple[str, str, str] | None:
+    """``(value, language, datatype)`` of a :func:`literal_id`, parsed by pyoxigraph's
+    N-Triples parser (never pasted into a query); ``None`` if it is not one literal."""
+    text = _XSD_SHORT.sub(lambda m: f"^^<{XSD}{m.group(1)}>", ident.strip())
+    try:
+        quads = list(pyoxigraph.parse(f"<urn:x:s> <urn:x:p> {text} .", pyoxigraph.RdfFormat.N_TRIPLES))
+    except (SyntaxError, ValueError):
+        return None
+    if len(quads) != 1 or not isinstance(quads[0].object, pyoxigraph.Literal):
+        return None
+    lit = quads[0].object
+    return lit.value, lit.language or "", lit.datatype.value if lit.datatype else ""
+
+
+def literal_label(value: str, datatype: str = "") -> str:
+    """Readable form of a literal: dates without a midnight time part."""
+    if datatype in (XSD + "dateTime", XSD + "date"):
+        v = value
+        for suffix in ("T00:00:00Z", "T00:00:00"):
+            if v.endswith(suffix):
+                v = v[: -len(suffix)]
+                break
+        return v[1:] if v.startswith("+") else v
+    return value
+
+
+def fallback_label(iri: str) -> str:
+    """Label for a node that has none: its local name, underscores as spaces."""
+    return iris.name_label(iris.local_name(iri)) or iri
+
+
+# -- SPARQL JSON results --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Term:
+    kind: str  # "uri" | "literal" | "bnode"
+    value: str
+    lang: str = ""
+    datatype: str = ""
+
+
+def parse_results(body: str, where: str) -> list[dict[str, Term]]:
+    """Rows of a SPARQL 1.1 JSON results document."""
+    try:
+        doc = json.loads(body)
+        bindings = doc["results"]["bindings"]
+        rows = []
+        for b in bindings:
+            row = {}
+            for var, t in b.items():
+                kind = t.get("type", "")
+                if kind == "typed-literal":  # old Virtuoso
+                    kind = "literal"
+                row[var] = Term(
+                    kind, t["value"], t.get("xml:lang", ""), t.get("datatype", "")
+                )
+            rows.append(row)
+        return rows
+    except (ValueError, KeyError, TypeError, AttributeError):
+        snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
+        raise KGQueryError(
+            f"{where} did not return SPARQL JSON results: {snippet}"
+        ) from None
+
+
+@dataclass
+class KGStats:
+    queries: int = 0  # SELECT queries asked (cache hits included)
+    cache_hits: int = 0
+    searches: int = 0
+    api_calls: int = 0  # non-SPARQL calls (the Wikidata search API)
+    extra: dict = field(default_factory=dict)
+
+
+class SparqlKG:
+    """A KG behind a SPARQL 1.1 endpoint.
+
+    Parameters
+    ----------
+    endpoint_url:
+        The query endpoint, e.g. ``http://127.0.0.1:7878/query``.
+    name:
+        The KG's name in traces and multi-KG setups (default: the URL).
+    label_predicates, description_predicates:
+        Predicates giving an entity's label / description, in order of preference.
+    language:
+        A language tag or a sequence of them, most preferred first; labels are chosen
+        preferred language(s) -> no language tag -> any language.
+    timeout, max_retries, user_agent, rate_limit:
+        HTTP behaviour (see :class:`~traversals.kg.http.HttpClient`); ignored when an
+        ``http`` client is passed.
+    cache:
+        A :class:`~traversals.kg.cache.QueryCache`; ``None`` sends every query.
+    scan_limit:
+        Triples scanned per direction when counting relations.
+    count_limit:
+        Edges counted at most when reporting ``omitted``.
+    relation_rows:
+        Relation groups fetched at most by :meth:`get_relations` (see above).
+    search_stages:
+        Which of ``"exact"``, ``"icase"``, ``"contains"`` :meth:`search` may use.
+    exclude_predicates:
+        More predicate IRIs never offered as relations (label and description
+        predicates and :data:`META_PREDICATES` -- ``skos:altLabel``,
+        ``skos:hiddenLabel``, ``iris.INVERSE_LABEL``, ``wikibase:directClaim`` -- are
+        always excluded).
+    include_predicate_prefixes:
+        If given, only predicates starting with one of these are relations.
+    hide_wikidata_statements:
+        Hide the statement-node predicates of the Wikidata RDF model (``p:``, ``ps:``,
+        ``pq:`` ... everything under ``http://www.wikidata.org/prop/`` except the direct
+        claims ``wdt:``), so a Wikidata-shaped graph offers each property once.
+    exclude_external_ids:
+        Hide properties typed ``wikibase:ExternalId`` (Wikidata's thousands of
+        identifier properties).
+    """
+
+    def __init__(
+        self,
+        endpoint_url: str,
+        *,
+        name: str | None = None,
+        label_predicates: Sequence[str] = (RDFS_LABEL, SKOS_PREF_LABEL, SCHEMA_NAME),
+        description_predicates: Sequence[str] = (SCHEMA_DESCRIPTION,),
+        language: str | Sequence[str] = "en",
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        cache: QueryCache | None = None,
+        user_agent: str | None = None,
+        rate_limit: RateLimit | None = None,
+        http: HttpClient | None = None,
+        scan_limit: int = 250_000,
+        count_limit: int = 100_000,
+        relation_rows: int = 1000,
+        search_stages: Sequence[str] = ("exact", "icase", "contains"),
+        exclude_predicates: Iterable[str] = (),
+        include_predicate_prefixes: Sequence[str] | None = None,
+        hide_wikidata_statements: bool = True,
+        exclude_external_ids: bool = True,
+    ) -> None:
+        if not isinstance(endpoint_url, str) or not endpoint_url.startswith(("http://", "https://")):
+            raise BadInput(f"a SPARQL endpoint must be an http(s) URL, got {endpoint_url!r}")
+        self.endpoint_url = endpoint_url
+        self.name = name or endpoint_url
+        self.label_predicates = tuple(label_predicates)
+        self.description_predicates = tuple(description_predicates)
+        if not self.label_predicates:
+            raise BadInput("at least one label predicate is needed")
+        for p in (*self.label_predicates, *self.description_predicates):
+            st.iri(p)
+        langs = (language,) if isinstance(language, str) else tuple(language)
+        self.languages = tuple(st.language_tag(lang) for lang in langs)
+        if not self.languages:
+            raise BadInput("at least one language is needed")
+        for stage in search_stages:
+            if stage not in ("exact", "icase", "contains"):
+                raise BadInput(f"unknown search stage {stage!r}")
+        self.search_stages = tuple(search_stages)
+        self.scan_limit = int(scan_limit)
+        self.count_limit = int(count_limit)
+        self.relation_rows = int(relation_rows)
+        self.exclude_predicates = tuple(
+            dict.fromkeys(
+                [
+                    *self.label_predicates,
+                    *self.description_predicates,
+                    *META_PREDICATES,
+                    *exclude_predicates,
+                ]
+            )
+        )
+        for p in self.exclude_predicates:
+            st.iri(p)
+        self.include_predicate_prefixes = (
+            tuple(include_predicate_prefixes) if include_predicate_prefixes else None
+        )
+        self.hide_wikidata_statements = hide_wikidata_statements
+        self.exclude_external_ids = exclude_external_ids
+        self.cache = cache
+        self.stats = KGStats()
+        self._owns_http = http is None
+        self.http = http or HttpClient(
+            timeout=timeout, max_retries=max_retries, user_agent=user_agent, rate_limit=rate_limit
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.endpoint_url!r}, name={self.name!r})"
+
+    # -- transport ---------------------------------------------------------------------
+
+    async def select(self, query: str) -> list[dict[str, Term]]:
+        """Run a SELECT query (through the cache) and return its rows."""
+        self.stats.queries += 1
+        where = f"SPARQL endpoint {self.endpoint_url}"
+        if self.cache is not None:
+            body = await self.cache.aget(self.endpoint_url, query, SPARQL_JSON)
+            if body is not None:
+                self.stats.cache_hits += 1
+                return parse_results(body, where)
+        headers = {"Accept": SPARQL_JSON}
+        if len(urlencode({"query": query})) <= MAX_GET_QUERY:
+            response = await self.http.get(
+                self.endpoint_url, params={"query": query}, headers=headers, what="SPARQL endpoint"
+            )
+        else:
+            response = await self.http.post(
+                self.endpoint_url, data={"query": query}, headers=headers, what="SPARQL endpoint"
+            )
+        body = response.text
+        rows = parse_results(body, where)  # validate before caching
+        if self.cache is not None:
+            await self.cache.aset(self.endpoint_url, query, SPARQL_JSON, body)
+        return rows
+
+    async def close(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> "SparqlKG":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- query pieces ------------------------------------------------------------------
+
+    def _lang_filter(self, var: str) -> str:
+        """``LANG(?v) = "" || LANGMATCHES(LANG(?v), "en") || ...``"""
+        v = st.variable(var)
+        parts = [f'LANG({v}) = ""'] + [
+            f"LANGMATCHES(LANG({v}), {st.literal(lang)})" for lang in self.languages
+        ]
+        return " || ".join(parts)
+
+    def _predicate_filter(self, var: str = "p") -> str:
+        v = st.variable(var)
+        conds = [f"{v} NOT IN ({', '.join(st.iri(p) for p in self.exclude_predicates)})"]
+        if self.include_predicate_prefixes:
+            conds.append(
+                "("
+                + " || ".join(
+                    f"STRSTARTS(STR({v}), {st.literal(p)})" for p in self.include_predicate_prefixes
+                )
+                + ")"
+            )
+        elif self.hide_wikidata_statements:
+            conds.append(
+                f"(!STRSTARTS(STR({v}), {st.literal(WIKIDATA_PROP)})"
+                f" || STRSTARTS(STR({v}), {st.literal(WIKIDATA_DIRECT)}))"
+            )
+        return " && ".join(conds)
+
+    def _object_filter(self, var: str) -> str:
+        """Which reached nodes count as edges' ends: no blank nodes, and (Wikidata shape)
+        no skolemised "unknown value" nodes."""
+        v = st.variable(var)
+        if self.hide_wikidata_statements:
+            return f"!isBLANK({v}) && !STRSTARTS(STR({v}), {st.literal(WIKIDATA_GENID)})"
+        return f"!isBLANK({v})"
+
+    def _external_id_filter(self, var: str = "p") -> str:
+        if not self.exclude_external_ids:
+            return ""
+        return (
+            f"FILTER NOT EXISTS {{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} {st.variable(var)} . "
+            f"?_prop {st.iri(WIKIBASE_PROPERTY_TYPE)} {st.iri(WIKIBASE_EXTERNAL_ID)} }}"
+        )
+
+    # -- labels ------------------------------------------------------------------------
+
+    async def describe(self, node_iris: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``iri -> (label, description)`` for many nodes, in batched queries.
+
+        Preference: the configured languages in order, then no tag, then any language;
+        among equally good values the first label predicate wins.
+        """
+        todo = list(dict.fromkeys(node_iris))
+        if not todo:
+            return {}
+        preds = [("l", i, p) for i, p in enumerate(self.label_predicates)] + [
+            ("d", i, p) for i, p in enumerate(self.description_predicates)
+        ]
+        found: dict[str, dict[str, tuple[tuple[int, int, str], str]]] = {}
+        for chunk in _chunks(todo, BATCH):
+            rows = await self.select(self._literal_query(chunk, preds, preferred=True))
+            self._collect(rows, found)
+        # any-language fallback for nodes with no label at all
+        missing = [x for x in todo if "l" not in found.get(x, {})]
+        if missing:
+            lpreds = [t for t in preds if t[0] == "l"]
+            for chunk in _chunks(missing, BATCH):
+                rows = await self.select(self._literal_query(chunk, lpreds, preferred=False))
+                self._collect(rows, found)
+        out = {}
+        for x in todo:
+            got = found.get(x, {})
+            label = got["l"][1] if "l" in got else ""
+            desc = got["d"][1] if "d" in got else ""
+            out[x] = (label, desc)
+        return out
+
+    def _literal_query(
+        self, subjects: Sequence[str], preds: Sequence[tuple[str, int, str]], *, preferred: bool
+    ) -> str:
+        branches = " UNION ".join(
+            f"{{ ?x {st.iri(p)} ?v . BIND({st.literal(f'{kind}{i}')} AS ?k) }}"
+            for kind, i, p in preds
+        )
+        if preferred:
+            return (
+                f"SELECT ?x ?k ?v WHERE {{ VALUES ?x {{ {st.iri_list(subjects)} }} {branches} "
+                f"FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
+            )
+        return (
+            f"SELECT ?x ?k (SAMPLE(?v) AS ?v1) WHERE {{ VALUES ?x {{ {st.iri_list(subjects)} }} "
+            f"{branches} FILTER(isLITERAL(?v)) }} GROUP BY ?x ?k"
+        )
+
+    def _lang_rank(self, lang: str) -> int:
+        low = lang.lower()
+        for i, pref in enumerate(self.languages):
+            if low == pref.lower():
+                return 2 * i
+            if low.startswith(pref.lower() + "-"):
+                return 2 * i + 1
+        if not low:
+            return 2 * len(self.languages)
+        return 2 * len(self.languages) + 1
+
+    def _collect(
+        self, rows: list[dict[str, Term]], found: dict[str, dict[str, tuple[tuple[int, int, str], str]]]
+    ) -> None:
+        for r in rows:
+            x, k = r.get("x"), r.get("k")
+            v = r.get("v") or r.get("v1")
+            if x is None or k is None or v is None or v.kind != "literal":
+                continue
+            kind, idx = k.value[0], int(k.value[1:] or 0)
+            rank = (self._lang_rank(v.lang), idx, v.value)
+            slot = found.setdefault(x.value, {})
+            if kind not in slot or rank < slot[kind][0]:
+                slot[kind] = (rank, v.value)
+
+    async def _entities(self, node_iris: Sequence[str], hints: dict[str, str] | None = None) -> dict[str, Entity]:
+        described = await self.describe(node_iris)
+        out = {}
+        for x in node_iris:
+            label, desc = described.get(x, ("", ""))
+            if not label:
+                label = (hints or {}).get(x) or fallback_label(x)
+            out[x] = Entity(id=entity_id(x), label=label, description=desc, kg=self.name)
+        return out
+
+    def _term_id(self, t: Term) -> str:
+        if t.kind == "literal":
+            return literal_id(t.value, t.lang, t.datatype)
+        if t.kind == "bnode":
+            return "_:" + t.value
+        return entity_id(t.value)
+
+    def _literal_entity(self, t: Term) -> Entity:
+        return Entity(
+            id=literal_id(t.value, t.lang, t.datatype),
+            label=literal_label(t.value, t.datatype),
+            description="",
+            kg=self.name,
+        )
+
+    # -- search ------------------------------------------------------------------------
+
+    async def search(self, text: str, limit: int = 10) -> list[Entity]:
+        """Entities whose label is ``text``: exact, then case-insensitive, then contained."""
+        raw = str(text).strip()
+        text = " ".join(raw.split())
+        limit = max(0, int(limit))
+        if not text or limit == 0:
+            return []
+        st.literal(raw)  # BadInput on text that is not valid Unicode
+        self.stats.searches += 1
+        hits: list[tuple[str, str]] = []  # (iri, matched label)
+        if "exact" in self.search_stages:
+            hits = await self._search_exact(raw, text, limit)
+        if not hits and "icase" in self.search_stages:
+            hits = await self._search_scan(text, limit, contains=False)
+        if not hits and "contains" in self.search_stages:
+            hits = await self._search_scan(text, limit, contains=True)
+        hits = hits[:limit]
+        ents = await self._entities([h[0] for h in hits], hints=dict(hits))
+        return [ents[h[0]] for h in hits]
+
+    def _label_union(self, inner: str = "") -> str:
+        """``{ ?x <label1> ?l <inner> } UNION { ?x <label2> ?l <inner> } ...``
+
+        One branch per label predicate with a constant predicate: engines use their
+        predicate indexes (a ``VALUES ?lp`` join makes e.g. Oxigraph scan every triple).
+        """
+        return " UNION ".join(
+            f"{{ ?x {st.iri(p)} ?l . {inner} }}" for p in self.label_predicates
+        )
+
+    async def _search_exact(self, raw: str, text: str, limit: int) -> list[tuple[str, str]]:
+        # the text as given, whitespace-normalised, and a few case variants, each without
+        # a language tag and with each configured one: all index lookups, cheap anywhere
+        variants = list(
+            dict.fromkeys([raw, text, text.lower(), text.title(), text.capitalize(), text.upper()])
+        )
+        terms = []
+        for v in variants:
+            terms.append(st.literal(v))
+            terms.extend(st.literal(v, language=lang) for lang in self.languages)
+        q = (
+            f"SELECT DISTINCT ?x ?l WHERE {{ "
+            f"{self._label_union(f'VALUES ?l {{ {chr(32).join(terms)} }}')} }} "
+            f"LIMIT {4 * limit + 10}"
+        )
+        rows = await self.select(q)
+        order = {v: i for i, v in enumerate(variants)}
+        ranked = sorted(
+            (order.get(r["l"].value, len(order)), r["x"].value, r["l"].value)
+            for r in rows
+            if "x" in r and "l" in r and r["x"].kind == "uri"
+        )
+        return _dedupe_hits((x, label) for _, x, label in ranked)
+
+    async def _search_scan(self, text: str, limit: int, *, contains: bool) -> list[tuple[str, str]]:
+        # A scan of every label: kept to one cheap test per row (language and node kind
+        # are checked on the few candidates, client-side).
+        q_lit = st.literal(text)
+        test = (
+            f"CONTAINS(LCASE(STR(?l)), LCASE({q_lit}))"
+            if contains
+            else f"LCASE(STR(?l)) = LCASE({q_lit})"
+        )
+        pool = min(200, 5 * limit + 10)
+        q = f"SELECT DISTINCT ?x ?l WHERE {{ {self._label_union()} FILTER({test}) }} LIMIT {pool}"
+        rows = await self.select(q)
+        cands = [
+            (r["x"].value, r["l"].value, self._lang_rank(r["l"].lang))
+            for r in rows
+            if "x" in r and "l" in r and r["x"].kind == "uri" and r["l"].kind == "literal"
+        ]
+        if contains:
+            cands.sort(key=lambda c: (-_similarity(text, c[1]), c[2], len(c[1]), c[1], c[0]))
+        else:
+            cands.sort(key=lambda c: (c[1] != text, c[2], c[1], c[0]))
+        return _dedupe_hits((x, label) for x, label, _ in cands)
+
+    # -- relations ---------------------------------------------------------------------
+
+    def _sources(self, entities: Sequence[Entity]) -> dict[str, str]:
+        """``entity id -> SPARQL term`` for the entities (IRIs, and literal values, whose
+        inverse relations -- who has this value -- can be followed). Ids that are
+        neither are :class:`BadInput`; blank nodes (``_:x``) cannot be named in a
+        query and are skipped."""
+        out: dict[str, str] = {}
+        for e in entities:
+            ident = e.id.strip()
+            if ident.startswith("_:"):
+                continue
+            if is_literal_id(ident):
+                parsed = parse_literal_id(ident)
+                if parsed is None:
+                    raise BadInput(f"not a literal value id: {ident[:60]!r}")
+                value, lang, dt = parsed
+                out.setdefault(
+                    literal_id(value, lang, dt),
+                    st.literal(value, language=lang or None, datatype=None if lang else (dt or None)),
+                )
+                continue
+            iri = entity_iri(ident)
+            out.setdefault(entity_id(iri), st.iri(iri))
+        return out
+
+    def _relation_scan(self, terms: Sequence[str]) -> str:
+        """Predicates of the nodes' triples, both directions, at most ``scan_limit``
+        triples per direction. No per-triple filters: on some engines (Oxigraph) a
+        FILTER here costs more than the scan; predicates are filtered after grouping."""
+        vals = " ".join(terms)
+        cap = self.scan_limit
+        return (
+            f'{{ SELECT ?p ("f" AS ?dir) WHERE {{ VALUES ?s {{ {vals} }} ?s ?p ?o }} LIMIT {cap} }} UNION '
+            f'{{ SELECT ?p ("i" AS ?dir) WHERE {{ VALUES ?o {{ {vals} }} ?s ?p ?o }} LIMIT {cap} }}'
+        )
+
+    def _grouped_relations(self, terms: Sequence[str]) -> str:
+        return (
+            f"{{ SELECT ?p ?dir (COUNT(*) AS ?n) WHERE {{ {self._relation_scan(terms)} }} "
+            f"GROUP BY ?p ?dir }} FILTER({self._predicate_filter('p')}) "
+            f"{self._external_id_filter('p')}"
+        )
+
+    async def get_relations(
+        self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
+    ) -> Relations:
+        """Relations of the entities, both directions, at most ``limit``.
+
+        Ranked like the embedded store: most frequent first, ties by displayed label,
+        then key. One query returns the counted groups (up to
+        ``max(limit + 1, relation_rows)`` of them, so ``omitted`` is usually exact
+        without a second scan); only when even that many come back does a second query
+        count the rest. Labels are fetched for the groups that can make the cut.
+        """
+        terms = list(self._sources(entities).values())
+        limit = max(0, int(limit))
+        if not terms:
+            return Relations(())
+        grouped = self._grouped_relations(terms)
+        cap = max(limit + 1, self.relation_rows)
+        q = f"SELECT ?p ?dir ?n WHERE {{ {grouped} }} ORDER BY DESC(?n) ?dir ?p LIMIT {cap}"
+        rows = []
+        for r in await self.select(q):
+            if "p" in r and "dir" in r and "n" in r and r["p"].kind == "uri":
+                try:
+                    rows.append((r["p"].value, r["dir"].value == "i", int(r["n"].value)))
+                except ValueError:
+                    continue
+        total = len(rows)
+        if len(rows) >= cap:
+            try:
+                crows = await self.select(f"SELECT (COUNT(*) AS ?c) WHERE {{ {grouped} }}")
+                total = max(total, int(crows[0]["c"].value))
+            except (KGTimeout, KeyError, IndexError, ValueError):
+                pass
+        if limit == 0:
+            return Relations((), total)
+        # everything that ties with the last place can make the cut: label those
+        if len(rows) > limit:
+            threshold = rows[limit - 1][2]
+            rows = [r for r in rows if r[2] >= threshold]
+        labels = await self.relation_labels(list(dict.fromkeys(p for p, _, _ in rows)))
+        ids = _relation_ids({p for p, _, _ in rows})
+        ranked = []
+        for p, inverse, n in rows:
+            label, inv = labels.get(p, (fallback_label(p), ""))
+            rel = Relation(
+                id=ids[p],
+                label=label,
+                inverse_label=inv or inverse_label_for(label),
+                inverse=inverse,
+                iri=p,
+                kg=self.name,
+            )
+            ranked.append((-n, rel.display.casefold(), rel.key, rel))
+        ranked.sort(key=lambda t: t[:3])
+        items = tuple(t[3] for t in ranked[:limit])
+        return Relations(items, max(total - len(items), 0))
+
+    async def relation_labels(self, preds: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``predicate iri -> (label, inverse label)`` in one batched query per 200.
+
+        The label is the predicate's own label (label predicates in order), else -- the
+        Wikidata shape -- the label of the property entity that points to it with
+        ``wikibase:directClaim``, else its local name. The inverse label comes from
+        ``iris.INVERSE_LABEL`` on the predicate or the property entity, or is "".
+        """
+        out: dict[str, tuple[str, str]] = {}
+        for chunk in _chunks(list(dict.fromkeys(preds)), BATCH):
+            branches = []
+            for i, lp in enumerate(self.label_predicates):
+                branches.append(f'{{ ?p {st.iri(lp)} ?v . BIND("l{i}" AS ?k) }}')
+                branches.append(
+                    f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(lp)} ?v . "
+                    f'BIND("w{i}" AS ?k) }}'
+                )
+            branches.append(f'{{ ?p {st.iri(iris.INVERSE_LABEL)} ?v . BIND("i0" AS ?k) }}')
+            branches.append(
+                f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(iris.INVERSE_LABEL)} ?v . "
+                f'BIND("j0" AS ?k) }}'
+            )
+            q = (
+                f"SELECT ?p ?k ?v WHERE {{ VALUES ?p {{ {st.iri_list(chunk)} }} "
+                f"{' UNION '.join(branches)} FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
+            )
+            best: dict[str, dict[str, tuple[tuple, str]]] = {}
+            for r in await self.select(q):
+                if "p" not in r or "k" not in r or "v" not in r:
+                    continue
+                k = r["k"].value
+                group = "inv" if k[0] in "ij" else "label"
+                # own label before the property entity's; then language; then predicate order
+                rank = (0 if k[0] in "li" else 1, self._lang_rank(r["v"].lang), int(k[1:]), r["v"].value)
+                slot = best.setdefault(r["p"].value, {})
+                if group not in slot or rank < slot[group][0]:
+                    slot[group] = (rank, r["v"].value)
+            for p in chunk:
+                slot = best.get(p, {})
+                label = slot["label"][1] if "label" in slot else fallback_label(p)
+                inv = slot["inv"][1] if "inv" in slot else ""
+                out[p] = (label, inv)
+        return out
+
+    # -- edges -------------------------------------------------------------------------
+
+    def _relation_iri(self, relation: Relation) -> str:
+        if relation.iri:
+            st.iri(relation.iri)
+            return relation.iri
+        if re.fullmatch(r"P[1-9][0-9]*", relation.id):
+            return WIKIDATA_DIRECT + relation.id
+        if st.is_iri(relation.id):
+            return relation.id
+        raise BadInput(f"relation {relation.key!r} has no IRI")
+
+    async def get_edges(
+        self, entities: Sequence[Entity], relation: Relation, limit: int = DEFAULT_MAX_EDGES
+    ) -> Edges:
+        """Edges with ``relation`` leaving the entities (entering them if inverse).
+
+        Sorted like the embedded store (by the selected entity's label, then the other
+        end's label); when there are more than ``limit``, which ones are shown is up to
+        the server (no ``ORDER BY`` over a hub's edges) and ``omitted`` counts the rest.
+        """
+        limit = max(0, int(limit))
+        p = self._relation_iri(relation)
+        forward = replace(relation, inverse=False, iri=p, kg=relation.kg or self.name)
+        sources = self._sources(entities)
+        if not sources:
+            return Edges(())
+        vals = " ".join(sources.values())
+        if relation.inverse:
+            pattern = (
+                f"VALUES ?o {{ {vals} }} ?s {st.iri(p)} ?o . "
+                f"FILTER(isIRI(?s) && {self._object_filter('s')})"
+            )
+        else:
+            pattern = f"VALUES ?s {{ {vals} }} ?s {st.iri(p)} ?o . FILTER({self._object_filter('o')})"
+        rows = await self.select(f"SELECT ?s ?o WHERE {{ {pattern} }} LIMIT {limit + 1}")
+        rows = [r for r in rows if "s" in r and "o" in r]
+        omitted = 0
+        if len(rows) > limit:
+            # Counted without the node-kind filters above: per-row FILTERs cost some
+            # engines more than the count itself (Oxigraph: 0.1 s -> 0.4 s for 100,000
+            # edges); blank and "unknown value" ends are rare, so the count stays honest.
+            if relation.inverse:
+                bare = f"VALUES ?o {{ {vals} }} ?s {st.iri(p)} ?o ."
+            else:
+                bare = f"VALUES ?s {{ {vals} }} ?s {st.iri(p)} ?o ."
+            cq = (
+                f"SELECT (COUNT(*) AS ?c) WHERE {{ {{ SELECT ?s ?o WHERE {{ {bare} }} "
+                f"LIMIT {self.count_limit} }} }}"
+            )
+            try:
+                crows = await self.select(cq)
+                total = int(crows[0]["c"].value) if crows and "c" in crows[0] else len(rows)
+            except (KGTimeout, ValueError):
+                total = len(rows)
+            omitted = max(total - limit, len(rows) - limit)
+            rows = rows[:limit]
+
+        given: dict[str, Entity] = {}
+        for e in entities:
+            key = e.id.strip()
+            if is_literal_id(key):
+                parsed = parse_literal_id(key)
+                key = literal_id(*parsed) if parsed else key
+            elif not key.startswith("_:"):
+                key = entity_id(entity_iri(key))
+            given.setdefault(key, e)
+        anchor_var, other_var = ("o", "s") if relation.inverse else ("s", "o")
+        to_describe = [
+            r[other_var].value
+            for r in rows
+            if r[other_var].kind == "uri" and self._term_id(r[other_var]) not in given
+        ]
+        described = await self._entities(list(dict.fromkeys(to_describe)))
+
+        def node(t: Term) -> Entity:
+            ident = self._term_id(t)
+            if ident in given:
+                return given[ident]
+            if t.kind == "literal":
+                return self._literal_entity(t)
+            return described.get(t.value) or Entity(ident, fallback_label(t.value), kg=self.name)
+
+        pairs = [(node(r[anchor_var]), node(r[other_var])) for r in rows]
+        pairs.sort(key=lambda ao: (ao[0].label.casefold(), ao[0].id, ao[1].label.casefold(), ao[1].id))
+        edges = []
+        new: dict[str, Entity] = {}
+        for anchor, other in pairs:
+            s_, o_ = (other, anchor) if relation.inverse else (anchor, other)
+            edges.append(Edge(s_, forward, o_))
+            if other.id not in given:
+                new.setdefault(other.id, other)
+        return Edges(tuple(edges), tuple(new.values()), omitted)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _relation_ids(preds: set[str]) -> dict[str, str]:
+    """Relation ids: the local name, or the full IRI where two predicates share one."""
+    by_name: dict[str, list[str]] = {}
+    for p in preds:
+        by_name.setdefault(iris.local_name(p), []).append(p)
+    out = {}
+    for name, ps in by_name.items():
+        for p in ps:
+            out[p] = name if len(ps) == 1 and name else p
+    return out
+
+
+def _dedupe_hits(hits: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for x, label in hits:
+        seen.setdefault(x, label)
+    return list(seen.items())
+
+
+def _similarity(a: str, b: str) -> float:
+    try:
+        from rapidfuzz import fuzz
+
+        return float(fuzz.ratio(a.lower(), b.lower()))
+    except ImportError:  # pragma: no cover - rapidfuzz is a dependency
+        import difflib
+
+        return 100.0 * difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio()

@@ -1,0 +1,619 @@
+"""SparqlKG against a real Oxigraph server on 127.0.0.1 (and small local HTTP apps for the
+faults a real server will not produce on demand: slowness, 429, non-JSON answers).
+
+The served store holds
+* a MetaQA-style plain triple file (``s|r|o``) converted to N-Triples here with the IRI
+  scheme of ``traversals.kg.iris`` (the same IRIs the embedded store mints),
+* a hub node with 100,000 outgoing and 50,000 incoming edges and 150 further relations,
+  generated here,
+* the Wikidata-shaped fixture ``tests/fixtures/wikidata_fixture.ttl``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pyoxigraph
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from traversals.errors import BadInput, KGQueryError, KGTimeout, KGUnavailable
+from traversals.kg import iris
+from traversals.kg.base import Entity, KnowledgeGraph, Relation
+from traversals.kg.cache import QueryCache
+from traversals.kg.http import HttpClient
+from traversals.kg.sparql import SparqlKG
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HUB = "Hub Node"
+HUB_OUT = 100_000
+HUB_IN = 50_000
+HUB_EXTRA_RELATIONS = 150
+HOSTILE_NAME = 'Weird "Name" {x} }; # \\ end'
+
+TRIPLES = f"""\
+The Gumball Rally|directed_by|Charles Bail
+The Gumball Rally|written_by|Charles Bail
+The Gumball Rally|starred_actors|Michael Sarrazin
+The Gumball Rally|starred_actors|Tim McIntire
+The Gumball Rally|release_year|1976
+The Gumball Rally|has_genre|Comedy
+Cleopatra Jones and the Casino of Gold|directed_by|Charles Bail
+Cleopatra Jones and the Casino of Gold|release_year|1975
+Bullitt|starred_actors|Steve McQueen
+The Getaway|starred_actors|Steve McQueen
+The Towering Inferno|starred_actors|Steve McQueen
+The Towering Inferno|starred_actors|Paul Newman
+{HOSTILE_NAME}|has_genre|Comedy
+"""
+#: relations with an explicit inverse label in the data (iris.INVERSE_LABEL)
+INVERSE_LABELS = {"starred_actors": "starred in"}
+
+
+# -- servers --------------------------------------------------------------------------
+
+
+def oxigraph_binary() -> str:
+    here = Path(sys.executable).parent / "oxigraph"
+    if here.exists():
+        return str(here)
+    found = shutil.which("oxigraph")
+    if not found:
+        pytest.skip("the oxigraph server (PyPI package 'oxigraph') is not installed")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OxigraphServer:
+    def __init__(self, location: Path, log: Path) -> None:
+        self.location = location
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/query"
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{self.port}"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                self._log.close()
+                raise RuntimeError(f"oxigraph exited: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                r = httpx.get(self.url, params={"query": "ASK {}"}, timeout=2)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("oxigraph did not start within 60 s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if not self._log.closed:
+            self._log.close()
+
+
+def load_store(location: Path, files: list[Path]) -> None:
+    subprocess.run(
+        [oxigraph_binary(), "load", "--location", str(location), "--file", *map(str, files)],
+        check=True,
+        capture_output=True,
+    )
+
+
+class LocalApp:
+    """A stdlib HTTP server in a thread; ``handle(handler)`` answers each request."""
+
+    def __init__(self, handle) -> None:
+        app = self
+        self.requests: list[dict] = []
+        self.release = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _any(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                app.requests.append(
+                    {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                status, headers, payload = handle(self, app)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (timeout tests)
+
+            do_GET = do_POST = _any
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/query"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+EMPTY_RESULTS = json.dumps({"head": {"vars": ["x"]}, "results": {"bindings": []}}).encode()
+ONE_ROW = json.dumps(
+    {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "uri", "value": "http://e/x"}}]}}
+).encode()
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+def nt(s: str, p: str, o) -> str:
+    return f"{pyoxigraph.NamedNode(s)} {pyoxigraph.NamedNode(p)} {o} .\n"
+
+
+def convert_triples(text: str, out: Path) -> None:
+    """``s|r|o`` lines -> N-Triples with the embedded store's IRIs and labels."""
+    names: set[str] = set()
+    rels: set[str] = set()
+    with open(out, "w", encoding="utf-8") as f:
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            s, r, o = line.split("|")
+            f.write(nt(iris.entity_iri(s), iris.relation_iri(r), pyoxigraph.NamedNode(iris.entity_iri(o))))
+            names.update((s, o))
+            rels.add(r)
+        for n in sorted(names):
+            f.write(nt(iris.entity_iri(n), iris.RDFS_LABEL, pyoxigraph.Literal(n.strip())))
+        for r in sorted(rels):
+            f.write(nt(iris.relation_iri(r), iris.RDFS_LABEL, pyoxigraph.Literal(iris.name_label(r), language="en")))
+            if r in INVERSE_LABELS:
+                f.write(nt(iris.relation_iri(r), iris.INVERSE_LABEL, pyoxigraph.Literal(INVERSE_LABELS[r], language="en")))
+
+
+def write_hub(out: Path) -> None:
+    hub = f"<{iris.entity_iri(HUB)}>"
+    links = f"<{iris.relation_iri('links_to')}>"
+    points = f"<{iris.relation_iri('points_to')}>"
+    label = f"<{iris.RDFS_LABEL}>"
+    lines = [f'{hub} {label} "{HUB}" .\n']
+    for i in range(HUB_OUT):
+        item = f"<{iris.entity_iri(f'hub item {i}')}>"
+        lines.append(f"{hub} {links} {item} .\n")
+        lines.append(f'{item} {label} "hub item {i}" .\n')
+    for i in range(HUB_IN):
+        lines.append(f"<{iris.entity_iri(f'hub item {i}')}> {points} {hub} .\n")
+    for i in range(HUB_EXTRA_RELATIONS):
+        lines.append(f"{hub} <{iris.relation_iri(f'rel_{i:03d}')}> <{iris.entity_iri('hub extra')}> .\n")
+    out.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def oxigraph(tmp_path_factory):
+    root = tmp_path_factory.mktemp("oxigraph")
+    kb = root / "kb.nt"
+    convert_triples(TRIPLES, kb)
+    hub = root / "hub.nt"
+    write_hub(hub)
+    location = root / "db"
+    load_store(location, [kb, hub, FIXTURES / "wikidata_fixture.ttl"])
+    server = OxigraphServer(location, root / "server.log")
+    server.root = root
+    yield server
+    server.stop()
+
+
+def ent(name: str) -> Entity:
+    return Entity(iris.entity_iri(name), name)
+
+
+def rel(name: str, inverse: bool = False) -> Relation:
+    return Relation(name, iris.name_label(name), inverse=inverse, iri=iris.relation_iri(name))
+
+
+# -- the interface ----------------------------------------------------------------------
+
+
+async def test_is_a_knowledge_graph(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url, name="movies") as kg:
+        assert isinstance(kg, KnowledgeGraph)
+        assert kg.name == "movies"
+
+
+async def test_search_exact_then_case_insensitive_then_contains(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        [bail] = await kg.search("Charles Bail")
+        assert bail.id == iris.entity_iri("Charles Bail") and bail.label == "Charles Bail"
+        assert [e.id for e in await kg.search("  charles   bail ")] == [bail.id]
+        # no case variant matches "McQueen": the case-insensitive stage finds it
+        before = kg.stats.queries
+        [mcq] = await kg.search("steve mcqueen")
+        assert mcq.label == "Steve McQueen"
+        assert kg.stats.queries - before == 3  # exact, icase, labels
+        # contains, ranked by similarity
+        found = await kg.search("Gumball")
+        assert found and found[0].label == "The Gumball Rally"
+        assert await kg.search("no such thing anywhere") == []
+        assert await kg.search("") == []
+        assert len(await kg.search("hub item 1", limit=3)) <= 3
+
+
+async def test_relations_both_directions_most_frequent_first(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        rels = await kg.get_relations([ent("The Gumball Rally")])
+        keys = [r.key for r in rels.items]
+        assert keys[0] == "starred_actors"  # 2 edges, then the 1-edge ones
+        assert set(keys) == {"starred_actors", "directed_by", "written_by", "release_year", "has_genre"}
+        assert rels.omitted == 0
+        back = await kg.get_relations([ent("Charles Bail")])
+        by_key = {r.key: r for r in back.items}
+        assert by_key["~directed_by"].inverse and by_key["~directed_by"].display == "directed"
+        assert by_key["~directed_by"].iri == iris.relation_iri("directed_by")
+        assert [r.key for r in back.items][0] == "~directed_by"  # 2 films
+        # explicit inverse label from the data
+        actor = {r.key: r for r in (await kg.get_relations([ent("Steve McQueen")])).items}
+        assert actor["~starred_actors"].display == "starred in"
+        assert actor["~starred_actors"].label == "starred actors"
+        # label and inverse-label predicates are never relations
+        assert not any(r.iri in (iris.RDFS_LABEL, iris.INVERSE_LABEL) for r in back.items)
+
+
+async def test_edges_forward_and_inverse(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url, name="movies") as kg:
+        bail = (await kg.search("Charles Bail"))[0]
+        got = await kg.get_edges([bail], rel("directed_by", inverse=True))
+        films = sorted(e.subject.label for e in got.edges)
+        assert films == ["Cleopatra Jones and the Casino of Gold", "The Gumball Rally"]
+        for e in got.edges:  # stored as the KG states it: (film, directed_by, person)
+            assert e.relation.key == "directed_by" and not e.relation.inverse
+            assert e.object == bail
+        assert sorted(e.label for e in got.new_entities) == films
+        assert all(e.kg == "movies" for e in got.new_entities)
+        fwd = await kg.get_edges([ent("The Gumball Rally")], rel("starred_actors"))
+        assert sorted(e.object.label for e in fwd.edges) == ["Michael Sarrazin", "Tim McIntire"]
+        assert fwd.omitted == 0
+        none = await kg.get_edges([ent("The Gumball Rally")], rel("no_such_relation"))
+        assert none.edges == () and none.new_entities == ()
+
+
+async def test_several_entities_at_once(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        films = [ent("Bullitt"), ent("The Getaway"), ent("The Towering Inferno")]
+        got = await kg.get_edges(films, rel("starred_actors"))
+        assert len(got.edges) == 4
+        assert sorted(e.label for e in got.new_entities) == ["Paul Newman", "Steve McQueen"]
+
+
+async def test_wikidata_shaped_data_through_plain_sparql(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        [bob] = await kg.search("Bob Dylan")
+        assert bob.id == "Q392" and bob.description == "American singer-songwriter"
+        rels = {r.key: r for r in (await kg.get_relations([bob])).items}
+        assert rels["P25"].label == "mother"  # from wd:P25 via wikibase:directClaim
+        assert rels["P25"].display == "mother" and rels["P25"].inverse_label == "is mother of"
+        assert "P214" not in rels  # wikibase:ExternalId
+        # P22 has only an "unknown value" (a skolem IRI): it may be offered (relations are
+        # counted without per-triple filters), but it yields no edges
+        if "P22" in rels:
+            assert (await kg.get_edges([bob], rels["P22"])).edges == ()
+        assert all(not r.iri.startswith("http://www.wikidata.org/prop/P") for r in rels.values())
+        [edge] = (await kg.get_edges([bob], rels["P25"])).edges
+        assert edge.object.id == "Q62519478" and edge.object.label == "Beatrice Stone"
+
+
+async def test_hostile_label_is_found_exactly(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        [weird] = await kg.search(HOSTILE_NAME)
+        assert weird.label == HOSTILE_NAME
+        rels = await kg.get_relations([weird])
+        assert [r.key for r in rels.items] == ["has_genre"]
+        [wd] = await kg.search('Robert "Bob" {Zimmerman} }; # \\ drop\nline')
+        assert wd.id == "Q900000002"
+
+
+HOSTILE = [
+    '"', '\\', '\\"', "}", "} }", "};", "#", "# comment\n}", "\n", "\r\n", "\t", "'", "'''", '"""',
+    '" } ; DROP ALL ; #', "') } UNION { ?s ?p ?o } #", "\\u0022 }", "<http://evil/>", "?x", "$x",
+    "{{}}", "😀", "é\u0301", "\u2028", "\x00", "\x7f", "日本", "LIMIT 1", "FILTER(true)",
+]
+
+
+async def test_hostile_questions_never_break_a_query(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        for text in HOSTILE:
+            assert await kg.search(text, limit=3) is not None
+            assert await kg.search(f"film {text} title", limit=3) is not None
+        assert kg.http.stats.statuses.keys() == {200}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hs.text(alphabet=hs.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40))
+def test_hostile_search_property(oxigraph, text: str) -> None:
+    async def run() -> None:
+        async with SparqlKG(oxigraph.url, max_retries=0) as kg:
+            result = await kg.search(text, limit=2)
+            assert isinstance(result, list) and len(result) <= 2
+            assert set(kg.http.stats.statuses) <= {200}
+
+    asyncio.run(run())
+
+
+async def test_bad_ids_are_bad_input_not_queries(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        with pytest.raises(BadInput):
+            await kg.get_relations([Entity("http://x/a> } ; DROP ALL ; <http://x/b", "evil")])
+        with pytest.raises(BadInput):
+            await kg.get_edges([ent("Bullitt")], Relation("r", "r", iri="http://x/} #"))
+        assert kg.http.stats.requests == 0
+
+
+# -- bounded fan-out ------------------------------------------------------------------------
+
+
+async def test_hub_edges_are_bounded_and_fast(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        t0 = time.monotonic()
+        got = await kg.get_edges([ent(HUB)], rel("links_to"), limit=50)
+        elapsed = time.monotonic() - t0
+        assert len(got.edges) == 50 and len(got.new_entities) == 50
+        assert got.omitted == HUB_OUT - 50
+        assert all(e.object.label.startswith("hub item ") for e in got.edges)
+        assert elapsed < 10, elapsed
+        assert kg.stats.queries == 3  # edges, count, labels
+        back = await kg.get_edges([ent(HUB)], rel("points_to", inverse=True), limit=10)
+        assert len(back.edges) == 10 and back.omitted == HUB_IN - 10
+        assert all(e.object.id == iris.entity_iri(HUB) for e in back.edges)
+
+
+async def test_hub_omitted_count_is_itself_bounded(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url, count_limit=1000) as kg:
+        got = await kg.get_edges([ent(HUB)], rel("links_to"), limit=20)
+        assert len(got.edges) == 20 and got.omitted == 1000 - 20  # a lower bound
+
+
+async def test_hub_relations_are_bounded_and_ranked(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        t0 = time.monotonic()
+        rels = await kg.get_relations([ent(HUB)], limit=100)
+        elapsed = time.monotonic() - t0
+        assert len(rels.items) == 100
+        assert [r.key for r in rels.items[:2]] == ["links_to", "~points_to"]
+        assert rels.omitted == HUB_EXTRA_RELATIONS + 2 - 100
+        assert elapsed < 10, elapsed
+        small = await kg.get_relations([ent(HUB)], limit=5)
+        assert len(small.items) == 5 and small.omitted == HUB_EXTRA_RELATIONS + 2 - 5
+
+
+async def test_long_queries_are_posted(oxigraph) -> None:
+    methods: list[str] = []
+
+    async def hook(request: httpx.Request) -> None:
+        methods.append(request.method)
+
+    http = HttpClient(event_hooks={"request": [hook]})
+    async with SparqlKG(oxigraph.url, http=http) as kg:
+        nodes = [iris.entity_iri(f"hub item {i}") for i in range(150)]
+        described = await kg.describe(nodes)
+        assert described[nodes[7]] == ("hub item 7", "")
+        assert "POST" in methods
+        await kg.search("Bullitt")
+        assert methods[-1] == "GET"
+    await http.aclose()
+
+
+# -- the cache -------------------------------------------------------------------------------
+
+
+async def test_cache_serves_repeated_queries_without_http(oxigraph, tmp_path) -> None:
+    sent: list[httpx.Request] = []
+
+    async def hook(request: httpx.Request) -> None:
+        sent.append(request)
+
+    path = tmp_path / "cache.sqlite3"
+    http = HttpClient(event_hooks={"request": [hook]})
+    async with SparqlKG(oxigraph.url, cache=QueryCache(path), http=http) as kg:
+        first = await kg.search("Charles Bail")
+        rels = await kg.get_relations(first)
+        n = len(sent)
+        assert n >= 3
+        assert await kg.search("Charles Bail") == first
+        assert await kg.get_relations(first) == rels
+        assert len(sent) == n
+        assert kg.stats.cache_hits >= 3
+    # a new process (new KG, same file) still does not ask the endpoint
+    async with SparqlKG(oxigraph.url, cache=QueryCache(path), http=http) as kg2:
+        assert await kg2.search("Charles Bail") == first
+        assert len(sent) == n
+    # --no-cache
+    async with SparqlKG(oxigraph.url, cache=QueryCache(path, enabled=False), http=http) as kg3:
+        await kg3.search("Charles Bail")
+        assert len(sent) > n
+    await http.aclose()
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+async def test_server_stopped_mid_run_is_kg_unavailable(oxigraph) -> None:
+    server = OxigraphServer(oxigraph.location, oxigraph.root / "second.log")
+    try:
+        http = HttpClient(max_retries=2, backoff_base=0.05)
+        async with SparqlKG(server.url, http=http) as kg:
+            [bail] = await kg.search("Charles Bail")
+            server.stop()
+            t0 = time.monotonic()
+            with pytest.raises(KGUnavailable) as e:
+                await kg.get_relations([bail])
+            assert time.monotonic() - t0 < 10
+        await http.aclose()
+    finally:
+        server.stop()
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"SPARQL endpoint {server.url} is unreachable: ")
+
+
+async def test_unreachable_endpoint_default_settings() -> None:
+    url = f"http://127.0.0.1:{free_port()}/query"
+    async with SparqlKG(url, max_retries=1) as kg:
+        with pytest.raises(KGUnavailable) as e:
+            await kg.search("anything")
+    assert url in str(e.value) and "unreachable" in str(e.value) and "\n" not in str(e.value)
+
+
+async def test_slow_server_timeout_is_honoured() -> None:
+    def slow(handler, app):
+        app.release.wait(10)
+        return 200, {"Content-Type": "application/sparql-results+json"}, EMPTY_RESULTS
+
+    app = LocalApp(slow)
+    try:
+        async with SparqlKG(app.url, timeout=0.5) as kg:
+            t0 = time.monotonic()
+            with pytest.raises(KGTimeout) as e:
+                await kg.search("Charles Bail")
+            elapsed = time.monotonic() - t0
+        assert elapsed < 3, elapsed
+        assert app.url in str(e.value) and "0.5 s" in str(e.value)
+        assert len(app.requests) == 1  # a timeout is not retried
+    finally:
+        app.close()
+
+
+async def test_429_with_retry_after_waits_and_succeeds() -> None:
+    def limited(handler, app):
+        if len(app.requests) == 1:
+            return 429, {"Retry-After": "1", "Content-Type": "text/plain"}, b"Too Many Requests"
+        return 200, {"Content-Type": "application/sparql-results+json"}, ONE_ROW
+
+    app = LocalApp(limited)
+    try:
+        async with SparqlKG(app.url, user_agent="polite-test/1.0 (me@example.org)") as kg:
+            t0 = time.monotonic()
+            rows = await kg.select("SELECT ?x WHERE { ?x ?p ?o } LIMIT 1")
+            elapsed = time.monotonic() - t0
+        assert rows[0]["x"].value == "http://e/x"
+        assert elapsed >= 1.0
+        assert len(app.requests) == 2
+        assert app.requests[0]["headers"]["User-Agent"] == "polite-test/1.0 (me@example.org)"
+        assert app.requests[0]["headers"]["Accept"] == "application/sparql-results+json"
+    finally:
+        app.close()
+
+
+async def test_server_errors_are_retried_then_reported() -> None:
+    def broken(handler, app):
+        return 503, {"Content-Type": "text/plain"}, b"Service Unavailable\nstack trace..."
+
+    app = LocalApp(broken)
+    try:
+        async with SparqlKG(app.url, http=HttpClient(max_retries=2, backoff_base=0.05)) as kg:
+            with pytest.raises(KGUnavailable) as e:
+                await kg.select("SELECT * WHERE { ?s ?p ?o } LIMIT 1")
+            await kg.http.aclose()
+        assert len(app.requests) == 3
+        assert "HTTP 503: Service Unavailable" in str(e.value) and "\n" not in str(e.value)
+    finally:
+        app.close()
+
+
+async def test_non_json_answer_is_a_query_error() -> None:
+    app = LocalApp(lambda h, a: (200, {"Content-Type": "text/html"}, b"<html>login page</html>"))
+    try:
+        async with SparqlKG(app.url) as kg:
+            with pytest.raises(KGQueryError) as e:
+                await kg.select("SELECT * WHERE { ?s ?p ?o }")
+        assert "did not return SPARQL JSON results" in str(e.value)
+    finally:
+        app.close()
+
+
+async def test_rejected_query_reports_the_server_message(oxigraph) -> None:
+    async with SparqlKG(oxigraph.url) as kg:
+        with pytest.raises(KGQueryError) as e:
+            await kg.select("SELECT ?x WHERE { ?x ")
+        assert "HTTP 400" in str(e.value) and "error at" in str(e.value)
+        assert "\n" not in str(e.value)
+        assert kg.http.stats.requests == 1
+    wrong = oxigraph.url.replace("/query", "/nope")
+    async with SparqlKG(wrong) as kg:
+        with pytest.raises(KGQueryError) as e:
+            await kg.search("x")
+        assert "HTTP 404" in str(e.value)
+
+
+def test_endpoint_must_be_http() -> None:
+    with pytest.raises(BadInput):
+        SparqlKG("ftp://example.org/sparql")
+    with pytest.raises(BadInput):
+        SparqlKG("http://127.0.0.1/query", language="not a tag")
+
+
+# -- parity with the embedded store -----------------------------------------------------------
+
+
+async def test_same_answers_as_the_embedded_store(oxigraph) -> None:
+    """The same N-Triples served over SPARQL and loaded into the embedded store give the
+    same search hits, relations (order, labels, omitted) and edges."""
+    store = pytest.importorskip("traversals.kg.store")
+    embedded = store.OxigraphKG.from_file(oxigraph.root / "kb.nt", name="kb")
+    async with SparqlKG(oxigraph.url, name="kb") as remote:
+        for text in ["Charles Bail", "The Gumball Rally", "Steve McQueen", "Comedy", "1976"]:
+            a = await embedded.search(text, limit=3)
+            b = await remote.search(text, limit=3)
+            assert a == b, text
+            for limit in (100, 2):
+                ra = await embedded.get_relations(a[:1], limit=limit)
+                rb = await remote.get_relations(b[:1], limit=limit)
+                assert ra == rb, (text, limit)
+            for r in ra.items:
+                for limit in (50, 1):
+                    ea = await embedded.get_edges(a[:1], r, limit=limit)
+                    eb = await remote.get_edges(b[:1], r, limit=limit)
+                    if not ea.omitted:
+                        assert ea == eb, (text, r.key, limit)
+                    else:
+                        # which of a hub's edges are shown is up to each back end (the
+                        # embedded store sorts up to 20,000 by label; a remote endpoint
+                        # is not asked to sort a hub); how many are left out is not
+                        assert (len(ea.edges), ea.omitted) == (len(eb.edges), eb.omitted)
+    await embedded.close()

@@ -1,0 +1,352 @@
+"""HTTP plumbing (retries, Retry-After, time budget, User-Agent, rate limit) and the
+persistent query cache, with in-process transports (no sockets; the real-server tests
+are in tests/integration/test_sparql_endpoint.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import re
+import threading
+import time
+
+import httpx
+import pytest
+
+from traversals.errors import KGQueryError, KGTimeout, KGUnavailable
+from traversals.kg.cache import QueryCache, cache_key, default_cache_dir, default_cache_path
+from traversals.kg.http import (
+    HttpClient,
+    RateLimit,
+    backoff_delay,
+    default_user_agent,
+    first_line,
+    parse_retry_after,
+)
+
+URL = "http://sparql.test/query"
+
+
+class Sleeps:
+    """A fake ``sleep`` that records the delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, d: float) -> None:
+        self.delays.append(d)
+
+
+def scripted(*answers):
+    """A transport that plays ``answers`` in order (Response objects or exceptions)."""
+    seen: list[httpx.Request] = []
+    queue = list(answers)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        a = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    return httpx.MockTransport(handler), seen
+
+
+def client(transport, **kw) -> tuple[HttpClient, Sleeps]:
+    sleeps = Sleeps()
+    kw.setdefault("rng", random.Random(7))
+    return HttpClient(transport=transport, sleep=sleeps, **kw), sleeps
+
+
+# -- User-Agent -------------------------------------------------------------------------
+
+
+def test_default_user_agent_follows_wikimedia_policy() -> None:
+    ua = default_user_agent("ops@example.org")
+    assert re.fullmatch(r"traversals/\S+ \(https?://\S+; ops@example\.org\) httpx/\S+", ua), ua
+    assert default_user_agent().startswith("traversals/")
+    assert f"httpx/{httpx.__version__}" in default_user_agent()
+
+
+async def test_user_agent_is_sent_and_configurable() -> None:
+    transport, seen = scripted(httpx.Response(200, text="ok"))
+    http, _ = client(transport, user_agent="mybot/1.0 (https://x.test; me@x.test) httpx")
+    await http.get(URL)
+    assert seen[0].headers["User-Agent"] == "mybot/1.0 (https://x.test; me@x.test) httpx"
+    await http.aclose()
+    transport, seen = scripted(httpx.Response(200, text="ok"))
+    http, _ = client(transport)
+    await http.get(URL)
+    assert seen[0].headers["User-Agent"] == default_user_agent()
+    await http.aclose()
+
+
+# -- retries ---------------------------------------------------------------------------
+
+
+async def test_429_with_retry_after_waits_then_succeeds() -> None:
+    transport, seen = scripted(
+        httpx.Response(429, headers={"Retry-After": "3"}, text="slow down"),
+        httpx.Response(200, text="fine"),
+    )
+    http, sleeps = client(transport)
+    r = await http.get(URL)
+    assert r.text == "fine"
+    assert len(seen) == 2
+    assert sleeps.delays and sleeps.delays[0] >= 3.0
+    assert http.stats.retries == 1 and http.stats.statuses == {429: 1, 200: 1}
+
+
+async def test_retry_after_http_date_is_honoured() -> None:
+    when = email.utils.formatdate(time.time() + 5, usegmt=True)
+    transport, _ = scripted(
+        httpx.Response(429, headers={"Retry-After": when}), httpx.Response(200, text="ok")
+    )
+    http, sleeps = client(transport)
+    await http.get(URL)
+    assert 3.5 <= sleeps.delays[0] <= 6.0
+
+
+async def test_5xx_backs_off_exponentially_with_jitter() -> None:
+    transport, seen = scripted(
+        httpx.Response(503), httpx.Response(502), httpx.Response(500), httpx.Response(200, text="ok")
+    )
+    http, sleeps = client(transport, backoff_base=1.0, max_retries=4)
+    assert (await http.get(URL)).text == "ok"
+    assert len(seen) == 4
+    d = sleeps.delays
+    assert len(d) == 3
+    for n, delay in enumerate(d):  # equal jitter: between half and all of base*2**n
+        assert 2**n / 2 <= delay <= 2**n
+    assert d[2] > d[0]
+
+
+async def test_retries_are_bounded_and_end_in_kg_unavailable() -> None:
+    transport, seen = scripted(httpx.Response(503, text="Service Unavailable\nmore"))
+    http, sleeps = client(transport, max_retries=2)
+    with pytest.raises(KGUnavailable) as e:
+        await http.get(URL, what="SPARQL endpoint")
+    assert len(seen) == 3 and len(sleeps.delays) == 2
+    msg = str(e.value)
+    assert "\n" not in msg and URL in msg and "503" in msg and "3 attempts" in msg
+
+
+async def test_4xx_is_a_query_error_with_the_server_message_and_no_retry() -> None:
+    transport, seen = scripted(
+        httpx.Response(400, text="\nerror at 1:22: expected one of ...\nsecond line")
+    )
+    http, sleeps = client(transport)
+    with pytest.raises(KGQueryError) as e:
+        await http.get(URL, what="SPARQL endpoint")
+    assert len(seen) == 1 and not sleeps.delays
+    assert "error at 1:22: expected one of ..." in str(e.value)
+    assert "second line" not in str(e.value)
+    assert "HTTP 400" in str(e.value) and URL in str(e.value)
+
+
+async def test_connection_errors_are_retried_then_unavailable() -> None:
+    transport, seen = scripted(httpx.ConnectError("[Errno 111] Connection refused"))
+    http, sleeps = client(transport, max_retries=3)
+    with pytest.raises(KGUnavailable) as e:
+        await http.get(URL, what="SPARQL endpoint")
+    assert len(seen) == 4 and len(sleeps.delays) == 3
+    assert str(e.value).startswith(f"SPARQL endpoint {URL} is unreachable: ")
+    assert "Connection refused" in str(e.value)
+
+
+async def test_connection_error_then_success() -> None:
+    transport, seen = scripted(httpx.ConnectError("refused"), httpx.Response(200, text="ok"))
+    http, _ = client(transport)
+    assert (await http.get(URL)).text == "ok"
+
+
+async def test_read_timeout_is_kg_timeout_without_retry() -> None:
+    transport, seen = scripted(httpx.ReadTimeout("timed out"))
+    http, sleeps = client(transport, timeout=7)
+    with pytest.raises(KGTimeout) as e:
+        await http.get(URL, what="SPARQL endpoint")
+    assert len(seen) == 1 and not sleeps.delays
+    assert URL in str(e.value) and "7 s" in str(e.value)
+
+
+async def test_total_time_budget_is_enforced() -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(5)
+        return httpx.Response(200)
+
+    http = HttpClient(transport=httpx.MockTransport(slow), timeout=0.2)
+    t0 = time.monotonic()
+    with pytest.raises(KGTimeout):
+        await http.get(URL)
+    assert time.monotonic() - t0 < 2
+    await http.aclose()
+
+
+async def test_blazegraph_timeout_500_is_not_retried() -> None:
+    body = "SPARQL-QUERY: queryStr=SELECT ...\njava.util.concurrent.ExecutionException: java.util.concurrent.TimeoutException"
+    transport, seen = scripted(httpx.Response(500, text=body))
+    http, _ = client(transport)
+    with pytest.raises(KGTimeout):
+        await http.get(URL)
+    assert len(seen) == 1
+
+
+async def test_excessive_retry_after_fails_fast() -> None:
+    transport, seen = scripted(httpx.Response(429, headers={"Retry-After": "3600"}))
+    http, sleeps = client(transport, max_retry_after=120)
+    with pytest.raises(KGUnavailable) as e:
+        await http.get(URL)
+    assert "3600" in str(e.value) and not sleeps.delays
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("5") == 5.0
+    assert parse_retry_after(" 0 ") == 0.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    now = time.time()
+    assert parse_retry_after(email.utils.formatdate(now - 100, usegmt=True), now=now) == 0.0
+
+
+def test_backoff_delay_bounds() -> None:
+    rng = random.Random(1)
+    for attempt in range(10):
+        d = backoff_delay(attempt, 0.5, 8.0, rng)
+        cap = min(8.0, 0.5 * 2**attempt)
+        assert cap / 2 <= d <= cap
+
+
+def test_first_line() -> None:
+    assert first_line("\n\n  hello \nworld") == "hello"
+    assert first_line("") == ""
+    assert len(first_line("x" * 1000)) <= 300
+
+
+# -- rate limit ---------------------------------------------------------------------------
+
+
+async def test_min_interval_between_requests() -> None:
+    times: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        times.append(time.monotonic())
+        return httpx.Response(200)
+
+    http = HttpClient(transport=httpx.MockTransport(handler), rate_limit=RateLimit(min_interval=0.1))
+    await asyncio.gather(*(http.get(URL) for _ in range(4)))
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert all(g >= 0.09 for g in gaps), gaps
+    await http.aclose()
+
+
+async def test_max_concurrency() -> None:
+    in_flight = 0
+    peak = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        return httpx.Response(200)
+
+    http = HttpClient(transport=httpx.MockTransport(handler), rate_limit=RateLimit(max_concurrency=2))
+    await asyncio.gather(*(http.get(URL) for _ in range(8)))
+    assert peak == 2
+    await http.aclose()
+
+
+def test_rate_limit_validation() -> None:
+    with pytest.raises(ValueError):
+        RateLimit(min_interval=-1)
+    with pytest.raises(ValueError):
+        RateLimit(max_concurrency=0)
+
+
+# -- the query cache ------------------------------------------------------------------------
+
+
+def test_cache_roundtrip_and_persistence(tmp_path) -> None:
+    path = tmp_path / "c" / "q.sqlite3"
+    c = QueryCache(path)
+    assert c.get(URL, "SELECT 1", "application/json") is None
+    c.set(URL, "SELECT 1", "application/json", '{"x": 1}')
+    assert c.get(URL, "SELECT 1", "application/json") == '{"x": 1}'
+    # the key covers endpoint, query and accept
+    assert c.get(URL + "2", "SELECT 1", "application/json") is None
+    assert c.get(URL, "SELECT 2", "application/json") is None
+    assert c.get(URL, "SELECT 1", "text/csv") is None
+    c.close()
+    again = QueryCache(path)
+    assert again.get(URL, "SELECT 1", "application/json") == '{"x": 1}'
+    assert len(again) == 1
+    assert again.stats.hits == 1
+    again.clear()
+    assert len(again) == 0
+
+
+def test_cache_disabled_never_touches_disk(tmp_path) -> None:
+    path = tmp_path / "never" / "q.sqlite3"
+    c = QueryCache(path, enabled=False)
+    c.set(URL, "q", "a", "body")
+    assert c.get(URL, "q", "a") is None
+    assert not path.parent.exists()
+
+
+def test_cache_ttl(tmp_path) -> None:
+    c = QueryCache(tmp_path / "q.sqlite3", ttl=0.0)
+    c.set(URL, "q", "a", "body")
+    time.sleep(0.01)
+    assert c.get(URL, "q", "a") is None
+
+
+def test_cache_key_is_unambiguous() -> None:
+    assert cache_key("a", "bc", "d") != cache_key("ab", "c", "d")
+    assert len(cache_key("e", "q", "a")) == 64
+
+
+def test_cache_is_thread_safe(tmp_path) -> None:
+    c = QueryCache(tmp_path / "q.sqlite3")
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(50):
+                c.set(URL, f"q{n}-{i}", "a", f"b{n}-{i}")
+                assert c.get(URL, f"q{n}-{i}", "a") == f"b{n}-{i}"
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(c) == 200
+
+
+async def test_cache_async_api(tmp_path) -> None:
+    c = QueryCache(tmp_path / "q.sqlite3")
+    await c.aset(URL, "q", "a", "body")
+    assert await c.aget(URL, "q", "a") == "body"
+
+
+def test_default_cache_location_is_computed_from_what_is_passed(tmp_path) -> None:
+    home = tmp_path / "home"
+    assert default_cache_dir({}, home, "linux") == home / ".cache"
+    assert default_cache_dir({"XDG_CACHE_HOME": "/xdg"}, home, "linux").as_posix() == "/xdg"
+    assert default_cache_dir({"XDG_CACHE_HOME": "relative"}, home, "linux") == home / ".cache"
+    assert default_cache_dir({}, home, "darwin") == home / "Library" / "Caches"
+    assert default_cache_path(home / ".cache") == home / ".cache" / "traversals" / "kg-queries.sqlite3"
+
+
+def test_client_survives_a_new_event_loop() -> None:
+    transport, seen = scripted(httpx.Response(200, text="ok"))
+    http = HttpClient(transport=transport, rate_limit=RateLimit(min_interval=0.01, max_concurrency=1))
+    assert asyncio.run(http.get(URL)).text == "ok"
+    assert asyncio.run(http.get(URL)).text == "ok"  # a second asyncio.run, as a CLI might do
+    asyncio.run(http.aclose())
+    assert len(seen) == 2
