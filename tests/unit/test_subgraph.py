@@ -63,3 +63,10 @@ def test_extend_is_persistent_and_deduplicates():
     child = base.extend([Fact(DYLAN, MOTHER, BEATRICE), Fact(DYLAN, MOTHER, BEATRICE)])
     assert base.facts == () and len(child.facts) == 1
     assert child.by_handle("Q62519478") == BEATRICE
+
+
+def test_inverse_labels_read_naturally():
+    from traversals.kg.base import inverse_label_for
+
+    assert [inverse_label_for(x) for x in ["mother", "directed by", "has genre", "instance of", "is part of"]] == [
+        "is mother of", "directed", "is genre of", "has instance", "has part"]

@@ -37,16 +37,17 @@ class Entity:
 def inverse_label_for(label: str) -> str:
     """A readable inverse for a relation label that has no explicit one.
 
-    "mother" -> "is mother of"; "directed by" -> "directed"; "has genre" -> "is genre of".
+    "mother" -> "is mother of"; "directed by" -> "directed"; "has genre" -> "is genre of";
+    "instance of" -> "has instance"; "is part of" -> "has part".
     """
     text = label.strip()
     low = text.lower()
     if low.endswith(" by"):
         return text[:-3]
+    if low.endswith(" of"):
+        return "has " + (text[3:-3] if low.startswith("is ") else text[:-3])
     if low.startswith("has "):
         text = text[4:]
-    elif low.startswith("is ") and low.endswith(" of"):
-        return "has " + text[3:-3]
     return f"is {text} of"
 
 
