@@ -19,11 +19,7 @@ from .errors import TraversalsError
 from .eval.commands import add_eval_commands
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
-
-
-def _add_llm_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", default="local", help="local (default model), local:PATH.gguf, local:MODEL-NAME, openai:MODEL")
-    p.add_argument("--llm-url", default=None, help="base URL of an OpenAI-compatible API (default: $OPENAI_BASE_URL)")
+from .options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -31,28 +27,15 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=7)
     p.add_argument("--max-expansions", type=int, default=20)
     p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
-    p.add_argument(
-        "--decoding", choices=("auto", "constrained", "sampled"), default="auto",
-        help="constrained: score options by log-probability (needs a backend that can); sampled: the paper's black-box path",
-    )
+    add_decoding_flag(p)
     p.add_argument("--seed", type=int, default=0)
-
-
-def open_llm_from_args(args: argparse.Namespace, environ=os.environ):
-    from .llm.factory import open_llm
-
-    return open_llm(
-        args.llm,
-        url=args.llm_url or environ.get("OPENAI_BASE_URL"),
-        api_key=environ.get("OPENAI_API_KEY"),
-    )
 
 
 async def _ask(args: argparse.Namespace) -> int:
     from .api import SearchConfig, build_solver
     from .kg.factory import open_kgs
 
-    kgs = open_kgs(args.kg or [])
+    kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     try:
         strategy = "chain" if args.k == 1 else "tree"
@@ -103,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--kg", action="append", metavar="SPEC",
                      help="a triple file (.nt .ttl .nq .tsv .txt .csv), a store directory, an http(s) SPARQL "
                           "endpoint, sparql:URL or wikidata; repeatable. Default: the built-in demo KG")
-    _add_llm_flags(ask)
+    add_kg_flags(ask)
+    add_llm_flags(ask)
     _add_search_flags(ask)
     ask.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None,
                      help="default: chain when --k 1, else tree")

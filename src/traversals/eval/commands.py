@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import inspect
 import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..api import SearchConfig
 from ..errors import BadInput
+from ..options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
 
@@ -33,8 +34,9 @@ def add_eval_commands(subparsers: Any) -> None:
                     help="evaluate N questions: the first N of the indices shuffled with --sample-seed")
     ev.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
     ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot (and later strategies)")
-    ev.add_argument("--llm", default="local", metavar="SPEC", help="local, local:NAME, local:PATH.gguf, openai:MODEL")
-    ev.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+    add_llm_flags(ev)
+    add_kg_flags(ev)
+    add_decoding_flag(ev)
     ev.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
                     help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
     ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
@@ -65,31 +67,11 @@ def _command_line() -> list[str]:
     return argv
 
 
-def _search_config(args: argparse.Namespace) -> Any:
-    from ..api import SearchConfig
-
-    fields = {f.name for f in dataclasses.fields(SearchConfig)}
-    k = args.k
-    if k is None:
-        k = {"tree": 3, "chain": 1}.get(args.strategy)
-    wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions, "threshold": args.threshold}
-    given = {name: v for name, v in wanted.items() if v is not None}
-    unknown = [n for n in given if n not in fields]
-    if unknown:
-        raise BadInput(f"this version's SearchConfig has no {', '.join(unknown)}")
-    return SearchConfig(**given)
-
-
-def _open_kgs(specs: list[str]) -> list[Any]:
-    from ..kg import factory
-
-    if hasattr(factory, "open_kg"):
-        return [factory.open_kg(s) for s in specs]
-    return list(factory.open_kgs(specs))
-
-
-async def _maybe_await(x: Any) -> Any:
-    return await x if inspect.isawaitable(x) else x
+def _search_config(args: argparse.Namespace) -> SearchConfig:
+    k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
+    wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
+              "threshold": args.threshold, "decoding": args.decoding}
+    return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 
 async def _eval(args: argparse.Namespace) -> int:
@@ -121,16 +103,12 @@ async def _eval(args: argparse.Namespace) -> int:
 
     async def factory() -> Any:
         from ..api import build_solver
-        from ..llm.factory import open_llm
+        from ..kg.factory import open_kgs
 
-        llm = await _maybe_await(open_llm(args.llm, url=url, api_key=os.environ.get("OPENAI_API_KEY")))
+        llm = open_llm_from_args(args)
         opened.append(llm)
-        kgs = []
-        if strategy != "cot":
-            for kg in _open_kgs(kg_specs):  # once: shared by every question
-                kg = await _maybe_await(kg)
-                opened.append(kg)
-                kgs.append(kg)
+        kgs = open_kgs(kg_specs, **remote_kg_options(args)) if strategy != "cot" else []  # once, shared
+        opened.extend(kgs)
         return build_solver(strategy, llm, kgs, search)
 
     try:

@@ -39,8 +39,12 @@ SPEC_HELP = (
 _NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
 
 
-def open_kg(spec: str, *, name: str | None = None) -> KnowledgeGraph:
-    """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec."""
+def open_kg(spec: str, *, name: str | None = None, **remote: object) -> KnowledgeGraph:
+    """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
+
+    ``remote`` keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
+    SPARQL and Wikidata back ends only; files and stores ignore them."""
+    remote = {k: v for k, v in remote.items() if v is not None}
     spec = (spec or "").strip()
     if not spec:
         raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
@@ -57,14 +61,14 @@ def open_kg(spec: str, *, name: str | None = None) -> KnowledgeGraph:
     if low == "wikidata":
         from .wikidata import WikidataKG
 
-        return WikidataKG(name=name) if name else WikidataKG()
+        return WikidataKG(**({"name": name} if name else {}), **remote)
     if low.startswith("sparql:") or low.startswith(("http://", "https://")):
         url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
         if not url.lower().startswith(("http://", "https://")):
             raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
         from .sparql import SparqlKG
 
-        return SparqlKG(url, name=name) if name else SparqlKG(url)
+        return SparqlKG(url, **({"name": name} if name else {}), **remote)
 
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -82,7 +86,7 @@ def open_kg(spec: str, *, name: str | None = None) -> KnowledgeGraph:
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 
 
-def open_kgs(specs: Sequence[str] | None) -> list[KnowledgeGraph]:
+def open_kgs(specs: Sequence[str] | None, **remote: object) -> list[KnowledgeGraph]:
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
 
     Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and
@@ -93,7 +97,7 @@ def open_kgs(specs: Sequence[str] | None) -> list[KnowledgeGraph]:
     kgs: list[KnowledgeGraph] = []
     seen: dict[str, int] = {}
     for spec in specs:
-        kg = open_kg(spec)
+        kg = open_kg(spec, **remote)
         base = kg.name
         if base in seen:
             seen[base] += 1

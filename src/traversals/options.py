@@ -1,0 +1,46 @@
+"""Command-line options shared by ``ask`` and ``eval``, and the objects built from them.
+
+The environment is read here, at the edge, and nowhere deeper in the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Mapping
+
+
+def add_kg_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the SPARQL query cache")
+    p.add_argument("--user-agent", default=None,
+                   help="User-Agent for remote SPARQL/Wikidata requests (Wikimedia asks for a contact address)")
+
+
+def add_llm_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default="local", metavar="SPEC",
+                   help="local (default model), local:NAME, local:PATH.gguf, openai:MODEL")
+    p.add_argument("--llm-url", default=None, metavar="URL",
+                   help="base URL of an OpenAI-compatible API (default: $OPENAI_BASE_URL)")
+
+
+def add_decoding_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--decoding", choices=("auto", "constrained", "sampled"), default="auto",
+        help="constrained: score options by log-probability (backends that can); "
+             "sampled: the paper's black-box path; auto: constrained when possible",
+    )
+
+
+def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:
+    """The persistent SPARQL query cache (``--no-cache`` bypasses it) and User-Agent."""
+    from .kg.cache import QueryCache, default_cache_dir, default_cache_path
+
+    path = default_cache_path(default_cache_dir(environ, Path.home()))
+    return {"cache": QueryCache(path, enabled=not args.no_cache), "user_agent": args.user_agent}
+
+
+def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
+    from .llm.factory import open_llm
+
+    return open_llm(args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"))
