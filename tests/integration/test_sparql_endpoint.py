@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +30,8 @@ from traversals.kg.base import Entity, KnowledgeGraph, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.http import HttpClient
 from traversals.kg.sparql import SparqlKG
+
+from .servers import OxigraphServer, free_port, load_store
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -64,69 +62,6 @@ INVERSE_LABELS = {"starred_actors": "starred in"}
 
 
 # -- servers --------------------------------------------------------------------------
-
-
-def oxigraph_binary() -> str:
-    here = Path(sys.executable).parent / "oxigraph"
-    if here.exists():
-        return str(here)
-    found = shutil.which("oxigraph")
-    if not found:
-        pytest.skip("the oxigraph server (PyPI package 'oxigraph') is not installed")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class OxigraphServer:
-    def __init__(self, location: Path, log: Path) -> None:
-        self.location = location
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/query"
-        self._log = open(log, "wb")
-        self.proc = subprocess.Popen(
-            [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                self._log.close()
-                raise RuntimeError(f"oxigraph exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                r = httpx.get(self.url, params={"query": "ASK {}"}, timeout=2)
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("oxigraph did not start within 60 s")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self._log.closed:
-            self._log.close()
-
-
-def load_store(location: Path, files: list[Path]) -> None:
-    subprocess.run(
-        [oxigraph_binary(), "load", "--location", str(location), "--file", *map(str, files)],
-        check=True,
-        capture_output=True,
-    )
 
 
 class LocalApp:

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 
 from traversals.errors import KGQueryError, KGUnavailable
@@ -24,6 +19,8 @@ from traversals.kg.base import Entity, KnowledgeGraph, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.http import HttpClient, RateLimit
 from traversals.kg.wikidata import WDQS_URL, WIKIDATA_API_URL, WikidataKG
+
+from .servers import OxigraphServer, free_port, load_store
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(180)]
 
@@ -33,62 +30,16 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wikidata_fixture.t
 # -- servers ----------------------------------------------------------------------------
 
 
-def oxigraph_binary() -> str:
-    here = Path(sys.executable).parent / "oxigraph"
-    if here.exists():
-        return str(here)
-    found = shutil.which("oxigraph")
-    if not found:
-        pytest.skip("the oxigraph server (PyPI package 'oxigraph') is not installed")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def wdqs(tmp_path_factory):
     """The fixture served by ``oxigraph serve-read-only`` as a stand-in for WDQS."""
     root = tmp_path_factory.mktemp("wdqs")
-    binary = oxigraph_binary()
-    subprocess.run(
-        [binary, "load", "--location", str(root / "db"), "--file", str(FIXTURE)],
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    log = open(root / "server.log", "wb")
-    proc = subprocess.Popen(
-        [binary, "serve-read-only", "--location", str(root / "db"), "--bind", f"127.0.0.1:{port}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/query"
-    deadline = time.monotonic() + 60
+    load_store(root / "db", [FIXTURE])
+    server = OxigraphServer(root / "db", root / "server.log")
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError((root / "server.log").read_text(errors="replace")[-2000:])
-            try:
-                if httpx.get(url, params={"query": "ASK {}"}, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("oxigraph did not start within 60 s")
-            time.sleep(0.1)
-        yield url
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+        server.stop()
 
 
 #: What the search API knows: id -> (label, description, aliases)

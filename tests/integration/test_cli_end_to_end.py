@@ -1,0 +1,71 @@
+"""`traversals ask` end to end on real parts: the default local model, the embedded store,
+and the same KB converted with `traversals kg convert` and served by a real Oxigraph
+server on 127.0.0.1 — then that server stopped (a clear one-line error, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .servers import OxigraphServer, load_store
+
+pytestmark = [pytest.mark.model, pytest.mark.server, pytest.mark.timeout(900)]
+
+QUESTION = "what films did [Charles Bail] direct"
+
+
+def traversals(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "traversals"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def metaqa_kb(SHARED) -> Path:
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    return kb
+
+
+@pytest.fixture(scope="module")
+def metaqa_server(metaqa_kb, tmp_path_factory, default_model_path):
+    root = tmp_path_factory.mktemp("metaqa_server")
+    done = traversals("kg", "convert", str(metaqa_kb), str(root / "kb.nt"))
+    assert done.returncode == 0, done.stderr
+    load_store(root / "db", [root / "kb.nt"])
+    server = OxigraphServer(root / "db", root / "server.log")
+    yield server
+    server.stop()
+
+
+def test_ask_on_the_embedded_store_with_the_real_model(metaqa_kb, default_model_path, tmp_path):
+    trace = tmp_path / "trace.json"
+    done = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--json", "--trace", str(trace))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert "The Gumball Rally" in out["answer"]
+    assert out["decoding"] == "constrained" and out["llm_calls"] > 0 and out["kg_calls"] > 0
+    edges = {(e["subject"]["label"], e["relation"]["id"], e["object"]["label"]) for e in out["supporting_edges"]}
+    assert ("The Gumball Rally", "directed_by", "Charles Bail") in edges or (
+        "The Gumball Rally", "written_by", "Charles Bail") in edges
+    tree = json.loads(trace.read_text())
+    assert tree["question"] == QUESTION and tree["answer"] == out["answer"]
+    assert all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in tree["nodes"])
+
+
+def test_ask_against_a_real_sparql_server_then_with_the_server_stopped(metaqa_server):
+    done = traversals("ask", QUESTION, "--kg", metaqa_server.url, "--k", "1", "--json", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert "The Gumball Rally" in json.loads(done.stdout)["answer"]
+
+    metaqa_server.stop()
+    failed = traversals("ask", QUESTION, "--kg", metaqa_server.url, "--k", "1", "--json", "--no-cache")
+    assert failed.returncode != 0
+    assert failed.stdout == ""
+    lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in failed.stderr
+    assert lines[0].startswith("traversals: error:") and metaqa_server.url in lines[0]
