@@ -152,7 +152,7 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     answer = await solver(llm, k=2).ask("Who is Bob Dylan's maternal grandmother?")
     assert answer.text == "Florence Stone" and answer.value == 0.9
     proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
-    assert proposed == {"Beatrice Stone": 0.3, "Florence Stone": 0.9}
+    assert proposed == {"Beatrice Stone": 0.21, "Florence Stone": 0.9}  # 0.3 × 0.7: not from the KG
     assert answer.trace["stopped"] == "threshold"
 
 
@@ -227,7 +227,7 @@ async def test_invalid_llm_output_becomes_an_invalid_node_and_the_search_goes_on
 
 async def test_constrained_decoding_scores_options_and_draws_distinct_ones():
     def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392": -0.2}
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392": -0.2, "Q62519478": -0.1}
         out = []
         for o in options:
             if o in table:
@@ -336,3 +336,19 @@ async def test_two_kgs_are_searched_together_with_entity_linking():
     assert answer.text == "18975"
     assert [e.relation.label for e in answer.supporting_edges] == ["capacity", "located in"]
     assert "search" in mb.calls  # Omaha (wiki) was linked to Omaha (mb) by label
+
+
+async def test_answers_not_confirmed_by_the_kg_are_valued_lower():
+    def default(prompt, prefix, n, t):
+        if not history(prompt):
+            return ["ANSWER: Joan Baez", "EXPAND_KG: search the mother"]
+        return grandmother_policy(prompt, prefix, n, t)
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, "So the score for the provided answer should be 0.6"),
+                             (RATING, "0.5"), (RELATION, "P25"),
+                             (ENTITIES, lambda p, *_: "Q62519478" if "SELECT RELATION" in p else "Q392"),
+                             (DEFAULT, default)])
+    answer = await solver(llm, k=2).ask("Who is Bob Dylan's maternal grandmother?")
+    values = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
+    assert values == {"Joan Baez": 0.42, "Florence Stone": 0.6}  # 0.6 × 0.7 for the unconfirmed one
+    assert answer.text == "Florence Stone"

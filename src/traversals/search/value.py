@@ -19,6 +19,25 @@ from .templates import render
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
 UNPARSEABLE_INTERMEDIATE = 0.5
+UNCONFIRMED_SCALE = 0.7
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", text.casefold()).split())
+
+
+def confirmed_by_kg(node: Node) -> bool:
+    """Does the answer name an entity that an expansion on this path reached (not one of
+    the question's own entities)?"""
+    text = f" {_words(node.answer or '')} "
+    root = node.path()[0].subgraph
+    for fact in node.subgraph.facts:
+        if fact.target in root:
+            continue
+        label = _words(fact.target.label)
+        if label and f" {label} " in text:
+            return True
+    return False
 _NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\d.])")
 
 
@@ -52,6 +71,15 @@ class ValueFunction:
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
         if node.invalid:
             return 0.0
+        value = await self._rate(query, node, usage)
+        if node.state is State.DONE and not confirmed_by_kg(node):
+            # F.5's rubric puts answers not confirmed in the KG at 0.7 at most; small
+            # models do not apply it, so it is applied here, deterministically.
+            node.note = (node.note + "; " if node.note else "") + f"answer not among the entities reached: value × {UNCONFIRMED_SCALE}"
+            value = round(value * UNCONFIRMED_SCALE, 4)
+        return value
+
+    async def _rate(self, query: str, node: Node, usage: Usage) -> float:
         prompt = self.prompt(query, node)
         answer = node.state is State.DONE
         if self.constrained:
