@@ -117,6 +117,13 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     assert machine.parse(sel, "Q392, Q62519478").entities == (dylan, kg.entities["Q62519478"])
     assert machine.parse(sel, "Bob Dylan").entities == (dylan,)  # by label
     assert machine.parse(sel, "Q123456").type is ActionType.INVALID  # not in the subgraph
+    assert machine.parse(sel, "You have selected the following entities to expand: Q392").entities == (dylan,)
+    rel = root.__class__(id=10, state=State.SELECTING_RELATION, subgraph=root.subgraph,
+                         relation_options=(kg.relations["P25"], kg.relations["P25"].reversed()),
+                         relation_keys=("P25", "~P25"))
+    for text in ["~P25", "I suggest selecting property: ~P25", "~P25 - is mother of", "the best is ~P25."]:
+        assert machine.parse(rel, text).relation_key == "~P25", text
+    assert machine.parse(rel, "P19").type is ActionType.INVALID
 
 
 # -- the search --------------------------------------------------------------------------
@@ -168,7 +175,7 @@ async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first(
 
 
 async def test_forced_answer_past_max_depth():
-    llm = scripted(default=lambda p, *_: f"THINK: thought number {len(history(p))}", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
+    llm = scripted(default="EXPAND_KG: more", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
     answer = await solver(llm, k=1, max_depth=3).ask("Who is Bob Dylan's maternal grandmother?")
     depths = [n["depth"] for n in answer.trace["nodes"] if n["state"] == "done"]
     assert answer.text == "Beatrice Stone" and depths == [4]
@@ -177,7 +184,7 @@ async def test_forced_answer_past_max_depth():
 
 
 async def test_cannot_find_answer_after_max_expansions():
-    llm = scripted(default=lambda p, *_: f"THINK: thought number {len(history(p))}")
+    llm = scripted(default="EXPAND_KG: more")
     answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
     assert answer.text == NO_ANSWER and answer.value is None
     assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"
@@ -190,6 +197,9 @@ async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thin
     answer = await solver(llm, k=1, max_expansions=4).ask("q")
     assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True]
     assert answer.trace["nodes"][2]["note"] == "repeated thought"
+    # the sampled prompt after a THINK offers only EXPAND_KG or ANSWER
+    after_think = [c.prompt for c in llm.generate_calls if DEFAULT in c.prompt][1]
+    assert "Choose the next action: EXPAND_KG or ANSWER." in after_think
     thought = answer.trace["nodes"][1]
     kg = dylan_kg()
     machine = Machine(KGSet([kg]))

@@ -393,6 +393,7 @@ class LlamaCppLLM:
             logprobs=logprobs,
             prompt_tokens=n_tokens,
             computed_prompt_tokens=computed,
+            token_counts=[max(len(seq) - start, 0) for seq, start in zip(seqs, starts)],
         )
 
     def _decode_branches(

@@ -46,6 +46,14 @@ class ActionType(str, enum.Enum):
 DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
 
 
+def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
+    """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK: small models
+    otherwise repeat one thought until max depth instead of acting."""
+    if node.action is not None and node.action.type is ActionType.THINK:
+        return tuple(a for a in DEFAULT_ACTIONS if a is not ActionType.THINK)
+    return DEFAULT_ACTIONS
+
+
 @dataclass(frozen=True)
 class Action:
     type: ActionType
@@ -146,6 +154,13 @@ _ACTION_RE = re.compile(
 _ECHO_RE = re.compile(r"^(THINK|EXPAND[ _]KG|ANSWER)\s*:\s*(.*)$", re.I | re.S)
 
 
+#: task lines a model may echo before its choice ("I suggest selecting property: P25")
+_ECHOED_TASK = re.compile(
+    r"^\s*(?:I suggest selecting property|You have selected the following entities to expand|"
+    r"SELECT PROPERTY|So the next action should be)\s*:?", re.I,
+)
+
+
 def _first_line(text: str) -> str:
     for line in text.strip().splitlines():
         if line.strip():
@@ -184,7 +199,10 @@ class Machine:
     def prompt(self, query: str, node: Node) -> str:
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
-            return render("answer_only" if self.must_answer(node) else "default", context=ctx)
+            if self.must_answer(node):
+                return render("answer_only", context=ctx)
+            names = [a.value for a in allowed_default_actions(node)]
+            return render("default", context=ctx, actions=", ".join(names[:-1]) + " or " + names[-1])
         if node.state is State.SELECTING_ENTITIES:
             return render("selecting_entities", context=ctx, options=", ".join(node.subgraph.handles()))
         if node.state is State.SELECTING_RELATION:
@@ -251,8 +269,7 @@ class Machine:
 
     def _parse_entities(self, node: Node, raw: str) -> Action:
         m = _ACTION_RE.match(raw)
-        body = m.group(2) if m else raw
-        body = _first_line(body)
+        body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw))
         chosen: list[Entity] = []
         handles = {h.upper(): e for h, e in zip(node.subgraph.handles(), node.subgraph.entities)}
         for tok in re.findall(r"\b[A-Za-z]\d+\b", body):
@@ -271,13 +288,14 @@ class Machine:
 
     def _parse_relation(self, node: Node, raw: str) -> Action:
         m = _ACTION_RE.match(raw)
-        body = _first_line(m.group(2) if m else raw)
-        first = body.split(" - ")[0].strip().strip("[]()'\"`.,")
+        body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw)).strip()
         by_key = {k.casefold(): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
-        hit = by_key.get(first.casefold())
-        if hit is None:
-            token = re.match(r"\S+", body)
-            hit = by_key.get(token.group(0).strip("[]()'\"`.,").casefold()) if token else None
+        hit = by_key.get(body.split(" - ")[0].strip().strip("[]()'\"`.,").casefold())
+        if hit is None:  # the first word that is an option's key
+            for word in re.split(r"[\s,;]+", body):
+                hit = by_key.get(word.strip("[]()'\"`.,:").casefold())
+                if hit is not None:
+                    break
         if hit is None:  # by label
             labels = {normalise_label(r.display): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
             hit = labels.get(normalise_label(body.split(" - ")[-1]))
@@ -309,9 +327,9 @@ class Machine:
         line = action.history_line(node.subgraph)
         child.history = node.history + (line,)
         if node.state is State.DEFAULT and t is ActionType.THINK:
-            if line in node.history:
+            if line in node.history or t not in allowed_default_actions(node):
                 child.invalid, child.history = True, node.history
-                child.note = "repeated thought"
+                child.note = "repeated thought" if line in node.history else "THINK right after THINK"
             return child
         if node.state is State.DEFAULT and t is ActionType.EXPAND_KG:
             child.state = State.SELECTING_ENTITIES

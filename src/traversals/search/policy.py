@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
 from .choices import option_probs, pick
-from .machine import DEFAULT_ACTIONS, Action, ActionType, Machine, Node, State
+from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions
 
-STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\n\n", "\nOriginal Query"]
+STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
 
 @dataclass
@@ -31,14 +32,7 @@ class Proposal:
     priors: dict[str, float] | None = None
 
 
-def allowed_default_actions(node: Node) -> tuple[ActionType, ...]:
-    """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK: small models
-    otherwise repeat one thought until max depth instead of acting."""
-    if node.action is not None and node.action.type is ActionType.THINK:
-        return tuple(a for a in DEFAULT_ACTIONS if a is not ActionType.THINK)
-    return DEFAULT_ACTIONS
-
-
+_BARE_ACTION = re.compile(r"^\W*(THINK|EXPAND[ _]KG|ANSWER)\W*$", re.I)
 ANSWER_PREFIX = "ANSWER: "
 MAX_ANSWER_CANDIDATES = 60
 MAX_LIST_ANSWER = 20
@@ -148,6 +142,11 @@ class Policy:
         invalid: list[Action] = []
         for text in gen.texts:
             a = self.machine.parse(node, text)
+            bare = _BARE_ACTION.match(text)
+            if a.type is ActionType.INVALID and bare and node.state is State.DEFAULT:
+                # the model named an action but wrote nothing after it: ask for the text
+                kind = ActionType(bare.group(1).upper().replace(" ", "_"))
+                a = await self._free_text(prompt, node, kind, usage, temperature=temperature)
             if a.type is ActionType.INVALID:
                 invalid.append(a)
             elif a not in actions:
