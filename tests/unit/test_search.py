@@ -121,7 +121,7 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     rel = root.__class__(id=10, state=State.SELECTING_RELATION, subgraph=root.subgraph,
                          relation_options=(kg.relations["P25"], kg.relations["P25"].reversed()),
                          relation_keys=("P25", "~P25"))
-    for text in ["~P25", "I suggest selecting property: ~P25", "~P25 - is mother of", "the best is ~P25."]:
+    for text in ["~P25", "I suggest selecting property: ~P25", "~P25 - is mother of", "the best is ~P25.", "~is mother of"]:
         assert machine.parse(rel, text).relation_key == "~P25", text
     assert machine.parse(rel, "P19").type is ActionType.INVALID
 
@@ -195,8 +195,11 @@ async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thin
 
     llm = scripted(default="THINK: the same thought")
     answer = await solver(llm, k=1, max_expansions=4).ask("q")
-    assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True]
+    assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True, False]
     assert answer.trace["nodes"][2]["note"] == "repeated thought"
+    # the frontier ran out with no answer: one forced answer from the deepest valid node
+    last = answer.trace["nodes"][-1]
+    assert last["state"] == "done" and last["parent"] == 1 and "frontier ran out" in last["note"]
     # the sampled prompt after a THINK offers only EXPAND_KG or ANSWER
     after_think = [c.prompt for c in llm.generate_calls if DEFAULT in c.prompt][1]
     assert "Choose the next action: EXPAND_KG or ANSWER." in after_think

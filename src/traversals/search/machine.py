@@ -196,10 +196,10 @@ class Machine:
             subgraph=node.subgraph.render(), history=history,
         )
 
-    def prompt(self, query: str, node: Node) -> str:
+    def prompt(self, query: str, node: Node, *, force_answer: bool = False) -> str:
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
-            if self.must_answer(node):
+            if force_answer or self.must_answer(node):
                 return render("answer_only", context=ctx)
             names = [a.value for a in allowed_default_actions(node)]
             return render("default", context=ctx, actions=", ".join(names[:-1]) + " or " + names[-1])
@@ -238,7 +238,7 @@ class Machine:
     def parse(self, node: Node, text: str, *, prefix: str = "") -> Action:
         raw = (prefix + text).strip()
         if node.state is State.DEFAULT:
-            return self._parse_default(raw, forced=self.must_answer(node))
+            return self._parse_default(raw, forced=self.must_answer(node) or prefix.startswith("ANSWER"))
         if node.state is State.SELECTING_ENTITIES:
             return self._parse_entities(node, raw)
         if node.state is State.SELECTING_RELATION:
@@ -298,7 +298,7 @@ class Machine:
                     break
         if hit is None:  # by label
             labels = {normalise_label(r.display): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
-            hit = labels.get(normalise_label(body.split(" - ")[-1]))
+            hit = labels.get(normalise_label(body.split(" - ")[-1].strip(" ~.,:;[]()")))
         if hit is None:
             return Action(ActionType.INVALID, raw)
         key, rel = hit

@@ -75,11 +75,11 @@ class Policy:
         self.max_tokens = max_tokens
         self.rng = rng or random.Random(0)
 
-    async def propose(self, query: str, node: Node, k: int, usage: Usage) -> Proposal:
-        prompt = self.machine.prompt(query, node)
+    async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
+        prompt = self.machine.prompt(query, node, force_answer=force_answer)
         # A node reached by an invalid output is retried with sampling, not greedily again.
         temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
-        if self.machine.must_answer(node):
+        if force_answer or self.machine.must_answer(node):
             if self.constrained:
                 return Proposal([await self._grounded_answer(prompt, node, usage)])
             return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])

@@ -109,6 +109,19 @@ class TreeOfTraversals:
                 elif not (child.invalid and node.invalid):  # an invalid output is retried once
                     frontier.append(child)
 
+        if not answers and not frontier:
+            # Every branch ended in invalid outputs or dead ends before the expansion
+            # budget ran out: answer from the deepest state reached, as at max depth.
+            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid), key=lambda n: (n.depth, n.id))
+            usage = Usage()
+            proposal = await policy.propose(question, last, 1, usage, force_answer=True)
+            child = await machine.transition(last, proposal.actions[0], usage)
+            if child.state is State.DONE:
+                child.value = await value_fn.evaluate(question, child, child.usage)
+                child.note = (child.note + "; " if child.note else "") + "answered when the frontier ran out"
+                last.children.append(child)
+                nodes.append(child)
+                answers.append(child)
         best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)
         usage = Usage()
         for n in nodes:
