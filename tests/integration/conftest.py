@@ -10,6 +10,7 @@ imported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import socket
@@ -67,19 +68,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def llama_server(small_model_path, tmp_path_factory):
+@contextlib.contextmanager
+def serve_model(model_path: Path, log_path: Path, alias: str, n_ctx: int = 2048):
     """``python -m llama_cpp.server`` on a free 127.0.0.1 port; yields the /v1 base URL."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
-        "--model", str(small_model_path),
+        "--model", str(model_path),
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--n_ctx", "2048",
+        "--n_ctx", str(n_ctx),
         "--n_threads", str(os.cpu_count() or 2),
-        "--model_alias", "qwen-small",
+        "--model_alias", alias,
     ]  # fmt: skip
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -109,3 +109,17 @@ def llama_server(small_model_path, tmp_path_factory):
             proc.kill()
             proc.wait(timeout=15)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server(small_model_path, tmp_path_factory):
+    """The small model behind a real OpenAI-compatible server (plumbing tests)."""
+    with serve_model(small_model_path, tmp_path_factory.mktemp("llama_server") / "server.log", "qwen-small") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def default_llama_server(default_model_path, tmp_path_factory):
+    """The default model behind a real OpenAI-compatible server (end-to-end search)."""
+    with serve_model(default_model_path, tmp_path_factory.mktemp("llama_server_1p5b") / "server.log", "qwen", 4096) as base:
+        yield base

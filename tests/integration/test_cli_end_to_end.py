@@ -69,3 +69,17 @@ def test_ask_against_a_real_sparql_server_then_with_the_server_stopped(metaqa_se
     lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in failed.stderr
     assert lines[0].startswith("traversals: error:") and metaqa_server.url in lines[0]
+
+
+def test_ask_through_a_real_openai_compatible_server(metaqa_kb, default_llama_server, tmp_path):
+    """The black-box path: chat completions from `python -m llama_cpp.server`, no scoring."""
+    trace = tmp_path / "trace.json"
+    done = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--json", "--trace", str(trace),
+                      "--llm", "openai:qwen", "--llm-url", default_llama_server)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["decoding"] == "sampled" and out["llm_calls"] > 0 and out["completion_tokens"] > 0
+    nodes = json.loads(trace.read_text())["nodes"]
+    # the model's free text was parsed into real KG actions on the way
+    assert any(n["action"] and n["action"]["type"] == "SELECT_RELATION" for n in nodes)
+    assert any(n["state"] == "done" for n in nodes) and out["answer"]
