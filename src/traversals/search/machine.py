@@ -54,6 +54,13 @@ def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     return DEFAULT_ACTIONS
 
 
+def option_line(key: str, relation: Relation) -> str:
+    """``P25 - has mother``; just ``directed_by`` when the label only repeats the key."""
+    if normalise_label(key.lstrip("~").split(":")[-1]) == normalise_label(relation.display):
+        return key
+    return f"{key} - {relation.display}"
+
+
 @dataclass(frozen=True)
 class Action:
     type: ActionType
@@ -202,20 +209,24 @@ class Machine:
             if force_answer or self.must_answer(node):
                 return render("answer_only", context=ctx)
             names = [a.value for a in allowed_default_actions(node)]
-            return render("default", context=ctx, actions=", ".join(names[:-1]) + " or " + names[-1])
+            return render("default", context=ctx, query=query, actions=", ".join(names[:-1]) + " or " + names[-1])
+        intent = next((h.split(":", 1)[1].strip() for h in reversed(node.history) if h.startswith("EXPAND_KG:")), "")
         if node.state is State.SELECTING_ENTITIES:
-            return render("selecting_entities", context=ctx, options=", ".join(node.subgraph.handles()))
+            return render(
+                "selecting_entities", context=ctx, query=query, intent=intent or "(none)",
+                options=", ".join(node.subgraph.handles()),
+            )
         if node.state is State.SELECTING_RELATION:
-            lines = [f"{k} - {r.display}" for k, r in zip(node.relation_keys, node.relation_options)]
+            lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]
             if node.relations_omitted:
                 lines.append(f"({node.relations_omitted} more not shown)")
-            example = node.relation_keys[0] if node.relation_keys else "P10"
             return render(
                 "selecting_relation",
                 context=ctx,
+                query=query,
+                intent=intent or "(none)",
                 selected=", ".join(node.subgraph.handle(e) for e in node.selected),
                 options="\n".join(lines),
-                example=example,
             )
         raise ValueError(f"no prompt for state {node.state}")
 
@@ -229,7 +240,7 @@ class Machine:
             ]
         if node.state is State.SELECTING_RELATION:
             return [
-                (f"{k} - {r.display}", Action(ActionType.SELECT_RELATION, relation=r, relation_key=k))
+                (option_line(k, r), Action(ActionType.SELECT_RELATION, relation=r, relation_key=k))
                 for k, r in zip(node.relation_keys, node.relation_options)
             ]
         raise ValueError(f"state {node.state} has no closed option list")
