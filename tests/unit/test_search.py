@@ -240,7 +240,8 @@ async def test_invalid_llm_output_becomes_an_invalid_node_and_the_search_goes_on
 
 async def test_constrained_decoding_scores_options_and_draws_distinct_ones():
     def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392": -0.2, "Q62519478": -0.1}
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392 (Bob Dylan)": -0.2,
+                 "Q62519478 (Beatrice Stone)": -0.1}
         out = []
         for o in options:
             if o in table:

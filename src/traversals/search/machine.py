@@ -214,7 +214,7 @@ class Machine:
         if node.state is State.SELECTING_ENTITIES:
             return render(
                 "selecting_entities", context=ctx, query=query, intent=intent or "(none)",
-                options=", ".join(node.subgraph.handles()),
+                options=", ".join(text for text, _ in self.options(node)),
             )
         if node.state is State.SELECTING_RELATION:
             lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]
@@ -234,9 +234,11 @@ class Machine:
     def options(self, node: Node) -> list[tuple[str, Action]]:
         """Every valid action of a selection state, with the text the LLM would write."""
         if node.state is State.SELECTING_ENTITIES:
+            # Newest first, with labels: the 1.5B model otherwise keeps picking the
+            # question's own entity (E1) for the second hop.
             return [
-                (node.subgraph.handle(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
-                for e in node.subgraph.entities
+                (f"{node.subgraph.handle(e)} ({e.label})", Action(ActionType.SELECT_ENTITIES, entities=(e,)))
+                for e in reversed(node.subgraph.entities)
             ]
         if node.state is State.SELECTING_RELATION:
             return [
