@@ -1,0 +1,81 @@
+"""Model choice by measurement (issue 4): run the candidate local GGUF models on a fixed
+MetaQA dev sample and print, per model and strategy, the valid-action rate, Hits@1, the
+median seconds per question and prompt tokens computed / sent.
+
+    python bench/local_models.py                       # 20 questions, 1-hop, cot + chain
+    python bench/local_models.py --limit 100 --hops 1 2 3 --strategies cot chain tree
+
+Runs go to ``runs/bench/<model>/<dataset>-<strategy>`` and are resumable (re-running the
+script only answers what is missing). Figures, not assertions: nothing here fails a build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+
+
+def run(model: str, dataset: str, strategy: str, limit: int, data: Path, out: Path) -> None:
+    exe = Path(sys.executable).parent / "traversals"
+    cmd = [str(exe), "eval", dataset, "--data", str(data), "--split", "dev", "--answerable-only",
+           "--limit", str(limit), "--strategy", strategy, "--llm", f"local:{model}", "--out", str(out),
+           "--no-progress"]
+    if dataset == "metaqa-3hop":
+        cmd += ["--max-depth", "12"]
+    if (out / "results.jsonl").exists():
+        cmd.append("--resume")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def figures(out: Path) -> dict:
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    actions = valid = 0
+    for trace_file in (out / "traces").glob("*.json"):
+        for node in json.loads(trace_file.read_text()).get("nodes", []):
+            if node.get("action"):
+                actions += 1
+                valid += not node.get("invalid")  # any invalid node counts, dead ends included
+    sent = sum(r.get("prompt_tokens", 0) for r in rows)
+    computed = sum(r.get("computed_prompt_tokens", r.get("prompt_tokens", 0)) for r in rows)
+    return {
+        "n": len(rows),
+        "valid": valid / actions if actions else float("nan"),
+        "hits": sum(r.get("hits@1", 0) for r in rows) / max(1, len(rows)),
+        "median_s": statistics.median(r["seconds"] for r in rows) if rows else float("nan"),
+        "computed_over_sent": computed / sent if sent else float("nan"),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--strategies", nargs="+", default=["cot", "chain"])
+    ap.add_argument("--hops", nargs="+", type=int, default=[1])
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
+    args = ap.parse_args()
+    print("| model | dataset | strategy | n | valid actions | Hits@1 | median s/question | prompt tokens computed / sent |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in args.models:
+        for hop in args.hops:
+            dataset = f"metaqa-{hop}hop"
+            for strategy in args.strategies:
+                out = args.out / model / f"{dataset}-{strategy}"
+                run(model, dataset, strategy, args.limit, args.data, out)
+                f = figures(out)
+                valid = "n/a (no KG actions)" if strategy == "cot" else f"{f['valid']:.1%}"
+                print(f"| {model} | {dataset} | {strategy} | {f['n']} | {valid} | {f['hits']:.1%} | "
+                      f"{f['median_s']:.1f} | {f['computed_over_sent']:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# First real numbers (issue 3, point 6): cot / chain / tree on MetaQA dev (answerable
+# subset) and PathQuestion with the default local model. Sample sizes are set by
+# environment variables so the same script serves a quick look and the full 100-question
+# runs: N_COT, N_CHAIN, N_TREE (default 100 each). Runs are resumable: re-run the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED=${SHARED:-../shared/data}
+OUT=${OUT:-runs/paper}
+N_COT=${N_COT:-100}; N_CHAIN=${N_CHAIN:-100}; N_TREE=${N_TREE:-100}
+TREE_SETS=${TREE_SETS:-"metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h"}
+T=.venv/bin/traversals
+
+run() { # dataset strategy n extra...
+  local ds=$1 st=$2 n=$3; shift 3
+  local data=$SHARED/metaqa flags=(--split dev --answerable-only)
+  case $ds in pq-*|pql-*) data=$SHARED/pathquestion; flags=();; esac
+  local depth=()
+  [ "$ds" = metaqa-3hop ] || [ "$ds" = pq-3h ] && depth=(--max-depth 12)
+  local resume=(); [ -s "$OUT/$ds-$st/results.jsonl" ] && resume=(--resume)
+  $T eval "$ds" --data "$data" "${flags[@]}" --limit "$n" --strategy "$st" "${depth[@]}" \
+     --out "$OUT/$ds-$st" --no-progress "${resume[@]}" "$@"
+}
+
+for ds in metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h; do run "$ds" cot "$N_COT"; done
+for ds in metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h; do run "$ds" chain "$N_CHAIN"; done
+for ds in $TREE_SETS; do run "$ds" tree "$N_TREE"; done
+$T report "$OUT"/*/ --out "$OUT/report.md"
