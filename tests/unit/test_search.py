@@ -1,12 +1,10 @@
 """Tree-of-Traversals search logic with a scripted LLM (Algorithm 1, §2.2–2.3, App. B)."""
 
-import re
 
 import pytest
 
 from traversals.api import SearchConfig, build_solver
 from traversals.errors import BadInput
-from traversals.kg.base import Entity
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet

@@ -25,10 +25,8 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import random
-import time
 from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
@@ -36,6 +34,7 @@ import httpx
 from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
+from traversals.retry import backoff_delay, parse_retry_after
 
 __all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES"]
 
@@ -52,18 +51,7 @@ MAX_SERVER_STOPS = 4
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return parse_retry_after(resp.headers.get("retry-after"))
 
 
 def _error_detail(resp: httpx.Response) -> str:
@@ -109,6 +97,7 @@ class OpenAICompatibleLLM:
         self.max_retries = max(0, int(max_retries))
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self._rng = random.Random()
         self.prefill = prefill
         self.completion_template = COMPLETION_TEMPLATES.get(
             completion_template or "", completion_template
@@ -137,8 +126,7 @@ class OpenAICompatibleLLM:
     # ------------------------------------------------------------------ HTTP
 
     def _backoff(self, attempt: int) -> float:
-        d = min(self.backoff_max, self.backoff_base * (2**attempt))
-        return d * (0.5 + random.random() / 2)  # jitter: 50-100 % of the step
+        return backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
