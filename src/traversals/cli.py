@@ -18,7 +18,7 @@ from .errors import TraversalsError
 from .eval.commands import add_eval_commands
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
-from .options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
+from .options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -37,6 +37,7 @@ async def _ask(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     try:
+        await prepare_llm(llm)
         strategy = "chain" if args.k == 1 else "tree"
         solver = build_solver(
             args.strategy or strategy,

@@ -22,6 +22,9 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                    help="local (default model), local:NAME, local:PATH.gguf, openai:MODEL")
     p.add_argument("--llm-url", default=None, metavar="URL",
                    help="base URL of an OpenAI-compatible API (default: $OPENAI_BASE_URL)")
+    p.add_argument("--llm-template", default=None, metavar="NAME",
+                   help="openai: prompt template of the served model (chatml, raw) for scoring options "
+                        "through /completions log-probabilities; probed, sampled decoding if it fails")
 
 
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:
@@ -43,4 +46,16 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
     from .llm.factory import open_llm
 
-    return open_llm(args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"))
+    template = getattr(args, "llm_template", None)
+    extra = {"completion_template": template} if template and args.llm.startswith("openai") else {}
+    return open_llm(
+        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"), **extra
+    )
+
+
+async def prepare_llm(llm) -> None:
+    """Endpoints that may offer log-probabilities are probed once, so the search can use
+    constrained decoding where it works and falls back to sampling where it does not."""
+    probe = getattr(llm, "probe_scoring", None)
+    if probe is not None and getattr(llm, "completion_template", None) is not None:
+        await probe()

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..api import SearchConfig
 from ..errors import BadInput
-from ..options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
+from ..options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
 
@@ -107,6 +107,7 @@ async def _eval(args: argparse.Namespace) -> int:
 
         llm = open_llm_from_args(args)
         opened.append(llm)
+        await prepare_llm(llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
         return build_solver(strategy, llm, kgs, search)
