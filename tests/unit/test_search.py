@@ -364,3 +364,24 @@ async def test_answers_not_confirmed_by_the_kg_are_valued_lower():
     values = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
     assert values == {"Joan Baez": 0.42, "Florence Stone": 0.6}  # 0.6 × 0.7 for the unconfirmed one
     assert answer.text == "Florence Stone"
+
+
+async def test_relations_already_expanded_are_not_offered_again_and_answers_are_grounded():
+    from traversals.search.policy import answer_candidates
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan = kg.entities["Q392"]
+    u = Usage()
+    node = machine.root(Subgraph().with_entities([dylan]))
+    for _ in range(2):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(dylan,)), u)
+        keys = [r.key for r in node.relation_options]
+        rel = node.relation_options[keys.index("P25")] if "P25" in keys else node.relation_options[0]
+        node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=rel.key), u)
+        if rel.key == "P25":
+            first_keys = keys
+    assert "P25" in first_keys and "P25" not in keys  # offered once, then filtered
+    # answer candidates: reached entities (not the question's own), newest first
+    assert answer_candidates(node)[-1] == "Beatrice Stone" and "Bob Dylan" not in answer_candidates(node)
