@@ -94,11 +94,11 @@ class Policy:
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
             chosen = [kinds[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
-            actions = [
-                await (self._grounded_answer(prompt, node, usage) if t is ActionType.ANSWER
-                       else self._free_text(prompt, node, t, usage, temperature=0.0))
+            actions = list(await asyncio.gather(*(
+                self._grounded_answer(prompt, node, usage) if t is ActionType.ANSWER
+                else self._free_text(prompt, node, t, usage, temperature=0.0)
                 for t in chosen
-            ]
+            )))
             return Proposal(actions, dict(zip(names, probs)))
         options = self.machine.options(node)
         if not options:
@@ -156,13 +156,3 @@ class Policy:
         if not actions:  # keep one invalid node so the failure is visible and retried
             actions = invalid[:1] or [Action(ActionType.INVALID, "")]
         return Proposal(actions)
-
-
-async def gather_limited(coros, limit: int):
-    sem = asyncio.Semaphore(max(1, limit))
-
-    async def run(c):
-        async with sem:
-            return await c
-
-    return await asyncio.gather(*(run(c) for c in coros))

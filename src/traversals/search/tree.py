@@ -89,9 +89,7 @@ class TreeOfTraversals:
             expansions += 1
             node.expansion = expansions
             proposal = await policy.propose(question, node, cfg.k, node.usage)
-            children = []
-            for action in proposal.actions:
-                children.append(await machine.transition(node, action, Usage()))
+            children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in proposal.actions)))
 
             async def score(child: Node) -> None:
                 if child.state is State.DONE or child.invalid or evaluate_intermediate:
