@@ -385,3 +385,12 @@ async def test_relations_already_expanded_are_not_offered_again_and_answers_are_
     assert "P25" in first_keys and "P25" not in keys  # offered once, then filtered
     # answer candidates: reached entities (not the question's own), newest first
     assert answer_candidates(node)[-1] == "Beatrice Stone" and "Bob Dylan" not in answer_candidates(node)
+
+
+def test_a_sentence_naming_one_entity_is_reduced_to_it():
+    from traversals.search.policy import reduce_to_entity
+
+    cands = ["[Beatrice Stone, Florence Stone]", "Florence Stone", "Beatrice Stone", "Sara Dylan"]
+    assert reduce_to_entity("Bob Dylan's maternal grandmother is Florence Stone.", cands) == "Florence Stone"
+    assert reduce_to_entity("Either Sara Dylan or Beatrice Stone", cands) == "Either Sara Dylan or Beatrice Stone"
+    assert reduce_to_entity("No", cands) == "No"

@@ -57,6 +57,17 @@ def answer_candidates(node: Node) -> list[str]:
     return list(dict.fromkeys(out))[:MAX_ANSWER_CANDIDATES]
 
 
+def reduce_to_entity(answer: str, candidates: list[str]) -> str:
+    """A sentence that names exactly one candidate entity becomes that entity's label
+    ("Bob Dylan's grandmother is Florence Stone." -> "Florence Stone")."""
+    if answer in candidates:
+        return answer
+    low = answer.casefold()
+    named = [c for c in candidates if not c.startswith("[") and c.casefold() in low]
+    named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
+    return named[0] if len(named) == 1 else answer
+
+
 class Policy:
     def __init__(
         self,
@@ -121,8 +132,8 @@ class Policy:
         scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
         usage.add_scores(scores)
         per_token = scores.per_token(options)
-        best = max(range(len(options)), key=lambda i: per_token[i])
-        return Action(ActionType.ANSWER, options[best])
+        best = options[max(range(len(options)), key=lambda i: per_token[i])]
+        return Action(ActionType.ANSWER, reduce_to_entity(best, options[1:] if free.type is ActionType.ANSWER else options))
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"

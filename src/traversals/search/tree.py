@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..kg.base import Edge
 from ..llm.base import LLM, Usage
 from .kgset import KGSet
 from .linking import Linker
 from .machine import Machine, Node, State
 from .policy import Policy
+from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
 from .value import ValueFunction
@@ -149,26 +149,3 @@ class TreeOfTraversals:
             "nodes": [n.to_trace() for n in nodes],
         }
         return answer
-
-
-def supporting_edges(node: Node) -> list[Edge]:
-    """Provenance: the subgraph edges on the paths from the query entities to the
-    entities the answer names (or, if it names none, the edges its path added)."""
-    sg = node.subgraph
-    text = (node.answer or "").casefold()
-    named = [e for e in sg.entities if e.label and e.label.casefold() in text]
-    introduced = {}
-    for f in sg.facts:
-        introduced.setdefault((f.target.kg, f.target.id), f)
-    out: list[Edge] = []
-    seen = set()
-    for e in named:
-        key = (e.kg, e.id)
-        while key in introduced and key not in seen:
-            seen.add(key)
-            fact = introduced[key]
-            out.append(fact.edge())
-            key = (fact.source.kg, fact.source.id)
-    if not out:
-        out = [f.edge() for n in node.path() for f in n.new_facts]
-    return list(dict.fromkeys(out))

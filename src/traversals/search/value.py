@@ -14,6 +14,7 @@ import re
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Machine, Node, State
+from .provenance import render_paths
 from .templates import render
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
@@ -65,7 +66,12 @@ class ValueFunction:
                 else "Give reasoning to get to the correct answer. Then provide a score.\ne.g.,\n"
                 "Reasoning...\nSo the score for the provided answer should be..."
             )
-            return render("evaluate_answer", context=ctx, answer=node.answer or "", instruction=instruction)
+            # Focused on the answer's own KG path rather than the whole subgraph: with the
+            # full context the 1.5B model rated wrong answers as high as right ones; with
+            # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
+            return render(
+                "evaluate_answer", query=query, answer=node.answer or "", path=render_paths(node), instruction=instruction
+            )
         return render("evaluate", context=ctx)
 
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:

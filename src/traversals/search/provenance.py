@@ -1,0 +1,46 @@
+"""Provenance: which KG edges support an answer, and how to show them as paths."""
+
+from __future__ import annotations
+
+from ..kg.base import Edge
+from .machine import Node
+from .subgraph import Fact
+
+
+def answer_paths(node: Node) -> list[list[Fact]]:
+    """For each entity the answer names, the walked facts from a question entity to it."""
+    sg = node.subgraph
+    text = (node.answer or "").casefold()
+    introduced: dict[tuple[str, str], Fact] = {}
+    for f in sg.facts:
+        introduced.setdefault((f.target.kg, f.target.id), f)
+    paths = []
+    for e in sg.entities:
+        if not e.label or e.label.casefold() not in text or (e.kg, e.id) not in introduced:
+            continue
+        path, key, seen = [], (e.kg, e.id), set()
+        while key in introduced and key not in seen:
+            seen.add(key)
+            fact = introduced[key]
+            path.append(fact)
+            key = (fact.source.kg, fact.source.id)
+        paths.append(path[::-1])
+    return paths
+
+
+def render_paths(node: Node, limit: int = 3) -> str:
+    """``  Bob Dylan -> mother -> Beatrice Stone -> mother -> Florence Stone``"""
+    lines = []
+    for path in answer_paths(node)[:limit]:
+        hops = [path[0].source.label] + [f"{f.relation.display} -> {f.target.label}" for f in path]
+        lines.append("  " + " -> ".join(hops))
+    return "\n".join(lines) or "  (no path in the knowledge graph)"
+
+
+def supporting_edges(node: Node) -> list[Edge]:
+    """The subgraph edges on the paths from the query entities to the entities the answer
+    names (or, if it names none, the edges its path added)."""
+    out = [f.edge() for path in answer_paths(node) for f in reversed(path)]
+    if not out:
+        out = [f.edge() for n in node.path() for f in n.new_facts]
+    return list(dict.fromkeys(out))
