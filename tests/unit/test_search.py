@@ -394,3 +394,11 @@ def test_a_sentence_naming_one_entity_is_reduced_to_it():
     assert reduce_to_entity("Bob Dylan's maternal grandmother is Florence Stone.", cands) == "Florence Stone"
     assert reduce_to_entity("Either Sara Dylan or Beatrice Stone", cands) == "Either Sara Dylan or Beatrice Stone"
     assert reduce_to_entity("No", cands) == "No"
+
+
+def test_the_goal_of_an_expansion_is_the_thought_before_it():
+    from traversals.search.machine import expansion_goal
+
+    assert expansion_goal(["THINK: find the mother", "EXPAND_KG: country of origin of X"]) == "find the mother"
+    assert expansion_goal(["EXPAND_KG: the mother", "SELECT ENTITIES: Q1"]) == "the mother"
+    assert expansion_goal([]) == ""

@@ -54,6 +54,18 @@ def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     return DEFAULT_ACTIONS
 
 
+def expansion_goal(history: Sequence[str]) -> str:
+    """What the current expansion is for: the thought right before EXPAND_KG if there is
+    one (the 1.5B model's EXPAND_KG text often copies the prompt's example, "the country
+    of origin of ..."), else the EXPAND_KG text."""
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].startswith("EXPAND_KG:"):
+            before = history[i - 1] if i > 0 else ""
+            source = before if before.startswith("THINK:") else history[i]
+            return source.split(":", 1)[1].strip()
+    return ""
+
+
 def option_line(key: str, relation: Relation) -> str:
     """``P25 - has mother``; just ``directed_by`` when the label only repeats the key."""
     if normalise_label(key.lstrip("~").split(":")[-1]) == normalise_label(relation.display):
@@ -210,7 +222,7 @@ class Machine:
                 return render("answer_only", context=ctx)
             names = [a.value for a in allowed_default_actions(node)]
             return render("default", context=ctx, query=query, actions=", ".join(names[:-1]) + " or " + names[-1])
-        intent = next((h.split(":", 1)[1].strip() for h in reversed(node.history) if h.startswith("EXPAND_KG:")), "")
+        intent = expansion_goal(node.history)
         if node.state is State.SELECTING_ENTITIES:
             return render(
                 "selecting_entities", context=ctx, query=query, intent=intent or "(none)",
