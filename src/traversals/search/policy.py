@@ -78,6 +78,7 @@ class Policy:
         diverse_temperature: float = 1.0,
         max_tokens: int = 96,
         rng: random.Random | None = None,
+        sample_options: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -85,6 +86,10 @@ class Policy:
         self.diverse_temperature = diverse_temperature
         self.max_tokens = max_tokens
         self.rng = rng or random.Random(0)
+        #: constrained decoding: sample k distinct options (Gumbel top-k) instead of
+        #: taking the k most probable. Off by default: with a small model the right
+        #: relation is often 2nd or 3rd and sampling skipped it.
+        self.sample_options = sample_options
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -104,7 +109,7 @@ class Policy:
             kinds = allowed_default_actions(node)
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
-            chosen = [kinds[i] for i in pick(probs, k, temperature=temperature, rng=self.rng)]
+            chosen = [kinds[i] for i in pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)]
             actions = list(await asyncio.gather(*(
                 self._grounded_answer(prompt, node, usage) if t is ActionType.ANSWER
                 else self._free_text(prompt, node, t, usage, temperature=0.0)
@@ -118,7 +123,7 @@ class Policy:
             return Proposal([options[0][1]], {options[0][0]: 1.0})
         texts = [t for t, _ in options]
         probs = await option_probs(self.llm, prompt, texts, usage)
-        idx = pick(probs, k, temperature=temperature, rng=self.rng)
+        idx = pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
 
     async def _grounded_answer(self, prompt: str, node: Node, usage: Usage) -> Action:

@@ -41,6 +41,8 @@ class TreeConfig:
     #: value intermediate nodes with the LLM (F.4). None: only when k > 1 — with k = 1
     #: the frontier never holds two valid nodes, so those values could change nothing.
     evaluate_intermediate: bool | None = None
+    #: constrained decoding: sample k distinct options instead of taking the top k
+    sample_options: bool = False
     seed: int = 0
     max_tokens: int = 96
 
@@ -69,6 +71,7 @@ class TreeOfTraversals:
             diverse_temperature=cfg.diverse_temperature,
             max_tokens=cfg.max_tokens,
             rng=random.Random(cfg.seed),
+            sample_options=cfg.sample_options,
         )
         value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
