@@ -80,6 +80,7 @@ def test_ask_through_a_real_openai_compatible_server(metaqa_kb, default_llama_se
     out = json.loads(done.stdout)
     assert out["decoding"] == "sampled" and out["llm_calls"] > 0 and out["completion_tokens"] > 0
     nodes = json.loads(trace.read_text())["nodes"]
-    # the model's free text was parsed into real KG actions on the way
-    assert any(n["action"] and n["action"]["type"] == "SELECT_RELATION" for n in nodes)
+    # the model's free text was parsed into valid ASM actions on the way, and it answered
+    # (which actions a 1.5B model picks when sampled varies: not asserted)
+    assert any(n["action"] and not n["invalid"] for n in nodes[1:])
     assert any(n["state"] == "done" for n in nodes) and out["answer"]
