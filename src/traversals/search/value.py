@@ -14,7 +14,7 @@ import re
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Machine, Node, State
-from .provenance import render_paths
+from .provenance import answer_paths, render_paths
 from .templates import render
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
@@ -23,22 +23,13 @@ UNPARSEABLE_INTERMEDIATE = 0.5
 UNCONFIRMED_SCALE = 0.7
 
 
-def _words(text: str) -> str:
-    return " ".join(re.sub(r"[\W_]+", " ", text.casefold()).split())
-
-
 def confirmed_by_kg(node: Node) -> bool:
     """Does the answer name an entity that an expansion on this path reached (not one of
     the question's own entities)?"""
-    text = f" {_words(node.answer or '')} "
     root = node.path()[0].subgraph
-    for fact in node.subgraph.facts:
-        if fact.target in root:
-            continue
-        label = _words(fact.target.label)
-        if label and f" {label} " in text:
-            return True
-    return False
+    return any(path[-1].target not in root for path in answer_paths(node))
+
+
 _NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\d.])")
 
 
