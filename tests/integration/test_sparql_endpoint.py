@@ -394,10 +394,17 @@ async def test_cache_serves_repeated_queries_without_http(oxigraph, tmp_path) ->
         assert await kg.get_relations(first) == rels
         assert len(sent) == n
         assert kg.stats.cache_hits >= 3
-    # a new process (new KG, same file) still does not ask the endpoint
+    # a new process (new KG, same file) asks the endpoint only whether it is alive
     async with SparqlKG(oxigraph.url, cache=QueryCache(path), http=http) as kg2:
         assert await kg2.search("Charles Bail") == first
-        assert len(sent) == n
+        assert await kg2.get_relations(first) == rels
+        assert len(sent) == n + 1 and sent[-1].url.params["query"] == "ASK {}"
+    # ... so a dead endpoint is an error even when every answer is cached
+    dead = f"http://127.0.0.1:{free_port()}/query"
+    async with SparqlKG(dead, cache=QueryCache(path), max_retries=0) as kg4:
+        await kg4.cache.aset(dead, "SELECT * {}", "application/sparql-results+json", '{"head":{"vars":[]},"results":{"bindings":[]}}')
+        with pytest.raises(KGUnavailable):
+            await kg4.select("SELECT * {}")
     # --no-cache
     async with SparqlKG(oxigraph.url, cache=QueryCache(path, enabled=False), http=http) as kg3:
         await kg3.search("Charles Bail")

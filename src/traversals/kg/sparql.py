@@ -326,6 +326,8 @@ class SparqlKG:
         self.hide_wikidata_statements = hide_wikidata_statements
         self.exclude_external_ids = exclude_external_ids
         self.cache = cache
+        #: the endpoint answered once in this session (checked before the first cache hit)
+        self._reachable = False
         self.stats = KGStats()
         self._owns_http = http is None
         self.http = http or HttpClient(
@@ -344,6 +346,12 @@ class SparqlKG:
         if self.cache is not None:
             body = await self.cache.aget(self.endpoint_url, query, SPARQL_JSON)
             if body is not None:
+                if not self._reachable:  # cached answers must not hide a dead endpoint
+                    await self.http.get(
+                        self.endpoint_url, params={"query": "ASK {}"}, headers={"Accept": SPARQL_JSON},
+                        what="SPARQL endpoint",
+                    )
+                    self._reachable = True
                 self.stats.cache_hits += 1
                 return parse_results(body, where)
         headers = {"Accept": SPARQL_JSON}
@@ -355,6 +363,7 @@ class SparqlKG:
             response = await self.http.post(
                 self.endpoint_url, data={"query": query}, headers=headers, what="SPARQL endpoint"
             )
+        self._reachable = True
         body = response.text
         rows = parse_results(body, where)  # validate before caching
         if self.cache is not None:
