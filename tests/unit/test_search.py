@@ -402,3 +402,66 @@ def test_the_goal_of_an_expansion_is_the_thought_before_it():
     assert expansion_goal(["THINK: find the mother", "EXPAND_KG: country of origin of X"]) == "find the mother"
     assert expansion_goal(["EXPAND_KG: the mother", "SELECT ENTITIES: Q1"]) == "the mother"
     assert expansion_goal([]) == ""
+
+
+async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again():
+    from traversals.search.machine import allowed_default_actions
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+
+    async def expand(node, entity, key):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), u)
+        rel = next(r for r, k in zip(node.relation_options, node.relation_keys) if k == key)
+        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), u)
+
+    dylan, duluth = kg.entities["Q392"], kg.entities["Q485708"]
+    node = await expand(machine.root(Subgraph().with_entities([dylan])), dylan, "P19")
+    assert duluth.id not in node.exhausted and dylan.id not in node.exhausted  # Dylan has more
+    node = await expand(node, duluth, "~P19")  # Duluth's only relation
+    assert node.exhausted == {duluth.id}
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+    offered = [a.entities[0].label for _, a in machine.options(picking)]
+    assert offered == ["Bob Dylan"]
+    # a subgraph whose entities are all exhausted offers no EXPAND_KG at all
+    alone = machine.root(Subgraph().with_entities([duluth]))
+    alone = await expand(alone, duluth, "~P19")
+    only = [e.id for e in alone.subgraph.entities]
+    assert set(only) == {duluth.id, dylan.id}
+    assert ActionType.EXPAND_KG in allowed_default_actions(alone)
+    from dataclasses import replace as _replace
+    done = _replace(alone, exhausted=frozenset(only))
+    assert ActionType.EXPAND_KG not in allowed_default_actions(done)
+
+
+async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ranked_action():
+    def score(prompt, options, prefix):
+        table = {"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0}
+        out = []
+        for o in options:
+            if o in table:
+                out.append(table[o])
+            elif o.startswith("P25"):
+                out.append(-0.1)
+            elif prefix.startswith(("RATING", "So the score")):
+                out.append(0.0 if o == "1.0" else -5.0)
+            elif "Florence Stone" == o:
+                out.append(-0.1)
+            else:
+                out.append(-4.0)
+        return out
+
+    llm = scripted(score=score, extra=[
+        (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+        (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        (lambda text: text.endswith("THINK:"), " the same thought"),
+    ])
+    s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=12))
+    answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+    nodes = answer.trace["nodes"]
+    thoughts = [n for n in nodes if n["action"] and n["action"]["type"] == "THINK"]
+    assert len(thoughts) == 1  # thought once; its greedy repeats were replaced, not kept
+    assert not [n for n in nodes if n["invalid"]]
+    assert [n["action"]["relation"]["key"] for n in nodes if n["action"] and n["action"]["type"] == "SELECT_RELATION"][:2] == ["P25", "P25"]

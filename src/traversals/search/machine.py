@@ -47,11 +47,15 @@ DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
 
 
 def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
-    """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK: small models
-    otherwise repeat one thought until max depth instead of acting."""
+    """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK (small models
+    otherwise repeat one thought until max depth instead of acting), and no EXPAND_KG
+    when every entity of the subgraph is exhausted (it could only lead to a dead end)."""
+    out = DEFAULT_ACTIONS
     if node.action is not None and node.action.type is ActionType.THINK:
-        return tuple(a for a in DEFAULT_ACTIONS if a is not ActionType.THINK)
-    return DEFAULT_ACTIONS
+        out = tuple(a for a in out if a is not ActionType.THINK)
+    if node.subgraph.entities and all(e.id in node.exhausted for e in node.subgraph.entities):
+        out = tuple(a for a in out if a is not ActionType.EXPAND_KG)
+    return out
 
 
 def expansion_goal(history: Sequence[str]) -> str:
@@ -127,6 +131,8 @@ class Node:
     priors: dict[str, float] | None = None
     #: (entity id, relation kg, relation key, relation label) expanded on this path
     expanded: frozenset = frozenset()
+    #: ids of entities whose every relation was expanded on this path (not offered again)
+    exhausted: frozenset = frozenset()
 
     @property
     def is_answer(self) -> bool:
@@ -258,7 +264,9 @@ class Machine:
                 return f"{node.subgraph.handle(e)} ({e.label}{note})"
 
             return [
-                (text(e), Action(ActionType.SELECT_ENTITIES, entities=(e,))) for e in reversed(node.subgraph.entities)
+                (text(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
+                for e in reversed(node.subgraph.entities)
+                if e.id not in node.exhausted
             ]
         if node.state is State.SELECTING_RELATION:
             return [
@@ -349,6 +357,7 @@ class Machine:
             depth=node.depth + 1,
             usage=usage,
             expanded=node.expanded,
+            exhausted=node.exhausted,
         )
         t = action.type
         if t is ActionType.INVALID:
@@ -398,6 +407,13 @@ class Machine:
             child.state = State.DEFAULT
             rel = action.relation
             child.expanded = node.expanded | {(e.id, rel.kg, rel.key, rel.display) for e in node.selected}
+            if len(node.selected) == 1 and not node.relations_omitted:
+                # the options shown were all the entity's relations: once each is
+                # expanded the entity is exhausted and no longer offered
+                (only,) = node.selected
+                done = {(k, kg) for i, kg, k, _ in child.expanded if i == only.id}
+                if all((r.key, r.kg) in done for r in node.relation_options):
+                    child.exhausted = node.exhausted | {only.id}
             child.subgraph = node.subgraph.extend(facts, omitted)
             child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
             await self.kgs.link([f.target for f in child.new_facts], usage)

@@ -109,12 +109,15 @@ class Policy:
             kinds = allowed_default_actions(node)
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
-            chosen = [kinds[i] for i in pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)]
-            actions = list(await asyncio.gather(*(
-                self._grounded_answer(prompt, node, usage) if t is ActionType.ANSWER
-                else self._free_text(prompt, node, t, usage, temperature=0.0)
-                for t in chosen
-            )))
+            order = pick(probs, len(kinds), temperature=temperature if self.sample_options else 0.0, rng=self.rng)
+            ranked = [kinds[i] for i in order]
+            actions = list(await asyncio.gather(*(self._act(prompt, node, t, usage) for t in ranked[:k])))
+            # A greedy thought that repeats an earlier one would be an invalid node: the
+            # next-ranked action type takes its place.
+            rest = ranked[k:]
+            while rest and any(self._repeats(node, a) for a in actions):
+                actions = [a for a in actions if not self._repeats(node, a)]
+                actions.append(await self._act(prompt, node, rest.pop(0), usage))
             return Proposal(actions, dict(zip(names, probs)))
         options = self.machine.options(node)
         if not options:
@@ -125,6 +128,15 @@ class Policy:
         probs = await option_probs(self.llm, prompt, texts, usage)
         idx = pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
+
+    async def _act(self, prompt: str, node: Node, kind: ActionType, usage: Usage) -> Action:
+        if kind is ActionType.ANSWER:
+            return await self._grounded_answer(prompt, node, usage)
+        return await self._free_text(prompt, node, kind, usage, temperature=0.0)
+
+    @staticmethod
+    def _repeats(node: Node, action: Action) -> bool:
+        return action.type is ActionType.THINK and action.history_line(node.subgraph) in node.history
 
     async def _grounded_answer(self, prompt: str, node: Node, usage: Usage) -> Action:
         """An answer grounded in the KG: the free-text answer competes with the
