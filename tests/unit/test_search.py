@@ -465,3 +465,46 @@ async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ra
     assert len(thoughts) == 1  # thought once; its greedy repeats were replaced, not kept
     assert not [n for n in nodes if n["invalid"]]
     assert [n["action"]["relation"]["key"] for n in nodes if n["action"] and n["action"]["type"] == "SELECT_RELATION"][:2] == ["P25", "P25"]
+
+
+
+def test_yes_no_questions_are_told_apart_from_wh_questions():
+    from traversals.search.policy import is_yes_no_question
+
+    assert is_yes_no_question("Is Bob Dylan older than Joan Baez?")
+    assert is_yes_no_question("did [Ingmar Bergman] direct [Persona]")
+    assert not is_yes_no_question("when was [Torso] released")
+    assert not is_yes_no_question("[Torso], when was it released")
+    assert not is_yes_no_question("Isaac Newton was born where?")
+
+
+async def test_a_bare_no_does_not_answer_a_wh_question_when_the_kg_offers_entities():
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0}
+        out = []
+        for o in options:
+            if o in table:
+                out.append(table[o])
+            elif o.startswith("P25"):
+                out.append(-0.1)
+            elif prefix.startswith(("RATING", "So the score")):
+                out.append(0.0 if o == "1.0" else -5.0)
+            elif o == "No":
+                out.append(-0.01)  # the copied example is the model's favourite
+            else:
+                out.append(-1.0 if o == "Florence Stone" else -4.0)
+        return out
+
+    def default(prompt, prefix, n, t):
+        relations = [ln for ln in history(prompt) if ln.startswith("SELECT RELATION")]
+        return "ANSWER: No" if len(relations) >= 2 else "EXPAND_KG: the mother"
+
+    extra = [(lambda text: text.endswith("ANSWER:"), " No"), (lambda text: text.endswith("EXPAND_KG:"), " the mother")]
+    wh = build_solver("chain", scripted(score=score, extra=extra, default=default), [dylan_kg()],
+                      SearchConfig(decoding="constrained", max_depth=6))
+    answer = await wh.ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone"
+    polar = build_solver("chain", scripted(score=score, extra=extra, default=default), [dylan_kg()],
+                         SearchConfig(decoding="constrained", max_depth=6))
+    answer = await polar.ask("Is Bob Dylan's maternal grandmother Joan Baez?")
+    assert answer.text == "No"

@@ -57,6 +57,17 @@ def answer_candidates(node: Node) -> list[str]:
     return list(dict.fromkeys(out))[:MAX_ANSWER_CANDIDATES]
 
 
+_YES_NO = re.compile(r"^\W*(yes|no)\W*$", re.I)
+_POLAR = re.compile(
+    r"^\W*(is|are|was|were|am|do|does|did|can|could|has|have|had|will|would|shall|should|may|might|must)\b", re.I
+)
+
+
+def is_yes_no_question(query: str) -> bool:
+    """"Is/Was/Did/Can … ?" — a question a bare yes or no can answer."""
+    return bool(_POLAR.match(query))
+
+
 def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     """A sentence that names exactly one candidate entity becomes that entity's label
     ("Bob Dylan's grandmother is Florence Stone." -> "Florence Stone")."""
@@ -97,28 +108,29 @@ class Policy:
         temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
         if force_answer or self.machine.must_answer(node):
             if self.constrained:
-                return Proposal([await self._grounded_answer(prompt, node, usage)])
+                return Proposal([await self._grounded_answer(query, prompt, node, usage)])
             return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
         if self.constrained:
-            return await self._constrained(prompt, node, k, usage, temperature)
+            return await self._constrained(query, prompt, node, k, usage, temperature)
         return await self._sampled(prompt, node, k, usage, temperature)
 
     # -- constrained -------------------------------------------------------------
-    async def _constrained(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
+    async def _constrained(self, query: str, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
         if node.state is State.DEFAULT:
             kinds = allowed_default_actions(node)
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
+            priors: dict[str, float] = dict(zip(names, probs))
             order = pick(probs, len(kinds), temperature=temperature if self.sample_options else 0.0, rng=self.rng)
             ranked = [kinds[i] for i in order]
-            actions = list(await asyncio.gather(*(self._act(prompt, node, t, usage) for t in ranked[:k])))
-            # A greedy thought that repeats an earlier one would be an invalid node: the
-            # next-ranked action type takes its place.
+            actions = list(await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k])))
+            # A greedy text that is empty or repeats an earlier thought would be an
+            # invalid node: the next-ranked action type takes its place.
             rest = ranked[k:]
-            while rest and any(self._repeats(node, a) for a in actions):
-                actions = [a for a in actions if not self._repeats(node, a)]
-                actions.append(await self._act(prompt, node, rest.pop(0), usage))
-            return Proposal(actions, dict(zip(names, probs)))
+            while rest and any(self._unusable(node, a) for a in actions):
+                actions = [a for a in actions if not self._unusable(node, a)]
+                actions.append(await self._act(query, prompt, node, rest.pop(0), usage))
+            return Proposal(actions, priors)
         options = self.machine.options(node)
         if not options:
             return Proposal([Action(ActionType.INVALID, "no options")])
@@ -129,28 +141,38 @@ class Policy:
         idx = pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
 
-    async def _act(self, prompt: str, node: Node, kind: ActionType, usage: Usage) -> Action:
+    async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> Action:
         if kind is ActionType.ANSWER:
-            return await self._grounded_answer(prompt, node, usage)
+            return await self._grounded_answer(query, prompt, node, usage)
         return await self._free_text(prompt, node, kind, usage, temperature=0.0)
 
     @staticmethod
-    def _repeats(node: Node, action: Action) -> bool:
+    def _unusable(node: Node, action: Action) -> bool:
+        if action.type is ActionType.INVALID:
+            return True
         return action.type is ActionType.THINK and action.history_line(node.subgraph) in node.history
 
-    async def _grounded_answer(self, prompt: str, node: Node, usage: Usage) -> Action:
+    async def _grounded_answer(self, query: str, prompt: str, node: Node, usage: Usage) -> Action:
         """An answer grounded in the KG: the free-text answer competes with the
         subgraph's entities and entity lists, scored by mean log-probability per token
-        (free text still wins for counts, yes/no and comparisons)."""
+        (free text still wins for counts, yes/no and comparisons). A bare yes/no only
+        competes when the query is a yes/no question: the small model otherwise copies
+        the preamble's example ("ANSWER: No") for "when was X released"."""
         free = await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)
-        options = list(dict.fromkeys(([free.text] if free.type is ActionType.ANSWER else []) + answer_candidates(node)))
-        if len(options) <= 1:
+        candidates = answer_candidates(node)
+        keep_free = free.type is ActionType.ANSWER and not (
+            candidates and _YES_NO.match(free.text) and not is_yes_no_question(query)
+        )
+        options = list(dict.fromkeys(([free.text] if keep_free else []) + candidates))
+        if not options:
             return free
+        if len(options) == 1:
+            return free if keep_free else Action(ActionType.ANSWER, options[0])
         scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
         usage.add_scores(scores)
         per_token = scores.per_token(options)
         best = options[max(range(len(options)), key=lambda i: per_token[i])]
-        return Action(ActionType.ANSWER, reduce_to_entity(best, options[1:] if free.type is ActionType.ANSWER else options))
+        return Action(ActionType.ANSWER, reduce_to_entity(best, options[1:] if keep_free else options))
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"

@@ -15,7 +15,7 @@ from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Machine, Node, State
 from .provenance import answer_paths, render_paths
-from .templates import render
+from .templates import render, template
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
@@ -60,8 +60,11 @@ class ValueFunction:
             # Focused on the answer's own KG path rather than the whole subgraph: with the
             # full context the 1.5B model rated wrong answers as high as right ones; with
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
+            # It starts with the same preamble as every ASM prompt only so that the KV cache
+            # keeps the preamble from one question to the next (~300 tokens not recomputed).
             return render(
-                "evaluate_answer", query=query, answer=node.answer or "", path=render_paths(node), instruction=instruction
+                "evaluate_answer", preamble=template("preamble").template, query=query, answer=node.answer or "",
+                path=render_paths(node), instruction=instruction,
             )
         return render("evaluate", context=ctx)
 
