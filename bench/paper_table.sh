@@ -2,13 +2,15 @@
 # First real numbers (issue 3, point 6): cot / chain / tree on MetaQA dev (answerable
 # subset) and PathQuestion with the default local model. Sample sizes are set by
 # environment variables so the same script serves a quick look and the full 100-question
-# runs: N_COT, N_CHAIN, N_TREE (default 100 each). Runs are resumable: re-run the script.
+# runs: N_COT, N_CHAIN, N_TREE (default 100 each); COT_SETS, CHAIN_SETS, TREE_SETS pick the
+# datasets (default all six; empty skips). Runs are resumable: re-run the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared/data}
 OUT=${OUT:-runs/paper}
 N_COT=${N_COT:-100}; N_CHAIN=${N_CHAIN:-100}; N_TREE=${N_TREE:-100}
-TREE_SETS=${TREE_SETS:-"metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h"}
+ALL="metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h"
+COT_SETS=${COT_SETS-$ALL}; CHAIN_SETS=${CHAIN_SETS-$ALL}; TREE_SETS=${TREE_SETS-$ALL}
 T=.venv/bin/traversals
 
 run() { # dataset strategy n extra...
@@ -22,7 +24,7 @@ run() { # dataset strategy n extra...
      --out "$OUT/$ds-$st" --no-progress "${resume[@]}" "$@"
 }
 
-for ds in metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h; do run "$ds" cot "$N_COT"; done
-for ds in metaqa-1hop metaqa-2hop metaqa-3hop pq-2h pq-3h pql-2h; do run "$ds" chain "$N_CHAIN"; done
+for ds in $COT_SETS; do run "$ds" cot "$N_COT"; done
+for ds in $CHAIN_SETS; do run "$ds" chain "$N_CHAIN"; done
 for ds in $TREE_SETS; do run "$ds" tree "$N_TREE"; done
 $T report "$OUT"/*/ --out "$OUT/report.md"
