@@ -122,6 +122,11 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     for text in ["~P25", "I suggest selecting property: ~P25", "~P25 - is mother of", "the best is ~P25.", "~is mother of"]:
         assert machine.parse(rel, text).relation_key == "~P25", text
     assert machine.parse(rel, "P19").type is ActionType.INVALID
+    assert machine.parse(rel, "P25").relation_key == "P25"  # both offered: the exact key wins
+    inverse_only = root.__class__(id=11, state=State.SELECTING_RELATION, subgraph=root.subgraph,
+                                  relation_options=(kg.relations["P25"].reversed(),), relation_keys=("~P25",))
+    said = 'The property to expand along for the selected entities [Q392] is "P25".'
+    assert machine.parse(inverse_only, said).relation_key == "~P25"  # the dropped "~" is forgiven
 
 
 # -- the search --------------------------------------------------------------------------

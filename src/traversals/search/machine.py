@@ -331,6 +331,11 @@ class Machine:
         m = _ACTION_RE.match(raw)
         body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw)).strip()
         by_key = {k.casefold(): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
+        for k, r in zip(node.relation_keys, node.relation_options):
+            # "directed_by" for the only option "~directed_by": models drop the inverse mark
+            bare = k.casefold().lstrip("~")
+            if k.startswith("~") and bare not in by_key:
+                by_key[bare] = (k, r)
         hit = by_key.get(body.split(" - ")[0].strip().strip("[]()'\"`.,").casefold())
         if hit is None:  # the first word that is an option's key
             for word in re.split(r"[\s,;]+", body):
