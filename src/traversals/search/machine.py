@@ -225,7 +225,7 @@ class Machine:
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
             if force_answer or self.must_answer(node):
-                return render("answer_only", context=ctx)
+                return render("answer_only", context=ctx, query=query)
             names = [a.value for a in allowed_default_actions(node)]
             return render("default", context=ctx, query=query, actions=", ".join(names[:-1]) + " or " + names[-1])
         intent = expansion_goal(node.history)
