@@ -285,7 +285,8 @@ def test_kill_9_and_resume(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT.format(tests=str(Path(__file__).parent)))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, str(script), str(out), "0.4"])
+    # 1 s per question (2 at a time): the kill lands mid-run even on a loaded machine
+    proc = subprocess.Popen([sys.executable, str(script), str(out), "1.0"])
     deadline = time.time() + 30
     while time.time() < deadline:
         if (out / "results.jsonl").exists() and len(read_results(out / "results.jsonl")) >= 2:
@@ -426,7 +427,9 @@ def test_cli_ctrl_c_prints_how_to_resume(tmp_path):
     script = tmp_path / "cli.py"
     script.write_text(CLI_SCRIPT.format(tests=str(Path(__file__).parent), data=str(SHARED_DATA / "metaqa")))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, str(script), str(out), "0.3"], stderr=subprocess.PIPE, text=True)
+    # 1 s per question: after the 2nd result the run has ~6 s left, so the SIGINT lands
+    # mid-run even on a loaded machine (0.3 s once let the run finish first under load)
+    proc = subprocess.Popen([sys.executable, str(script), str(out), "1.0"], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and len(read_results(out / "results.jsonl")) < 2:
         time.sleep(0.02)
