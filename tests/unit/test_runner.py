@@ -429,7 +429,10 @@ def test_cli_ctrl_c_prints_how_to_resume(tmp_path):
     out = tmp_path / "out"
     # 1 s per question: after the 2nd result the run has ~6 s left, so the SIGINT lands
     # mid-run even on a loaded machine (0.3 s once let the run finish first under load)
-    proc = subprocess.Popen([sys.executable, str(script), str(out), "1.0"], stderr=subprocess.PIPE, text=True)
+    # preexec: a shell's background job (`make test &`, some CI runners) ignores SIGINT and
+    # the child would inherit that; the test is about our handling, so restore the default
+    proc = subprocess.Popen([sys.executable, str(script), str(out), "1.0"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline and len(read_results(out / "results.jsonl")) < 2:
         time.sleep(0.02)
