@@ -36,6 +36,25 @@ def grandmother_policy(prompt: str, prefix: str, n: int, temperature: float):
     return "EXPAND_KG: I should search for the mother"
 
 
+def table_score(table: dict[str, float], *, other: float = -4.0):
+    """A scripted scorer: options in ``table`` get their log-prob, relation P25 -0.1, the
+    rating "1.0" 0.0 (others -5.0), anything else ``other``."""
+    def score(prompt, options, prefix):
+        out = []
+        for o in options:
+            if o in table:
+                out.append(table[o])
+            elif o.startswith("P25"):
+                out.append(-0.1)
+            elif prefix.startswith(("RATING", "So the score")):
+                out.append(0.0 if o == "1.0" else -5.0)
+            else:
+                out.append(other)
+        return out
+
+    return score
+
+
 def scripted(default=grandmother_policy, *, answer_value="1.0", rating="0.8", entities=None, relation="P25 - has mother",
              score=None, extra=()):
     def pick_entities(prompt, prefix, n, t):
@@ -242,20 +261,8 @@ async def test_invalid_llm_output_becomes_an_invalid_node_and_the_search_goes_on
 
 
 async def test_constrained_decoding_scores_options_and_draws_distinct_ones():
-    def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392 (Bob Dylan)": -0.2,
-                 "Q62519478 (Beatrice Stone)": -0.1}
-        out = []
-        for o in options:
-            if o in table:
-                out.append(table[o])
-            elif o.startswith("P25"):
-                out.append(-0.1)
-            elif prefix.startswith(("RATING", "So the score")):
-                out.append(0.0 if o == "1.0" else -5.0)
-            else:
-                out.append(-4.0)
-        return out
+    score = table_score({"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392 (Bob Dylan)": -0.2,
+                         "Q62519478 (Beatrice Stone)": -0.1})
 
     llm = scripted(score=score, extra=[
         (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
@@ -442,21 +449,7 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
 
 
 async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ranked_action():
-    def score(prompt, options, prefix):
-        table = {"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0}
-        out = []
-        for o in options:
-            if o in table:
-                out.append(table[o])
-            elif o.startswith("P25"):
-                out.append(-0.1)
-            elif prefix.startswith(("RATING", "So the score")):
-                out.append(0.0 if o == "1.0" else -5.0)
-            elif "Florence Stone" == o:
-                out.append(-0.1)
-            else:
-                out.append(-4.0)
-        return out
+    score = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
 
     llm = scripted(score=score, extra=[
         (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
@@ -484,21 +477,8 @@ def test_yes_no_questions_are_told_apart_from_wh_questions():
 
 
 async def test_a_bare_no_does_not_answer_a_wh_question_when_the_kg_offers_entities():
-    def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0}
-        out = []
-        for o in options:
-            if o in table:
-                out.append(table[o])
-            elif o.startswith("P25"):
-                out.append(-0.1)
-            elif prefix.startswith(("RATING", "So the score")):
-                out.append(0.0 if o == "1.0" else -5.0)
-            elif o == "No":
-                out.append(-0.01)  # the copied example is the model's favourite
-            else:
-                out.append(-1.0 if o == "Florence Stone" else -4.0)
-        return out
+    # the copied example "No" is the model's favourite answer
+    score = table_score({"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "No": -0.01, "Florence Stone": -1.0})
 
     def default(prompt, prefix, n, t):
         relations = [ln for ln in history(prompt) if ln.startswith("SELECT RELATION")]

@@ -58,6 +58,11 @@ def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     return out
 
 
+def repeats_thought(node: "Node", action: "Action") -> bool:
+    """A THINK whose thought is already in the node's history (an invalid action)."""
+    return action.type is ActionType.THINK and action.history_line(node.subgraph) in node.history
+
+
 def expansion_goal(history: Sequence[str]) -> str:
     """What the current expansion is for: the thought right before EXPAND_KG if there is
     one (the 1.5B model's EXPAND_KG text often copies the prompt's example, "the country
@@ -374,9 +379,10 @@ class Machine:
         line = action.history_line(node.subgraph)
         child.history = node.history + (line,)
         if node.state is State.DEFAULT and t is ActionType.THINK:
-            if line in node.history or t not in allowed_default_actions(node):
+            repeated = repeats_thought(node, action)
+            if repeated or t not in allowed_default_actions(node):
                 child.invalid, child.history = True, node.history
-                child.note = "repeated thought" if line in node.history else "THINK right after THINK"
+                child.note = "repeated thought" if repeated else "THINK right after THINK"
             return child
         if node.state is State.DEFAULT and t is ActionType.EXPAND_KG:
             child.state = State.SELECTING_ENTITIES

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
 from .choices import option_probs, pick
-from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions
+from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -121,8 +121,7 @@ class Policy:
             names = [a.value for a in kinds]
             probs = await option_probs(self.llm, prompt, names, usage)
             priors: dict[str, float] = dict(zip(names, probs))
-            order = pick(probs, len(kinds), temperature=temperature if self.sample_options else 0.0, rng=self.rng)
-            ranked = [kinds[i] for i in order]
+            ranked = [kinds[i] for i in self._draw(probs, len(kinds), temperature)]
             actions = list(await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k])))
             # A greedy text that is empty or repeats an earlier thought would be an
             # invalid node: the next-ranked action type takes its place.
@@ -138,7 +137,7 @@ class Policy:
             return Proposal([options[0][1]], {options[0][0]: 1.0})
         texts = [t for t, _ in options]
         probs = await option_probs(self.llm, prompt, texts, usage)
-        idx = pick(probs, k, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
+        idx = self._draw(probs, k, temperature)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
 
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> Action:
@@ -148,9 +147,11 @@ class Policy:
 
     @staticmethod
     def _unusable(node: Node, action: Action) -> bool:
-        if action.type is ActionType.INVALID:
-            return True
-        return action.type is ActionType.THINK and action.history_line(node.subgraph) in node.history
+        return action.type is ActionType.INVALID or repeats_thought(node, action)
+
+    def _draw(self, probs: list[float], n: int, temperature: float) -> list[int]:
+        """Indices of ``n`` distinct options: the top n unless ``sample_options``."""
+        return pick(probs, n, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
 
     async def _grounded_answer(self, query: str, prompt: str, node: Node, usage: Usage) -> Action:
         """An answer grounded in the KG: the free-text answer competes with the
@@ -172,7 +173,7 @@ class Policy:
         usage.add_scores(scores)
         per_token = scores.per_token(options)
         best = options[max(range(len(options)), key=lambda i: per_token[i])]
-        return Action(ActionType.ANSWER, reduce_to_entity(best, options[1:] if keep_free else options))
+        return Action(ActionType.ANSWER, reduce_to_entity(best, candidates))
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"
