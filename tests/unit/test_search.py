@@ -278,7 +278,7 @@ async def test_constrained_decoding_scores_options_and_draws_distinct_ones():
     # the answer's value came from the rating distribution (mostly on "1.0"); with k = 1
     # intermediate nodes are not valued (nothing to choose between)
     assert answer.value > 0.9
-    assert all(n["value"] is None for n in answer.trace["nodes"][1:] if n["state"] != "done")
+    assert all(n["value"] is None for n in answer.trace["nodes"][1:] if n["state"] != "done" and not n["invalid"])
     assert not [c for c in llm.score_calls if c.prefix.startswith("RATING")]
 
 
@@ -432,11 +432,18 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     dylan, duluth = kg.entities["Q392"], kg.entities["Q485708"]
     node = await expand(machine.root(Subgraph().with_entities([dylan])), dylan, "P19")
     assert duluth.id not in node.exhausted and dylan.id not in node.exhausted  # Dylan has more
-    node = await expand(node, duluth, "~P19")  # Duluth's only relation
-    assert node.exhausted == {duluth.id}
     picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-    offered = [a.entities[0].label for _, a in machine.options(picking)]
+    # Duluth's only relation, ~P19, walks back to Bob Dylan along the known edge: it is
+    # left out, so Duluth is a dead end — exhausted, and the retry selects again
+    dead = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(duluth,)), u)
+    assert dead.invalid and dead.state is State.SELECTING_ENTITIES and dead.exhausted == {duluth.id}
+    assert "walks back" in dead.note and dead.history == picking.history
+    offered = [a.entities[0].label for _, a in machine.options(dead)]
     assert offered == ["Bob Dylan"]
+    # an entity whose offered relations were all expanded is exhausted too
+    node = await expand(node, dylan, "P25")
+    node = await expand(node, dylan, "P106")
+    assert dylan.id in node.exhausted
     # a subgraph whose entities are all exhausted offers no EXPAND_KG at all
     alone = machine.root(Subgraph().with_entities([duluth]))
     alone = await expand(alone, duluth, "~P19")

@@ -14,6 +14,7 @@ search goes on (a later expansion of it samples again at temperature 1.0).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import re
 from dataclasses import dataclass, field
@@ -395,16 +396,22 @@ class Machine:
             # A relation already expanded for every selected entity would add nothing.
             done = {x[:3] for x in node.expanded}
             fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in action.entities))
+            fresh, back = await self._drop_walks_back(action.entities, fresh, node.subgraph, usage)
+            if back:
+                child.note = "left out, they only walk back along known edges: " + ", ".join(back)
             child.state = State.SELECTING_RELATION
             child.selected = action.entities
             child.relation_options = fresh
             child.relation_keys = tuple(self.kgs.option_keys(fresh))
             child.relations_omitted = rels.omitted
-            if not fresh:
-                child.invalid = True
+            if not fresh and not rels.omitted:
+                # A dead end: the entities are exhausted, and the retry of this invalid
+                # node selects again among the others.
+                child.invalid, child.state, child.history = True, State.SELECTING_ENTITIES, node.history
+                child.exhausted = node.exhausted | {e.id for e in action.entities}
                 child.note = (
                     "the selected entities have no relations in the KG" if not rels.items
-                    else "every relation of the selected entities was already expanded"
+                    else "every relation of the selected entities was already expanded or walks back"
                 )
             return child
         if node.state is State.SELECTING_RELATION and t is ActionType.SELECT_RELATION:
@@ -434,6 +441,27 @@ class Machine:
         child.invalid = True
         child.note = f"action {t.value} is not allowed in state {node.state.value}"
         return child
+
+    async def _drop_walks_back(
+        self, entities: Sequence[Entity], relations: tuple[Relation, ...], subgraph: Subgraph, usage: Usage
+    ) -> tuple[tuple[Relation, ...], list[str]]:
+        """Leave out the relations that would only walk back along edges the subgraph
+        already has — from a film reached by "~directed_by", "directed_by" returns to its
+        director and adds nothing (the 1.5B model picked it for "who acted in the films
+        directed by X" because the query says "directed"). Only a relation that reverses
+        an edge into a selected entity can do that; each is checked with one KG call."""
+        ids = {e.id for e in entities}
+        reverses = {(f.relation.kg, f.relation.id, not f.relation.inverse) for f in subgraph.facts if f.target.id in ids}
+        suspects = [r for r in relations if (r.kg, r.id, r.inverse) in reverses]
+        if not suspects:
+            return relations, []
+        known = {(e.subject.id, e.relation.id, e.object.id) for e in subgraph.edges()}
+        found = await asyncio.gather(*(self.kgs.get_edges(entities, r, usage) for r in suspects))
+        back = [
+            r for r, got in zip(suspects, found)
+            if not got.omitted and all((e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)
+        ]
+        return tuple(r for r in relations if r not in back), [r.key for r in back]
 
     def _walked(self, edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
         """Turn a forward KG edge into the fact as walked from the selected entity.
