@@ -31,6 +31,7 @@ class SearchConfig:
     threshold: float = 0.8
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
+    calibrate: bool = True  # constrained: calibrate relation choices against a neutral prompt
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -63,6 +64,7 @@ def build_solver(
         constrained=cfg.decoding != "sampled",
         seed=cfg.seed,
         evaluate_intermediate=cfg.evaluate_intermediate,
+        calibrate=cfg.calibrate,
     )
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy)

@@ -49,6 +49,7 @@ async def _ask(args: argparse.Namespace) -> int:
                 max_expansions=args.max_expansions,
                 threshold=args.threshold,
                 decoding=args.decoding,
+                calibrate=args.calibrate,
                 seed=args.seed,
             ),
         )

@@ -33,6 +33,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="constrained: score options by log-probability (backends that can); "
              "sampled: the paper's black-box path; auto: constrained when possible",
     )
+    p.add_argument(
+        "--no-calibrate", dest="calibrate", action="store_false",
+        help="constrained decoding: take the raw relation probabilities instead of "
+             "calibrating them against a neutral prompt (docs/decisions.md)",
+    )
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

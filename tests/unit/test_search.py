@@ -38,8 +38,11 @@ def grandmother_policy(prompt: str, prefix: str, n: int, temperature: float):
 
 def table_score(table: dict[str, float], *, other: float = -4.0):
     """A scripted scorer: options in ``table`` get their log-prob, relation P25 -0.1, the
-    rating "1.0" 0.0 (others -5.0), anything else ``other``."""
+    rating "1.0" 0.0 (others -5.0), anything else ``other``. A neutral (calibration)
+    prompt scores every option alike, so calibration keeps the table's preferences."""
     def score(prompt, options, prefix):
+        if "Original query: N/A" in prompt:
+            return [0.0] * len(options)
         out = []
         for o in options:
             if o in table:
@@ -500,3 +503,33 @@ async def test_a_bare_no_does_not_answer_a_wh_question_when_the_kg_offers_entiti
                          SearchConfig(decoding="constrained", max_depth=6))
     answer = await polar.ask("Is Bob Dylan's maternal grandmother Joan Baez?")
     assert answer.text == "No"
+
+
+async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
+    # The model prefers "P106 - occupation" whatever the question (it does so under the
+    # neutral prompt too); relative to that bias "P25 - mother" is the question's choice.
+    def score(prompt, options, prefix):
+        neutral = "Original query: N/A" in prompt
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.2,
+                 "P25 - mother": -1.0, "P19 - place of birth": -3.0}
+        if neutral:
+            table.update({"P106 - occupation": -0.1, "P25 - mother": -3.0, "P19 - place of birth": -3.0})
+        return [table.get(o, -4.0) for o in options]
+
+    def first_relation(answer):
+        return next(n["action"]["relation"]["key"] for n in answer.trace["nodes"]
+                    if n["action"] and n["action"]["type"] == "SELECT_RELATION")
+
+    llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
+    calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
+    answer = await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
+    assert first_relation(answer) == "P25"
+    first = answer.trace["nodes"][2]["priors"]
+    assert max(first, key=first.get) == "P25 - mother"
+    # the neutral probabilities depend only on the options: cached for the next question
+    neutral_calls = len([c for c in llm.score_calls if "Original query: N/A" in c.prompt])
+    await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
+    assert len([c for c in llm.score_calls if "Original query: N/A" in c.prompt]) == neutral_calls
+    raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
+                                                             calibrate=False))
+    assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"

@@ -44,6 +44,9 @@ class ActionType(str, enum.Enum):
     INVALID = "INVALID"
 
 
+#: what stands for the query (and the selected entities) in a neutral prompt
+NEUTRAL = "N/A"
+
 DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
 
 
@@ -241,9 +244,7 @@ class Machine:
                 options=", ".join(text for text, _ in self.options(node)),
             )
         if node.state is State.SELECTING_RELATION:
-            lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]
-            if node.relations_omitted:
-                lines.append(f"({node.relations_omitted} more not shown)")
+            lines = self._relation_lines(node)
             return render(
                 "selecting_relation",
                 context=ctx,
@@ -253,6 +254,27 @@ class Machine:
                 options="\n".join(lines),
             )
         raise ValueError(f"no prompt for state {node.state}")
+
+    def neutral_prompt(self, node: Node) -> str:
+        """The selecting-relation prompt with its content taken out — no query, subgraph,
+        history or goal, only the task and the options — for calibrating the option
+        probabilities (:class:`~traversals.search.choices.Calibration`)."""
+        if node.state is not State.SELECTING_RELATION:
+            raise ValueError(f"no neutral prompt for state {node.state}")
+        ctx = render(
+            "context", preamble=template("preamble").template, query=NEUTRAL,
+            subgraph=Subgraph().render(), history="(none)",
+        )
+        return render(
+            "selecting_relation", context=ctx, query=NEUTRAL, intent="(none)", selected=NEUTRAL,
+            options="\n".join(self._relation_lines(node)),
+        )
+
+    def _relation_lines(self, node: Node) -> list[str]:
+        lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]
+        if node.relations_omitted:
+            lines.append(f"({node.relations_omitted} more not shown)")
+        return lines
 
     # -- options (constrained decoding) ---------------------------------------
     def options(self, node: Node) -> list[tuple[str, Action]]:
