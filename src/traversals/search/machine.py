@@ -230,14 +230,14 @@ class Machine:
             subgraph=node.subgraph.render(), history=history,
         )
 
-    def prompt(self, query: str, node: Node, *, force_answer: bool = False) -> str:
+    def prompt(self, query: str, node: Node, *, force_answer: bool = False, intent: str | None = None) -> str:
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
             if force_answer or self.must_answer(node):
                 return render("answer_only", context=ctx, query=query)
             names = [a.value for a in allowed_default_actions(node)]
             return render("default", context=ctx, query=query, actions=", ".join(names[:-1]) + " or " + names[-1])
-        intent = expansion_goal(node.history)
+        intent = expansion_goal(node.history) if intent is None else intent
         if node.state is State.SELECTING_ENTITIES:
             return render(
                 "selecting_entities", context=ctx, query=query, intent=intent or "(none)",
@@ -256,19 +256,10 @@ class Machine:
         raise ValueError(f"no prompt for state {node.state}")
 
     def neutral_prompt(self, node: Node) -> str:
-        """The selecting-relation prompt with its content taken out — no query, subgraph,
-        history or goal, only the task and the options — for calibrating the option
-        probabilities (:class:`~traversals.search.choices.Calibration`)."""
-        if node.state is not State.SELECTING_RELATION:
-            raise ValueError(f"no neutral prompt for state {node.state}")
-        ctx = render(
-            "context", preamble=template("preamble").template, query=NEUTRAL,
-            subgraph=Subgraph().render(), history="(none)",
-        )
-        return render(
-            "selecting_relation", context=ctx, query=NEUTRAL, intent="(none)", selected=NEUTRAL,
-            options="\n".join(self._relation_lines(node)),
-        )
+        """A selection prompt with the query and the expansion goal taken out (subgraph,
+        history and options kept), for calibrating option probabilities
+        (:func:`~traversals.search.choices.calibrated_probs`)."""
+        return self.prompt(NEUTRAL, node, intent="(none)")
 
     def _relation_lines(self, node: Node) -> list[str]:
         lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
-from .choices import Calibration, option_probs, pick
+from .choices import calibrated_probs, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
@@ -90,7 +90,7 @@ class Policy:
         max_tokens: int = 96,
         rng: random.Random | None = None,
         sample_options: bool = False,
-        calibration: Calibration | None = None,
+        calibrate: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -102,8 +102,8 @@ class Policy:
         #: taking the k most probable. Off by default: with a small model the right
         #: relation is often 2nd or 3rd and sampling skipped it.
         self.sample_options = sample_options
-        #: constrained decoding: calibrate the relation choice (None: raw probabilities)
-        self.calibration = calibration
+        #: constrained decoding: calibrate the relation choice against a neutral prompt
+        self.calibrate = calibrate
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -139,9 +139,8 @@ class Policy:
         if len(options) == 1:  # nothing to choose: no LLM call
             return Proposal([options[0][1]], {options[0][0]: 1.0})
         texts = [t for t, _ in options]
-        if node.state is State.SELECTING_RELATION and self.calibration is not None:
-            neutral = self.machine.neutral_prompt(node)
-            probs = await self.calibration.probs(self.llm, prompt, neutral, texts, usage)
+        if node.state is State.SELECTING_RELATION and self.calibrate:
+            probs = await calibrated_probs(self.llm, prompt, self.machine.neutral_prompt(node), texts, usage)
         else:
             probs = await option_probs(self.llm, prompt, texts, usage)
         idx = self._draw(probs, k, temperature)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
-from .choices import Calibration
 from .kgset import KGSet
 from .linking import Linker
 from .machine import Machine, Node, State
@@ -58,8 +57,6 @@ class TreeOfTraversals:
         self.kgs = kgs
         self.config = config or TreeConfig()
         self.name = name or ("chain" if self.config.k == 1 else "tree")
-        #: neutral-prompt probabilities, shared by the questions this solver answers
-        self.calibration = Calibration() if self.config.calibrate else None
 
     @property
     def constrained(self) -> bool:
@@ -77,7 +74,7 @@ class TreeOfTraversals:
             max_tokens=cfg.max_tokens,
             rng=random.Random(cfg.seed),
             sample_options=cfg.sample_options,
-            calibration=self.calibration,
+            calibrate=cfg.calibrate,
         )
         value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
