@@ -44,7 +44,7 @@ class ActionType(str, enum.Enum):
     INVALID = "INVALID"
 
 
-#: what stands for the query (and the selected entities) in a neutral prompt
+#: what stands for the query in a neutral prompt (calibration)
 NEUTRAL = "N/A"
 
 DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
@@ -417,7 +417,7 @@ class Machine:
             child.relation_options = fresh
             child.relation_keys = tuple(self.kgs.option_keys(fresh))
             child.relations_omitted = rels.omitted
-            if not fresh and not rels.omitted:
+            if not fresh:
                 # A dead end: the entities are exhausted, and the retry of this invalid
                 # node selects again among the others.
                 child.invalid, child.state, child.history = True, State.SELECTING_ENTITIES, node.history
