@@ -3,7 +3,8 @@
 # subset) and PathQuestion with the default local model. Sample sizes are set by
 # environment variables so the same script serves a quick look and the full 100-question
 # runs: N_COT, N_CHAIN, N_TREE (default 100 each); COT_SETS, CHAIN_SETS, TREE_SETS pick the
-# datasets (default all six; empty skips). Runs are resumable: re-run the script.
+# datasets (default all six; empty skips). CHAIN_FLAGS are extra flags for the chain runs
+# (default --calibrate, as the published chain numbers were run). Runs are resumable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared/data}
@@ -25,6 +26,7 @@ run() { # dataset strategy n extra...
 }
 
 for ds in $COT_SETS; do run "$ds" cot "$N_COT"; done
-for ds in $CHAIN_SETS; do run "$ds" chain "$N_CHAIN"; done
+CHAIN_FLAGS=${CHAIN_FLAGS---calibrate}
+for ds in $CHAIN_SETS; do run "$ds" chain "$N_CHAIN" $CHAIN_FLAGS; done
 for ds in $TREE_SETS; do run "$ds" tree "$N_TREE"; done
 $T report "$OUT"/*/ --out "$OUT/report.md"

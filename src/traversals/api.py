@@ -31,7 +31,7 @@ class SearchConfig:
     threshold: float = 0.8
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
-    calibrate: bool = True  # constrained: calibrate relation choices against a neutral prompt
+    calibrate: bool = False  # constrained: calibrate relation choices against a neutral prompt (opt-in)
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS

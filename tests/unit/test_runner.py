@@ -448,11 +448,11 @@ def test_cli_ctrl_c_prints_how_to_resume(tmp_path):
     assert len(ids) == len(set(ids)) == 8
 
 
-def test_no_calibrate_flag_reaches_the_search_config():
+def test_calibrate_flag_reaches_the_search_config():
     from traversals.cli import build_parser
     from traversals.eval.commands import _search_config
 
     base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
-    assert _search_config(build_parser().parse_args(base)).calibrate is True
-    assert _search_config(build_parser().parse_args(base + ["--no-calibrate"])).calibrate is False
-    assert build_parser().parse_args(["ask", "q", "--no-calibrate"]).calibrate is False
+    assert _search_config(build_parser().parse_args(base)).calibrate is False
+    assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate is True
+    assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate is True

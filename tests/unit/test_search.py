@@ -521,7 +521,8 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
                     if n["action"] and n["action"]["type"] == "SELECT_RELATION")
 
     llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
-    calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
+    calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
+                                                                    calibrate=True))
     answer = await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
     assert first_relation(answer) == "P25"
     first = answer.trace["nodes"][2]["priors"]
@@ -529,6 +530,5 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     # the neutral prompt is the same prompt without the query and the goal
     neutral = [c.prompt for c in llm.score_calls if "Original query: N/A" in c.prompt]
     assert neutral and all("maternal grandmother" not in p and "Bob Dylan" in p for p in neutral)
-    raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                             calibrate=False))
+    raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"

@@ -46,7 +46,7 @@ class TreeConfig:
     seed: int = 0
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
-    calibrate: bool = True
+    calibrate: bool = False
 
 
 class TreeOfTraversals:
