@@ -8,7 +8,7 @@ from traversals.errors import BadInput
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
-from traversals.search.machine import Action, ActionType, Machine, State
+from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State
 from traversals.search.result import NO_ANSWER
 from traversals.search.subgraph import Subgraph
 
@@ -36,12 +36,16 @@ def grandmother_policy(prompt: str, prefix: str, n: int, temperature: float):
     return "EXPAND_KG: I should search for the mother"
 
 
+#: what marks a neutral (calibration) prompt
+NEUTRAL_TASK = f"Original query: {NEUTRAL}"
+
+
 def table_score(table: dict[str, float], *, other: float = -4.0):
     """A scripted scorer: options in ``table`` get their log-prob, relation P25 -0.1, the
     rating "1.0" 0.0 (others -5.0), anything else ``other``. A neutral (calibration)
     prompt scores every option alike, so calibration keeps the table's preferences."""
     def score(prompt, options, prefix):
-        if "Original query: N/A" in prompt:
+        if NEUTRAL_TASK in prompt:
             return [0.0] * len(options)
         out = []
         for o in options:
@@ -509,7 +513,7 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     # The model prefers "P106 - occupation" whatever the question (it does so under the
     # neutral prompt too); relative to that bias "P25 - mother" is the question's choice.
     def score(prompt, options, prefix):
-        neutral = "Original query: N/A" in prompt
+        neutral = NEUTRAL_TASK in prompt
         table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.2,
                  "P25 - mother": -1.0, "P19 - place of birth": -3.0}
         if neutral:
@@ -528,7 +532,7 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     first = answer.trace["nodes"][2]["priors"]
     assert max(first, key=first.get) == "P25 - mother"
     # the neutral prompt is the same prompt without the query and the goal
-    neutral = [c.prompt for c in llm.score_calls if "Original query: N/A" in c.prompt]
+    neutral = [c.prompt for c in llm.score_calls if NEUTRAL_TASK in c.prompt]
     assert neutral and all("maternal grandmother" not in p and "Bob Dylan" in p for p in neutral)
     raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"

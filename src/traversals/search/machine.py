@@ -410,22 +410,23 @@ class Machine:
             done = {x[:3] for x in node.expanded}
             fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in action.entities))
             fresh, back = await self._drop_walks_back(action.entities, fresh, node.subgraph, usage)
-            if back:
-                child.note = "left out, they only walk back along known edges: " + ", ".join(back)
-            child.state = State.SELECTING_RELATION
             child.selected = action.entities
-            child.relation_options = fresh
-            child.relation_keys = tuple(self.kgs.option_keys(fresh))
-            child.relations_omitted = rels.omitted
             if not fresh:
                 # A dead end: the entities are exhausted, and the retry of this invalid
                 # node selects again among the others.
-                child.invalid, child.state, child.history = True, State.SELECTING_ENTITIES, node.history
+                child.invalid, child.history = True, node.history
                 child.exhausted = node.exhausted | {e.id for e in action.entities}
                 child.note = (
                     "the selected entities have no relations in the KG" if not rels.items
                     else "every relation of the selected entities was already expanded or walks back"
                 )
+                return child
+            if back:
+                child.note = "left out, they only walk back along known edges: " + ", ".join(back)
+            child.state = State.SELECTING_RELATION
+            child.relation_options = fresh
+            child.relation_keys = tuple(self.kgs.option_keys(fresh))
+            child.relations_omitted = rels.omitted
             return child
         if node.state is State.SELECTING_RELATION and t is ActionType.SELECT_RELATION:
             assert action.relation is not None
