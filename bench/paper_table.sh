@@ -4,7 +4,9 @@
 # environment variables so the same script serves a quick look and the full 100-question
 # runs: N_COT, N_CHAIN, N_TREE (default 100 each); COT_SETS, CHAIN_SETS, TREE_SETS pick the
 # datasets (default all six; empty skips). CHAIN_FLAGS are extra flags for the chain runs
-# (default --calibrate, as the published chain numbers were run). Runs are resumable.
+# (default --calibrate, as the published chain numbers were run); TREE_FLAGS the same for
+# tree (default --calibrate too, so tree vs chain compares the search, not the decoding).
+# Runs are resumable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared/data}
@@ -28,5 +30,6 @@ run() { # dataset strategy n extra...
 for ds in $COT_SETS; do run "$ds" cot "$N_COT"; done
 CHAIN_FLAGS=${CHAIN_FLAGS---calibrate}
 for ds in $CHAIN_SETS; do run "$ds" chain "$N_CHAIN" $CHAIN_FLAGS; done
-for ds in $TREE_SETS; do run "$ds" tree "$N_TREE"; done
+TREE_FLAGS=${TREE_FLAGS---calibrate}
+for ds in $TREE_SETS; do run "$ds" tree "$N_TREE" $TREE_FLAGS; done
 $T report "$OUT"/*/ --out "$OUT/report.md"
