@@ -310,6 +310,32 @@ async def test_kv_cache_reuse_across_calls(local_llm):
 
 @needs_llama
 @pytest.mark.model
+async def test_transient_scoring_keeps_the_cached_context(local_llm):
+    """A transient prompt (calibration's neutral prompt) is scored beside the cached
+    context: same scores as scoring it normally, and the next call that continues the
+    cached prompt recomputes nothing but its option branches."""
+    facts = "\n".join(f"Fact {i}: entity Q{i} is related to entity Q{i + 1}." for i in range(40))
+    real = f"Question: which fact mentions Q7?\n{facts}\nAnswer with the fact number."
+    neutral = f"Question: N/A\n{facts}\nAnswer with the fact number."
+    options = [" 7", " 8", " 12"]
+    await local_llm.score(real, options)
+    plain_again = await local_llm.score(real, options)  # the head is cached: branches only
+    branch_tokens = plain_again.computed_prompt_tokens
+    assert branch_tokens < 20
+
+    beside = await local_llm.score(neutral, options, transient=True)
+    after = await local_llm.score(real, options)
+    assert after.computed_prompt_tokens == branch_tokens  # the real context survived
+    assert beside.computed_prompt_tokens > 300  # the neutral head was really evaluated
+
+    evicting = await local_llm.score(neutral, options)  # the same prompt, not transient
+    for a, b in zip(beside.logprobs, evicting.logprobs):  # float noise of other batch shapes
+        assert a == pytest.approx(b, abs=0.5)
+    assert (await local_llm.score(real, options)).computed_prompt_tokens > 300
+
+
+@needs_llama
+@pytest.mark.model
 async def test_concurrent_calls_are_serialised(local_llm):
     prompts = [f"What is {i} + {i}? Answer with the number only." for i in range(1, 4)]
     gens = await asyncio.gather(*(local_llm.generate(p, max_tokens=4) for p in prompts))

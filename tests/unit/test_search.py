@@ -534,5 +534,7 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     # the neutral prompt is the same prompt without the query and the goal
     neutral = [c.prompt for c in llm.score_calls if NEUTRAL_TASK in c.prompt]
     assert neutral and all("maternal grandmother" not in p and "Bob Dylan" in p for p in neutral)
+    # only the neutral prompt is a one-off for the KV cache
+    assert all(c.transient == (NEUTRAL_TASK in c.prompt) for c in llm.score_calls)
     raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"

@@ -105,9 +105,15 @@ class LLM(Protocol):
         """Sample ``n`` continuations of the assistant reply that starts with ``prefix``."""
         ...
 
-    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+    async def score(
+        self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False
+    ) -> Scores:
         """Total log-probability of each option continuing ``prefix``. Raises
-        :class:`~traversals.errors.ScoringNotSupported` when ``can_score`` is false."""
+        :class:`~traversals.errors.ScoringNotSupported` when ``can_score`` is false.
+
+        ``transient`` marks a one-off prompt (a calibration prompt): a backend that keeps
+        the previous prompt's context cached keeps that context rather than this prompt's.
+        Backends without such a cache ignore it; it never changes the scores."""
         ...
 
     async def close(self) -> None:

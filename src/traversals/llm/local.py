@@ -335,13 +335,15 @@ class LlamaCppLLM:
             computed_prompt_tokens=computed,
         )
 
-    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+    async def score(
+        self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False
+    ) -> Scores:
         options = list(options)
         if not options:
             return Scores(logprobs=[], prompt_tokens=0, computed_prompt_tokens=0)
-        return await self._run(self._score_sync, prompt, options, prefix)
+        return await self._run(self._score_sync, prompt, options, prefix, transient)
 
-    def _score_sync(self, prompt: str, options: list[str], prefix: str) -> Scores:
+    def _score_sync(self, prompt: str, options: list[str], prefix: str, transient: bool = False) -> Scores:
         import numpy as np
 
         llm = self._llm
@@ -358,21 +360,23 @@ class LlamaCppLLM:
         head = max(min(starts) - 1, 0)
 
         reuse = min(_lcp(llm._input_ids.tolist(), base[:head]), head)
-        llm.n_tokens = reuse  # eval() drops the KV cells from here on
-        computed = 0
-        if head > reuse:
-            llm.eval(base[reuse:head])
-            computed += head - reuse
-
         n_vocab = llm.n_vocab()
         branches = [(i, seq) for i, (seq, st) in enumerate(zip(seqs, starts)) if st < len(seq)]
         rows_of: dict[int, Any] = {}
-        if self._n_seq_ctx > 1:
-            computed += self._decode_branches(branches, head, n_vocab, rows_of)
+        if transient and reuse < llm.n_tokens and self._fork_fits(base, head, reuse, branches):
+            computed = self._score_beside(base, head, reuse, branches, n_vocab, rows_of)
         else:
-            for i, seq in branches:
-                rows_of[i] = self._decode_all_logits(seq[head:], head, n_vocab)
-                computed += len(seq) - head
+            llm.n_tokens = reuse  # eval() drops the KV cells from here on
+            computed = 0
+            if head > reuse:
+                llm.eval(base[reuse:head])
+                computed += head - reuse
+            if self._n_seq_ctx > 1:
+                computed += self._decode_branches(branches, head, n_vocab, rows_of)
+            else:
+                for i, seq in branches:
+                    rows_of[i] = self._decode_all_logits(seq[head:], head, n_vocab)
+                    computed += len(seq) - head
         logprobs: list[float] = []
         for i, (seq, start) in enumerate(zip(seqs, starts)):
             if i not in rows_of:  # empty option
@@ -396,30 +400,95 @@ class LlamaCppLLM:
             token_counts=[max(len(seq) - start, 0) for seq, start in zip(seqs, starts)],
         )
 
+    # A transient prompt is scored beside the cached context, in the last sequence, so
+    # that sequence 0 (what the next call continues) keeps its KV cells.
+    @property
+    def _fork_seq(self) -> int:
+        return self._n_seq_ctx - 1
+
+    def _fork_cap(self, head: int, reuse: int) -> int:
+        """Branch tokens per batch when scoring beside the cached context: the unified KV
+        cache holds sequence 0, the fork's own head and the batch."""
+        return min(self.n_batch, self.n_ctx - self._llm.n_tokens - (head - reuse) - 1)
+
+    def _fork_fits(self, base: list[int], head: int, reuse: int, branches: list[tuple[int, list[int]]]) -> bool:
+        if self._n_seq_ctx < 3:  # needs sequence 0, the fork and at least one branch
+            return False
+        cap = self._fork_cap(head, reuse)
+        return cap > 0 and all(len(seq) - head <= cap for _, seq in branches)
+
+    def _score_beside(
+        self, base: list[int], head: int, reuse: int, branches: list[tuple[int, list[int]]], n_vocab: int, rows_of: dict
+    ) -> int:
+        """Score a transient prompt without evicting the cached context: the fork sequence
+        shares the cached tokens ``[0, reuse)`` with sequence 0 (in a unified KV cache a
+        copy only tags the cells), holds the prompt's own head ``[reuse, head)``, and the
+        option branches fork from it. Sequence 0 and ``input_ids`` are left as they were."""
+        ctx = self._llm._ctx
+        fork = self._fork_seq
+        ctx.kv_cache_seq_rm(fork, -1, -1)
+        try:
+            if reuse > 0:
+                ctx.kv_cache_seq_cp(0, fork, 0, reuse)
+            self._decode_into(fork, base[reuse:head], reuse)
+            return (head - reuse) + self._decode_branches(
+                branches, head, n_vocab, rows_of, source=fork, cap=self._fork_cap(head, reuse)
+            )
+        finally:
+            ctx.kv_cache_seq_rm(fork, -1, -1)
+
+    def _decode_into(self, seq_id: int, toks: Sequence[int], n_past: int) -> None:
+        """Evaluate ``toks`` at positions ``n_past...`` in sequence ``seq_id`` only."""
+        llm = self._llm
+        b = llm._batch.batch
+        for i in range(0, len(toks), self.n_batch):
+            chunk = toks[i : i + self.n_batch]
+            for j, tok in enumerate(chunk):
+                b.token[j] = tok
+                b.pos[j] = n_past + i + j
+                b.n_seq_id[j] = 1
+                b.seq_id[j][0] = seq_id
+                b.logits[j] = j == len(chunk) - 1
+            b.n_tokens = len(chunk)
+            llm._ctx.decode(llm._batch)
+
     def _decode_branches(
-        self, branches: list[tuple[int, list[int]]], head: int, n_vocab: int, rows_of: dict
+        self,
+        branches: list[tuple[int, list[int]]],
+        head: int,
+        n_vocab: int,
+        rows_of: dict,
+        *,
+        source: int = 0,
+        cap: int | None = None,
     ) -> int:
         """Decode every option branch ``seq[head:]`` in its own sequence (1, 2, ...) on
-        top of the shared head held by sequence 0, in as few batches as fit; store each
-        branch's logits rows in ``rows_of``. Leaves the KV cache holding the head only."""
+        top of the shared head held by sequence ``source``, in as few batches as fit;
+        store each branch's logits rows in ``rows_of``. With ``source`` 0 the KV cache is
+        left holding the head only; a fork source is left untouched (and ``cap`` must
+        then fit every branch)."""
         import numpy as np
         import llama_cpp
 
         llm = self._llm
         ctx = llm._ctx
-        ctx.kv_cache_seq_rm(0, head, -1)
-        llm.n_tokens = head
+        n_branch_seqs = self._n_seq_ctx - 1
+        if source == 0:
+            ctx.kv_cache_seq_rm(0, head, -1)
+            llm.n_tokens = head
+        else:
+            n_branch_seqs -= 1  # the fork sequence is the last one
         computed = 0
         pending = list(branches)
         # one batch holds at most n_batch tokens, and the unified KV cache must hold the
         # head plus every branch of the batch
-        cap = max(1, min(self.n_batch, self.n_ctx - head - 1))
+        cap = max(1, min(self.n_batch, self.n_ctx - head - 1)) if cap is None else cap
         while pending:
             group: list[tuple[int, list[int]]] = []
             size = 0
-            while pending and len(group) < self._n_seq_ctx - 1:
+            while pending and len(group) < n_branch_seqs:
                 n = len(pending[0][1]) - head
-                if n > cap:  # too long to share a batch: decode it alone
+                if n > cap:  # too long to share a batch: decode it alone (source 0 only)
                     i, seq = pending.pop(0)
                     rows_of[i] = self._decode_all_logits(seq[head:], head, n_vocab)
                     ctx.kv_cache_seq_rm(0, head, -1)
@@ -437,7 +506,7 @@ class LlamaCppLLM:
             for sid, (_, seq) in enumerate(group, start=1):
                 ctx.kv_cache_seq_rm(sid, -1, -1)
                 if head > 0:
-                    ctx.kv_cache_seq_cp(0, sid, 0, head)
+                    ctx.kv_cache_seq_cp(source, sid, 0, head)
                 for k, tok in enumerate(seq[head:]):
                     b.token[j] = tok
                     b.pos[j] = head + k

@@ -377,7 +377,9 @@ class OpenAICompatibleLLM:
         self.scoring_reason = "ok"
         return True
 
-    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+    async def score(
+        self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False
+    ) -> Scores:
         if not self.can_score:
             raise ScoringNotSupported(
                 f"{self.name} cannot score options ({self.scoring_reason}); "

@@ -50,6 +50,8 @@ class ScriptedCall:
     stop: list[str] | None = None
     seed: int | None = None
     options: list[str] | None = None
+    #: score: the prompt was marked transient (a one-off, e.g. calibration)
+    transient: bool = False
     #: the texts (generate) or log-probabilities (score) returned
     result: list = field(default_factory=list)
     #: index of the rule that answered (rules mode)
@@ -174,7 +176,9 @@ class ScriptedLLM:
             computed_prompt_tokens=pt,
         )
 
-    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "") -> Scores:
+    async def score(
+        self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False
+    ) -> Scores:
         if self._score is None:
             raise ScoringNotSupported("ScriptedLLM was built without a score function")
         options = list(options)
@@ -187,7 +191,9 @@ class ScriptedLLM:
                 f"ScriptedLLM score function returned {len(lps)} values for {len(options)} options"
             )
         self.calls.append(
-            ScriptedCall(kind="score", prompt=prompt, prefix=prefix, options=options, result=lps)
+            ScriptedCall(
+                kind="score", prompt=prompt, prefix=prefix, options=options, result=lps, transient=transient
+            )
         )
         pt = _tokens(prompt + " " + prefix) + sum(_tokens(o) for o in options)
         return Scores(logprobs=lps, prompt_tokens=pt, computed_prompt_tokens=pt)

@@ -29,8 +29,10 @@ def softmax(logprobs: Sequence[float]) -> list[float]:
     return [x / total for x in exps]
 
 
-async def option_probs(llm: LLM, prompt: str, options: Sequence[str], usage: Usage, *, prefix: str = "") -> list[float]:
-    scores = await llm.score(prompt, list(options), prefix=prefix)
+async def option_probs(
+    llm: LLM, prompt: str, options: Sequence[str], usage: Usage, *, prefix: str = "", transient: bool = False
+) -> list[float]:
+    scores = await llm.score(prompt, list(options), prefix=prefix, transient=transient)
     usage.add_scores(scores)
     return softmax(scores.logprobs)
 
@@ -51,9 +53,14 @@ async def calibrated_probs(
     under a *neutral* prompt — the same prompt with the query taken out — removes that bias
     (second-hop relation choice on 30 MetaQA 2-hop probes: right 19 -> 26 times; first hop
     unchanged). See docs/decisions.md.
+
+    The neutral prompt is scored as ``transient``: the KV cache keeps the real prompt's
+    context, which the next call continues (llama.cpp otherwise recomputed everything
+    after the query twice per calibrated choice).
     """
     probs, neutral = await asyncio.gather(
-        option_probs(llm, prompt, options, usage), option_probs(llm, neutral_prompt, options, usage)
+        option_probs(llm, prompt, options, usage),
+        option_probs(llm, neutral_prompt, options, usage, transient=True),
     )
     return calibrate(probs, neutral)
 
