@@ -363,9 +363,13 @@ class LlamaCppLLM:
         n_vocab = llm.n_vocab()
         branches = [(i, seq) for i, (seq, st) in enumerate(zip(seqs, starts)) if st < len(seq)]
         rows_of: dict[int, Any] = {}
+        computed = None
         if transient and reuse < llm.n_tokens and self._fork_fits(base, head, reuse, branches):
-            computed = self._score_beside(base, head, reuse, branches, n_vocab, rows_of)
-        else:
+            try:
+                computed = self._score_beside(base, head, reuse, branches, n_vocab, rows_of)
+            except RuntimeError:  # no KV slot for the fork: score the usual way
+                rows_of.clear()
+        if computed is None:
             llm.n_tokens = reuse  # eval() drops the KV cells from here on
             computed = 0
             if head > reuse:
