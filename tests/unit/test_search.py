@@ -538,3 +538,25 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     assert all(c.transient == (NEUTRAL_TASK in c.prompt) for c in llm.score_calls)
     raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"
+
+
+
+async def test_a_repeated_answer_on_the_same_path_is_valued_once():
+    # A tree proposes ANSWER at every default node; after a THINK the subgraph is the same,
+    # so the same answer comes back with the same path and the same value prompt.
+    from traversals.search.value import ValueFunction
+
+    kg = dylan_kg()
+    llm = scripted(score=table_score({}))
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Bob Dylan"))[:1]))
+    think = await machine.transition(root, Action(ActionType.THINK, "the mother first"), u)
+    other = await machine.transition(root, Action(ActionType.THINK, "the grandmother"), u)
+    values = ValueFunction(llm, machine, constrained=True)
+    query = "Who is Bob Dylan's mother?"
+    first = [await values.evaluate(query, await machine.transition(n, Action(ActionType.ANSWER, "Beatrice Stone"), u), u)
+             for n in (root, think, other)]
+    assert len({*first}) == 1 and len(llm.score_calls) == 1
+    await values.evaluate(query, await machine.transition(root, Action(ActionType.ANSWER, "Sara Dylan"), u), u)
+    assert len(llm.score_calls) == 2  # another answer is another prompt

@@ -42,11 +42,16 @@ def parse_rating(text: str, *, last: bool = False) -> float | None:
 
 
 class ValueFunction:
+    """Values the nodes of one search. Constrained ratings are remembered by prompt: a tree
+    proposes the same answer on the same path from many nodes (after a THINK the subgraph
+    is unchanged), and the expected rating of a prompt is deterministic."""
+
     def __init__(self, llm: LLM, machine: Machine, *, constrained: bool, reasoning_tokens: int = 200) -> None:
         self.llm = llm
         self.machine = machine
         self.constrained = constrained
         self.reasoning_tokens = reasoning_tokens
+        self._ratings: dict[tuple[str, str], float] = {}
 
     def prompt(self, query: str, node: Node) -> str:
         ctx = self.machine.context(query, node)
@@ -84,7 +89,9 @@ class ValueFunction:
         answer = node.state is State.DONE
         if self.constrained:
             prefix = ANSWER_SCORE_PREFIX if answer else RATING_PREFIX
-            return await expected_rating(self.llm, prompt, usage, prefix=prefix)
+            if (prompt, prefix) not in self._ratings:
+                self._ratings[prompt, prefix] = await expected_rating(self.llm, prompt, usage, prefix=prefix)
+            return self._ratings[prompt, prefix]
         if answer:
             gen = await self.llm.generate(prompt, n=1, temperature=0.0, max_tokens=self.reasoning_tokens)
             usage.add_generation(gen)
