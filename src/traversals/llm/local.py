@@ -13,7 +13,9 @@
   sequence on top of the shared prompt (up to ``n_seq - 1`` options per batch), with
   logits at every option position, and sums the log-softmax of the option tokens. No
   ``logits_all`` buffer (n_ctx x vocab floats) is needed. Values agree with scoring the
-  options one at a time up to float noise (~0.1-0.3 nats on a 1.5B Q4 model).
+  options one at a time up to float noise (~0.1-0.3 nats on a 1.5B Q4 model). A
+  ``transient`` prompt (calibration's neutral prompt) is scored in a spare sequence beside
+  the cached context, which stays for the next call.
 - **Loading** is lazy: the constructor only checks that the file exists; the model is
   loaded (a few seconds) by the first call, or by ``await llm.load()``.
 - **Concurrency**: llama.cpp contexts are not thread-safe. Calls queue on an
@@ -364,7 +366,7 @@ class LlamaCppLLM:
         branches = [(i, seq) for i, (seq, st) in enumerate(zip(seqs, starts)) if st < len(seq)]
         rows_of: dict[int, Any] = {}
         computed = None
-        if transient and reuse < llm.n_tokens and self._fork_fits(base, head, reuse, branches):
+        if transient and reuse < llm.n_tokens and self._fork_fits(head, reuse, branches):
             try:
                 computed = self._score_beside(base, head, reuse, branches, n_vocab, rows_of)
             except RuntimeError:  # no KV slot for the fork: score the usual way
@@ -415,7 +417,7 @@ class LlamaCppLLM:
         cache holds sequence 0, the fork's own head and the batch."""
         return min(self.n_batch, self.n_ctx - self._llm.n_tokens - (head - reuse) - 1)
 
-    def _fork_fits(self, base: list[int], head: int, reuse: int, branches: list[tuple[int, list[int]]]) -> bool:
+    def _fork_fits(self, head: int, reuse: int, branches: list[tuple[int, list[int]]]) -> bool:
         if self._n_seq_ctx < 3:  # needs sequence 0, the fork and at least one branch
             return False
         cap = self._fork_cap(head, reuse)
