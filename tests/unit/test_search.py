@@ -406,6 +406,30 @@ async def test_relations_already_expanded_are_not_offered_again_and_answers_are_
     assert answer_candidates(node)[-1] == "Beatrice Stone" and "Bob Dylan" not in answer_candidates(node)
 
 
+async def test_a_self_loop_on_the_question_entity_is_an_answer_candidate():
+    # PathQuestion mints one IRI per label, so an album and its track "Lost" are one node
+    # with a self-loop; "what is the Lost 's tracks 's tracks" has the gold answer "Lost".
+    from traversals.search.policy import answer_candidates
+
+    kg = DictKG([("lost", "tracks", "lost"), ("lost", "artist", "band"), ("band", "member", "lost")],
+                labels={"lost": "Lost", "band": "The Band"}, relation_labels={})
+    machine = Machine(KGSet([kg]))
+    lost = kg.entities["lost"]
+    u = Usage()
+    root = machine.root(Subgraph().with_entities([lost]))
+
+    async def hop(node, entity, key):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), u)
+        rel = next(r for k, r in zip(node.relation_keys, node.relation_options) if k == key)
+        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), u)
+
+    assert answer_candidates(await hop(root, lost, "tracks")) == ["Lost"]
+    # reached back from another entity, the question's entity is still left out
+    node = await hop(await hop(root, lost, "artist"), kg.entities["band"], "member")
+    assert answer_candidates(node) == ["The Band"]
+
+
 def test_a_sentence_naming_one_entity_is_reduced_to_it():
     from traversals.search.policy import reduce_to_entity
 

@@ -41,11 +41,14 @@ MAX_LIST_ANSWER = 20
 def answer_candidates(node: Node) -> list[str]:
     """Entity answers the subgraph supports: each group of targets reached by one
     relation from one entity (as a list, when several) and each single target, newest
-    first; the question's own entities (the root's) are left out."""
+    first. The question's own entities (the root's) are left out — except on an edge from
+    a question entity to a question entity: a self-loop is an answer, as in PathQuestion's
+    "what is the Lost 's tracks 's tracks" (album and track share one label, hence one
+    IRI, so the gold answer is the question's entity)."""
     root = node.path()[0].subgraph
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in node.subgraph.facts:
-        if fact.target in root:
+        if fact.target in root and fact.source not in root:
             continue
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
     out: list[str] = []
