@@ -113,7 +113,8 @@ class LLM(Protocol):
 
         ``transient`` marks a one-off prompt (a calibration prompt): a backend that keeps
         the previous prompt's context cached keeps that context rather than this prompt's.
-        Backends without such a cache ignore it; it never changes the scores."""
+        Backends without such a cache ignore it; it does not change what is scored (the
+        values may differ by float noise)."""
         ...
 
     async def close(self) -> None:

@@ -55,8 +55,8 @@ async def calibrated_probs(
     unchanged). See docs/decisions.md.
 
     The neutral prompt is scored as ``transient``: the KV cache keeps the real prompt's
-    context, which the next call continues (llama.cpp otherwise recomputed everything
-    after the query twice per calibrated choice).
+    context, which the next call continues from (llama.cpp would otherwise recompute it
+    from the query on).
     """
     probs, neutral = await asyncio.gather(
         option_probs(llm, prompt, options, usage),
