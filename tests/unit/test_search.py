@@ -84,6 +84,14 @@ def scripted(default=grandmother_policy, *, answer_value="1.0", rating="0.8", en
     )
 
 
+async def expand(machine, node, entity, key, usage):
+    """EXPAND_KG, select ``entity``, select the relation with option key ``key``."""
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), usage)
+    rel = next(r for r, k in zip(node.relation_options, node.relation_keys) if k == key)
+    return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), usage)
+
+
 def solver(llm, kg=None, **cfg):
     cfg.setdefault("decoding", "sampled")
     return build_solver("tree", llm, [kg or dylan_kg()], SearchConfig(**cfg))
@@ -418,15 +426,9 @@ async def test_a_self_loop_on_the_question_entity_is_an_answer_candidate():
     u = Usage()
     root = machine.root(Subgraph().with_entities([lost]))
 
-    async def hop(node, entity, key):
-        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), u)
-        rel = next(r for k, r in zip(node.relation_keys, node.relation_options) if k == key)
-        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), u)
-
-    assert answer_candidates(await hop(root, lost, "tracks")) == ["Lost"]
+    assert answer_candidates(await expand(machine, root, lost, "tracks", u)) == ["Lost"]
     # reached back from another entity, the question's entity is still left out
-    node = await hop(await hop(root, lost, "artist"), kg.entities["band"], "member")
+    node = await expand(machine, await expand(machine, root, lost, "artist", u), kg.entities["band"], "member", u)
     assert answer_candidates(node) == ["The Band"]
 
 
@@ -453,15 +455,8 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     kg = dylan_kg()
     machine = Machine(KGSet([kg]))
     u = Usage()
-
-    async def expand(node, entity, key):
-        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), u)
-        rel = next(r for r, k in zip(node.relation_options, node.relation_keys) if k == key)
-        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), u)
-
     dylan, duluth = kg.entities["Q392"], kg.entities["Q485708"]
-    node = await expand(machine.root(Subgraph().with_entities([dylan])), dylan, "P19")
+    node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P19", u)
     assert duluth.id not in node.exhausted and dylan.id not in node.exhausted  # Dylan has more
     picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
     # Duluth's only relation, ~P19, walks back to Bob Dylan along the known edge: it is
@@ -472,12 +467,12 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     offered = [a.entities[0].label for _, a in machine.options(dead)]
     assert offered == ["Bob Dylan"]
     # an entity whose offered relations were all expanded is exhausted too
-    node = await expand(node, dylan, "P25")
-    node = await expand(node, dylan, "P106")
+    node = await expand(machine, node, dylan, "P25", u)
+    node = await expand(machine, node, dylan, "P106", u)
     assert dylan.id in node.exhausted
     # a subgraph whose entities are all exhausted offers no EXPAND_KG at all
     alone = machine.root(Subgraph().with_entities([duluth]))
-    alone = await expand(alone, duluth, "~P19")
+    alone = await expand(machine, alone, duluth, "~P19", u)
     only = [e.id for e in alone.subgraph.entities]
     assert set(only) == {duluth.id, dylan.id}
     assert ActionType.EXPAND_KG in allowed_default_actions(alone)
