@@ -13,10 +13,10 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local,eval]'
+	$(BIN)/pip install --quiet -e '.[local,eval,serve]'
 
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local,eval,test]'
+	$(BIN)/pip install --quiet -e '.[local,eval,serve,test]'
 
 model: $(BIN)/python
 	$(BIN)/traversals model fetch

@@ -1,4 +1,4 @@
-"""Command line: ``traversals ask | eval | report | kg | model``.
+"""Command line: ``traversals ask | serve | eval | report | kg | model``.
 
 Thin by design: parse flags, read the environment once (here, at the edge), build the
 objects, call the library, print. Every :class:`~traversals.errors.TraversalsError`
@@ -77,6 +77,33 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return asyncio.run(_ask(args))
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .api import SearchConfig
+    from .kg.factory import open_kgs
+    from .service import ServiceLimits, create_app
+
+    try:
+        import uvicorn
+    except ImportError:
+        raise TraversalsError("`traversals serve` needs uvicorn and Starlette: pip install 'traversals[serve]'") from None
+    limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
+    defaults = SearchConfig(
+        k=None if args.k == 1 else args.k,  # chain requests always run k = 1, tree requests this k
+        max_depth=args.max_depth,
+        max_expansions=args.max_expansions,
+        threshold=args.threshold,
+        decoding=args.decoding,
+        calibrate=args.calibrate,
+        seed=args.seed,
+    )
+    kgs = open_kgs(args.kg or [], **remote_kg_options(args))
+    llm = open_llm_from_args(args)
+    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm,
+                     default_strategy=args.strategy or ("chain" if args.k == 1 else "tree"))
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traversals", description="Answer questions by searching knowledge graphs with an LLM.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -95,6 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trace", metavar="FILE", help="write the whole search tree as JSON")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.set_defaults(func=cmd_ask)
+
+    serve = sub.add_parser("serve", help="answer questions over HTTP (POST /v1/ask; see docs/service.md)")
+    serve.add_argument("--kg", action="append", metavar="SPEC", help="as for ask; repeatable. Default: the demo KG")
+    add_kg_flags(serve)
+    add_llm_flags(serve)
+    _add_search_flags(serve)
+    serve.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None,
+                       help="strategy of requests that name none (default: chain when --k 1, else tree)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--concurrency", type=int, default=1, help="questions searched at once (default 1)")
+    serve.add_argument("--max-queue", type=int, default=16, help="questions that may wait; more get 503 (default 16)")
+    serve.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="answer within this many seconds or return 504 (default: no limit)")
+    serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve.set_defaults(func=cmd_serve)
 
     add_eval_commands(sub)
     add_kg_commands(sub)

@@ -1,0 +1,294 @@
+"""HTTP API: ``traversals serve`` answers questions over JSON.
+
+One process holds one LLM and one set of KGs (opened once, closed at shutdown); each
+request builds a fresh solver from the server's :class:`~traversals.api.SearchConfig`
+with the request's overrides, so concurrent requests share no search state.
+
+Endpoints
+---------
+``GET /health``
+    ``{"status": "ok"}`` — the process is up.
+``GET /v1/info``
+    the LLM, the KGs, the strategies, the default search settings and the limits.
+``POST /v1/ask``
+    body ``{"question": "...", "strategy": "tree|chain|cot", "topic_entities": [...],
+    "k": 3, "max_depth": 7, "max_expansions": 20, "threshold": 0.8, "seed": 0,
+    "trace": false}`` (only ``question`` is required; unknown fields are refused) →
+    the same object as ``traversals ask --json`` (answer, value, supporting edges with
+    their KG, LLM/KG calls, tokens, seconds, decoding, strategy) plus ``"trace"`` (the
+    whole search tree) when asked for.
+
+Errors are ``{"error": {"type": NAME, "message": TEXT}}`` with the status saying who
+should act: 400 a bad request (``BadInput``), 503 the service is busy (``Busy``, with
+``Retry-After``) or an LLM/KG cannot be reached, 504 a KG query or the whole request timed
+out, 502 the LLM or a KG failed otherwise.
+
+Concurrency: at most ``ServiceLimits.max_concurrency`` questions are searched at once
+(the local llama.cpp model runs one call at a time anyway; remote endpoints can take
+more), at most ``max_queue`` wait; beyond that a request is refused at once with 503
+instead of piling up. Starlette and uvicorn come with the ``serve`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Sequence
+
+from .api import STRATEGIES, SearchConfig, build_solver
+from .errors import (
+    BadInput,
+    KGError,
+    KGTimeout,
+    KGUnavailable,
+    LLMError,
+    LLMUnavailable,
+    TraversalsError,
+)
+from .kg.base import KnowledgeGraph
+from .llm.base import LLM
+from .search.result import Solver
+
+__all__ = ["Busy", "RequestTimeout", "ServiceLimits", "create_app", "parse_ask_request", "status_for"]
+
+#: request fields that override the server's SearchConfig, with their JSON types
+OVERRIDES: dict[str, tuple[type, ...]] = {
+    "k": (int,),
+    "max_depth": (int,),
+    "max_expansions": (int,),
+    "threshold": (int, float),
+    "seed": (int,),
+}
+REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", *OVERRIDES}
+
+
+class Busy(TraversalsError):
+    """Too many questions are waiting; retry later."""
+
+
+class RequestTimeout(TraversalsError):
+    """The question was not answered within the service's time budget."""
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What one server accepts. The caps keep one request from holding the model for an
+    hour (``max_expansions`` 10,000) or the process from queueing without bound."""
+
+    max_concurrency: int = 1
+    max_queue: int = 16
+    max_question_chars: int = 2000
+    max_k: int = 8
+    max_depth: int = 30
+    max_expansions: int = 100
+    #: seconds per question, queueing included (None: no limit)
+    timeout: float | None = None
+    retry_after: int = 5
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1 or self.max_queue < 0:
+            raise ValueError("max_concurrency must be >= 1 and max_queue >= 0")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    question: str
+    strategy: str
+    config: SearchConfig
+    topic_entities: list[str] | None = None
+    trace: bool = False
+
+
+def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfig, limits: ServiceLimits) -> AskRequest:
+    """Validate a ``/v1/ask`` body; every problem is a :class:`BadInput` naming the field."""
+    if not isinstance(body, dict):
+        raise BadInput("the request body must be a JSON object")
+    unknown = sorted(set(body) - REQUEST_FIELDS)
+    if unknown:
+        raise BadInput(f"unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(REQUEST_FIELDS))}")
+    question = body.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise BadInput("'question' must be a non-empty string")
+    if len(question) > limits.max_question_chars:
+        raise BadInput(f"'question' is longer than {limits.max_question_chars} characters")
+    strategy = body.get("strategy", default_strategy)
+    if strategy not in STRATEGIES:
+        raise BadInput(f"'strategy' must be one of {', '.join(STRATEGIES)}")
+    topics = body.get("topic_entities")
+    if topics is not None and (
+        not isinstance(topics, list) or not all(isinstance(t, str) and t.strip() for t in topics)
+    ):
+        raise BadInput("'topic_entities' must be a list of non-empty strings")
+    trace = body.get("trace", False)
+    if not isinstance(trace, bool):
+        raise BadInput("'trace' must be true or false")
+
+    changes: dict[str, Any] = {}
+    for name, types in OVERRIDES.items():
+        if name not in body:
+            continue
+        value = body[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer")
+        changes[name] = float(value) if float in types else value
+    for name, cap in (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions)):
+        if name in changes and not 1 <= changes[name] <= cap:
+            raise BadInput(f"'{name}' must be between 1 and {cap}")
+    if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
+        raise BadInput("'threshold' must be between 0 and 1")
+    if strategy == "chain":
+        if changes.get("k", 1) != 1:
+            raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
+        changes["k"] = 1
+    config = dataclasses.replace(defaults, **changes)
+    return AskRequest(question.strip(), strategy, config, [t.strip() for t in topics] if topics else None, trace)
+
+
+def status_for(exc: BaseException) -> int:
+    """The HTTP status of a failure: who should act, the caller (4xx) or the operator (5xx)."""
+    if isinstance(exc, BadInput):
+        return 400
+    if isinstance(exc, (Busy, KGUnavailable, LLMUnavailable)):
+        return 503
+    if isinstance(exc, (KGTimeout, RequestTimeout)):
+        return 504
+    if isinstance(exc, (KGError, LLMError, TraversalsError)):
+        return 502
+    return 500
+
+
+SolverFactory = Callable[[str, LLM, Sequence[KnowledgeGraph], SearchConfig], Solver]
+
+
+def create_app(
+    llm: LLM,
+    kgs: Sequence[KnowledgeGraph],
+    *,
+    defaults: SearchConfig | None = None,
+    default_strategy: str = "tree",
+    limits: ServiceLimits | None = None,
+    prepare: Callable[[LLM], Awaitable[None]] | None = None,
+    close_on_shutdown: bool = True,
+    solver_factory: SolverFactory = build_solver,
+):
+    """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
+    endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
+    ``close_on_shutdown`` is false (the caller owns them)."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BadInput("the HTTP service needs Starlette and uvicorn: pip install 'traversals[serve]'") from exc
+
+    defaults = defaults or SearchConfig()
+    limits = limits or ServiceLimits()
+    if default_strategy not in STRATEGIES:
+        raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if not kgs and default_strategy != "cot":
+        raise BadInput("at least one knowledge graph is needed")
+    gate = _Gate(limits.max_concurrency, limits.max_queue)
+
+    def error(exc: BaseException) -> JSONResponse:
+        status = status_for(exc)
+        message = str(exc) if isinstance(exc, TraversalsError) else "internal error (see the server log)"
+        headers = {"Retry-After": str(limits.retry_after)} if isinstance(exc, Busy) else None
+        return JSONResponse({"error": {"type": type(exc).__name__, "message": message}}, status, headers=headers)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def info(request: Request) -> JSONResponse:
+        return JSONResponse({
+            "llm": getattr(llm, "name", type(llm).__name__),
+            "can_score": bool(getattr(llm, "can_score", False)),
+            "kgs": [getattr(kg, "name", type(kg).__name__) for kg in kgs],
+            "strategies": list(STRATEGIES),
+            "default_strategy": default_strategy,
+            "defaults": dataclasses.asdict(defaults),
+            "limits": dataclasses.asdict(limits),
+        })
+
+    async def ask(request: Request) -> JSONResponse:
+        start = time.monotonic()
+        try:
+            try:
+                body = json.loads(await request.body() or b"null")
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise BadInput(f"the request body is not JSON: {exc}") from None
+            req = parse_ask_request(body, default_strategy, defaults, limits)
+            solver = solver_factory(req.strategy, llm, kgs, req.config)
+            work = gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities))
+            if limits.timeout is None:
+                answer = await work
+            else:
+                try:
+                    answer = await asyncio.wait_for(work, limits.timeout)
+                except asyncio.TimeoutError:
+                    raise RequestTimeout(
+                        f"no answer within {limits.timeout:g} s ({time.monotonic() - start:.1f} s spent)"
+                    ) from None
+        except Exception as exc:  # every failure becomes a JSON error; unexpected ones are logged
+            if not isinstance(exc, TraversalsError):
+                import logging
+
+                logging.getLogger("traversals.service").exception("unexpected error answering a question")
+            return error(exc)
+        out = answer.to_json()
+        if req.trace:
+            out["trace"] = answer.trace
+        return JSONResponse(out)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        if prepare is not None:
+            await prepare(llm)
+        try:
+            yield
+        finally:
+            if close_on_shutdown:
+                for kg in kgs:
+                    await kg.close()
+                await llm.close()
+
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/info", info, methods=["GET"]),
+            Route("/v1/ask", ask, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+class _Gate:
+    """At most ``running`` coroutines at once and at most ``waiting`` queued; one more is
+    refused with :class:`Busy` instead of waiting without bound."""
+
+    def __init__(self, running: int, waiting: int) -> None:
+        self._running = running
+        self._waiting = waiting
+        self._queued = 0
+        self._sem: asyncio.Semaphore | None = None
+
+    async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        if self._sem is None:  # created on the server's event loop
+            self._sem = asyncio.Semaphore(self._running)
+        if self._sem.locked() and self._queued >= self._waiting:
+            raise Busy(f"busy: {self._running} question(s) running and {self._queued} waiting; retry later")
+        self._queued += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self._queued -= 1
+        try:
+            return await make()
+        finally:
+            self._sem.release()

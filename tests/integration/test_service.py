@@ -1,0 +1,72 @@
+"""`traversals serve` for real: a uvicorn process on 127.0.0.1 with the default local model
+and MetaQA's KB in the embedded store, asked over a real socket; then stopped with
+SIGINT (a clean shutdown, exit 0)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .servers import free_port
+
+pytestmark = [pytest.mark.model, pytest.mark.server, pytest.mark.timeout(900)]
+
+
+@pytest.fixture()
+def served(SHARED, default_model_path, tmp_path):
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")
+    exe = Path(sys.executable).parent / "traversals"
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--kg", str(kb), "--k", "1", "--port", str(port), "--log-level", "warning"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            log.close()
+            pytest.fail(f"traversals serve exited: {(tmp_path / 'serve.log').read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("traversals serve did not start within 300 s")
+        time.sleep(0.2)
+    yield base, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    log.close()
+
+
+def test_serve_answers_over_http_with_provenance_then_shuts_down_cleanly(served):
+    base, proc = served
+    info = httpx.get(base + "/v1/info", timeout=10).json()
+    assert info["default_strategy"] == "chain" and info["can_score"] is True and info["kgs"] == ["kb"]
+
+    r = httpx.post(base + "/v1/ask", json={"question": "what films did [Charles Bail] direct"}, timeout=600)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert "The Gumball Rally" in out["answer"]
+    assert out["decoding"] == "constrained" and out["strategy"] == "chain" and out["llm_calls"] > 0
+    edges = {(e["subject"]["label"], e["object"]["label"]) for e in out["supporting_edges"]}
+    assert ("The Gumball Rally", "Charles Bail") in edges
+
+    bad = httpx.post(base + "/v1/ask", json={"question": "x", "k": 99}, timeout=10)
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "BadInput"
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0

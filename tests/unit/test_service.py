@@ -1,0 +1,242 @@
+"""The HTTP API (traversals.service) through Starlette's ASGI interface: request
+validation, overrides reaching the solver, error statuses, the busy gate, the time budget,
+start-up and shut-down. A fake solver stands in for the search; one test runs the real
+solver factory (cot) with a scripted LLM. The real-model, real-socket path is in
+tests/integration/test_service.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from contextlib import asynccontextmanager
+
+from traversals.api import SearchConfig
+from traversals.errors import KGQueryError, KGTimeout, KGUnavailable, LLMError
+from traversals.kg.base import Edge, Entity, Relation
+from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.result import Answer
+from traversals.service import ServiceLimits, create_app
+
+EDGE = Edge(Entity("Q1", "Alpha", kg="demo"), Relation("P57", "director", kg="demo"), Entity("Q2", "Ann Lee", kg="demo"))
+
+
+class FakeKG:
+    name = "demo"
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeSolver:
+    def __init__(self, strategy, config, *, raises=None, gate=None, started=None):
+        self.name = strategy
+        self.config = config
+        self.raises = raises
+        self.gate = gate
+        self.started = started
+        self.asked = None
+
+    async def ask(self, question, *, topic_entities=None):
+        self.asked = (question, topic_entities)
+        if self.started is not None:
+            self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.raises is not None:
+            raise self.raises
+        return Answer(
+            question, "Ann Lee", value=0.9, supporting_edges=[EDGE], usage=Usage(llm_calls=3, kg_calls=2),
+            seconds=0.5, decoding="constrained", strategy=self.name, trace={"nodes": [{"id": 0}]},
+        )
+
+
+class Factory:
+    """Records the solvers it builds (strategy, config) and hands out FakeSolvers."""
+
+    def __init__(self, **solver_kwargs) -> None:
+        self.kwargs = solver_kwargs
+        self.built: list[FakeSolver] = []
+
+    def __call__(self, strategy, llm, kgs, config):
+        solver = FakeSolver(strategy, config, **self.kwargs)
+        self.built.append(solver)
+        return solver
+
+
+@asynccontextmanager
+async def serving(app):
+    """The app's start-up and shut-down around an HTTP client talking to it in-process."""
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            yield c
+
+
+def client(factory=None, **kwargs):
+    kwargs.setdefault("defaults", SearchConfig(k=None))
+    return serving(create_app(ScriptedLLM([]), [FakeKG()], solver_factory=factory or Factory(), **kwargs))
+
+
+async def test_ask_returns_the_answer_with_provenance_usage_and_decoding():
+    factory = Factory()
+    async with client(factory) as c:
+        r = await c.post("/v1/ask", json={"question": "  Who directed Alpha? ", "topic_entities": ["Alpha"]})
+    assert r.status_code == 200
+    out = r.json()
+    assert out["answer"] == "Ann Lee" and out["value"] == 0.9 and out["decoding"] == "constrained"
+    assert out["supporting_edges"][0]["object"]["label"] == "Ann Lee" and out["supporting_edges"][0]["kg"] == "demo"
+    assert out["llm_calls"] == 3 and out["kg_calls"] == 2 and out["strategy"] == "tree"
+    assert "trace" not in out
+    assert factory.built[0].asked == ("Who directed Alpha?", ["Alpha"])
+
+
+async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
+    factory = Factory()
+    async with client(factory, defaults=SearchConfig(k=None, max_expansions=20, calibrate=True)) as c:
+        r = await c.post("/v1/ask", json={"question": "q", "strategy": "tree", "k": 2, "max_expansions": 5,
+                                    "threshold": 0.5, "seed": 7, "trace": True})
+        assert r.status_code == 200 and r.json()["trace"] == {"nodes": [{"id": 0}]}
+        assert (await c.post("/v1/ask", json={"question": "q", "strategy": "chain"})).status_code == 200
+    tree, chain = factory.built
+    assert (tree.name, tree.config.k, tree.config.max_expansions, tree.config.threshold, tree.config.seed) == (
+        "tree", 2, 5, 0.5, 7)
+    assert tree.config.calibrate is True  # server defaults that the request does not name stay
+    assert (chain.name, chain.config.k, chain.config.max_expansions) == ("chain", 1, 20)
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"question": ""}', "'question'"),
+        (b'{"question": "q", "qestion": "typo"}', "unknown field(s) qestion"),
+        (b'{"question": "q", "strategy": "mcts"}', "'strategy'"),
+        (b'{"question": "q", "k": 0}', "between 1 and 8"),
+        (b'{"question": "q", "k": true}', "'k' must be an integer"),
+        (b'{"question": "q", "max_expansions": 1000000}', "between 1 and 100"),
+        (b'{"question": "q", "threshold": 2}', "between 0 and 1"),
+        (b'{"question": "q", "strategy": "chain", "k": 3}', "k = 1"),
+        (b'{"question": "q", "topic_entities": "Alpha"}', "list of non-empty strings"),
+        (b'{"question": "q", "trace": "yes"}', "'trace'"),
+    ],
+)
+async def test_bad_requests_get_400_naming_the_problem(body, says):
+    factory = Factory()
+    async with client(factory) as c:
+        r = await c.post("/v1/ask", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "BadInput" and says in r.json()["error"]["message"]
+    assert factory.built == []  # nothing was searched
+
+
+async def test_an_over_long_question_is_refused():
+    async with client(limits=ServiceLimits(max_question_chars=10)) as c:
+        r = await c.post("/v1/ask", json={"question": "x" * 11})
+    assert r.status_code == 400 and "longer than 10" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "exc, status",
+    [
+        (KGTimeout("SPARQL query timed out after 30 s"), 504),
+        (KGUnavailable("connection refused: http://127.0.0.1:1/sparql"), 503),
+        (KGQueryError("400 Bad Request"), 502),
+        (LLMError("the model returned nothing"), 502),
+    ],
+)
+async def test_backend_failures_map_to_statuses_with_the_message(exc, status):
+    async with client(Factory(raises=exc)) as c:
+        r = await c.post("/v1/ask", json={"question": "q"})
+    assert r.status_code == status
+    assert r.json() == {"error": {"type": type(exc).__name__, "message": str(exc)}}
+
+
+async def test_an_unexpected_error_is_a_500_without_internals():
+    async with client(Factory(raises=RuntimeError("secret internals"))) as c:
+        r = await c.post("/v1/ask", json={"question": "q"})
+    assert r.status_code == 500 and "secret" not in r.text
+    assert r.json()["error"]["type"] == "RuntimeError"
+
+
+async def test_info_and_health():
+    async with client(default_strategy="chain") as c:
+        assert (await c.get("/health")).json() == {"status": "ok"}
+        info = (await c.get("/v1/info")).json()
+        assert (await c.get("/v1/ask")).status_code == 405
+    assert info["llm"] == "scripted" and info["kgs"] == ["demo"] and info["default_strategy"] == "chain"
+    assert info["strategies"] == ["tree", "chain", "cot"] and info["limits"]["max_concurrency"] == 1
+
+
+async def test_startup_prepares_the_llm_and_shutdown_closes_llm_and_kgs():
+    prepared = []
+
+    async def prepare(llm):
+        prepared.append(llm)
+
+    llm, kg = ScriptedLLM([]), FakeKG()
+    closed = []
+
+    async def close():
+        closed.append(True)
+
+    llm.close = close
+    async with serving(create_app(llm, [kg], prepare=prepare, solver_factory=Factory())) as c:
+        assert prepared == [llm] and not kg.closed
+        await c.get("/health")
+    assert kg.closed and closed == [True]
+
+
+async def test_beyond_the_queue_a_request_gets_503_with_retry_after_and_the_first_still_answers():
+    gate, started = asyncio.Event(), asyncio.Event()
+    factory = Factory(gate=gate, started=started)
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=factory,
+                     limits=ServiceLimits(max_concurrency=1, max_queue=0, retry_after=7))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        first = asyncio.create_task(c.post("/v1/ask", json={"question": "first"}))
+        await asyncio.wait_for(started.wait(), 5)
+        busy = await c.post("/v1/ask", json={"question": "second"})
+        gate.set()
+        done = await first
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "7"
+    assert busy.json()["error"]["type"] == "Busy"
+    assert done.status_code == 200 and done.json()["question"] == "first"
+    assert [s.asked[0] for s in factory.built if s.asked] == ["first"]
+
+
+async def test_waiting_requests_run_one_after_another_within_the_queue():
+    gate, started = asyncio.Event(), asyncio.Event()
+    factory = Factory(gate=gate, started=started)
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=factory,
+                     limits=ServiceLimits(max_concurrency=1, max_queue=2))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        tasks = [asyncio.create_task(c.post("/v1/ask", json={"question": q})) for q in ("a", "b", "c")]
+        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.sleep(0.05)
+        running = [s.asked[0] for s in factory.built if s.asked]
+        gate.set()
+        replies = await asyncio.gather(*tasks)
+    assert len(running) == 1  # one searched at a time, two waited
+    assert sorted(r.json()["question"] for r in replies) == ["a", "b", "c"]
+
+
+async def test_a_question_over_the_time_budget_gets_504():
+    factory = Factory(gate=asyncio.Event())  # never released
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=factory, limits=ServiceLimits(timeout=0.05))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        r = await c.post("/v1/ask", json={"question": "slow"})
+    assert r.status_code == 504 and r.json()["error"]["type"] == "RequestTimeout"
+    assert "0.05 s" in r.json()["error"]["message"]
+
+
+async def test_the_real_solver_factory_answers_with_cot_and_a_scripted_llm():
+    llm = ScriptedLLM(rules=[("Bob Dylan", "Thought: his mother was Beatty Stone.\nANSWER: Florence Stone")])
+    async with serving(create_app(llm, [FakeKG()], default_strategy="cot")) as c:
+        r = await c.post("/v1/ask", json={"question": "Who is Bob Dylan's maternal grandmother?"})
+    assert r.status_code == 200
+    assert r.json()["answer"] == "Florence Stone" and r.json()["strategy"] == "cot" and r.json()["llm_calls"] == 1
