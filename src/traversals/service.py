@@ -53,7 +53,7 @@ from .kg.base import KnowledgeGraph
 from .llm.base import LLM
 from .search.result import Solver
 
-__all__ = ["Busy", "RequestTimeout", "ServiceLimits", "create_app", "parse_ask_request", "status_for"]
+__all__ = ["Busy", "ClientGone", "RequestTimeout", "ServiceLimits", "create_app", "parse_ask_request", "status_for"]
 
 #: request fields that override the server's SearchConfig, with their JSON types
 OVERRIDES: dict[str, tuple[type, ...]] = {
@@ -74,6 +74,10 @@ class RequestTimeout(TraversalsError):
     """The question was not answered within the service's time budget."""
 
 
+class ClientGone(TraversalsError):
+    """The client disconnected before the answer; its search was cancelled."""
+
+
 @dataclass(frozen=True)
 class ServiceLimits:
     """What one server accepts. The caps keep one request from holding the model for an
@@ -88,6 +92,9 @@ class ServiceLimits:
     #: seconds per question, queueing included (None: no limit)
     timeout: float | None = None
     retry_after: int = 5
+    #: seconds between checks that the client is still connected (a search whose client
+    #: has gone is cancelled)
+    disconnect_poll: float = 0.5
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1 or self.max_queue < 0:
@@ -158,6 +165,8 @@ def status_for(exc: BaseException) -> int:
         return 503
     if isinstance(exc, (KGTimeout, RequestTimeout)):
         return 504
+    if isinstance(exc, ClientGone):
+        return 499  # nginx's "client closed request": nobody reads it, the log does
     if isinstance(exc, (KGError, LLMError, TraversalsError)):
         return 502
     return 500
@@ -217,7 +226,6 @@ def create_app(
         })
 
     async def ask(request: Request) -> JSONResponse:
-        start = time.monotonic()
         try:
             try:
                 body = json.loads(await request.body() or b"null")
@@ -225,16 +233,12 @@ def create_app(
                 raise BadInput(f"the request body is not JSON: {exc}") from None
             req = parse_ask_request(body, default_strategy, defaults, limits)
             solver = solver_factory(req.strategy, llm, kgs, req.config)
-            work = gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities))
-            if limits.timeout is None:
-                answer = await work
-            else:
-                try:
-                    answer = await asyncio.wait_for(work, limits.timeout)
-                except asyncio.TimeoutError:
-                    raise RequestTimeout(
-                        f"no answer within {limits.timeout:g} s ({time.monotonic() - start:.1f} s spent)"
-                    ) from None
+            answer = await _answer_within(
+                request,
+                gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities)),
+                timeout=limits.timeout,
+                poll=limits.disconnect_poll,
+            )
         except Exception as exc:  # every failure becomes a JSON error; unexpected ones are logged
             if not isinstance(exc, TraversalsError):
                 import logging
@@ -266,6 +270,34 @@ def create_app(
         ],
         lifespan=lifespan,
     )
+
+
+async def _answer_within(request: Any, work: Awaitable[Any], *, timeout: float | None, poll: float) -> Any:
+    """Await ``work`` for at most ``timeout`` seconds (:class:`RequestTimeout`); if the
+    client disconnects first, cancel it (a tree search on the local model holds the model
+    for minutes) and raise :class:`ClientGone`."""
+    start = time.monotonic()
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnected(request, poll))
+    try:
+        await asyncio.wait({task, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone = watch.done() and not watch.cancelled() and watch.exception() is None
+        watch.cancel()
+        stopped = not task.done()
+        if stopped:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if not stopped:
+        return task.result()  # the answer, or the search's own error
+    if gone:
+        raise ClientGone("the client disconnected; the search was stopped")
+    raise RequestTimeout(f"no answer within {timeout:g} s ({time.monotonic() - start:.1f} s spent)")
+
+
+async def _disconnected(request: Any, poll: float) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(poll)
 
 
 class _Gate:

@@ -1,9 +1,11 @@
-"""`traversals serve` for real: a uvicorn process on 127.0.0.1 with the default local model
-and MetaQA's KB in the embedded store, asked over a real socket; then stopped with
-SIGINT (a clean shutdown, exit 0)."""
+"""The HTTP service over a real socket: `traversals serve` as a uvicorn process on
+127.0.0.1 with the default local model and MetaQA's KB in the embedded store, then stopped
+with SIGINT (a clean shutdown, exit 0); and an in-process uvicorn server whose client hangs
+up mid-search (the search is cancelled)."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -13,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .servers import free_port
+from traversals.llm.scripted import ScriptedLLM
+from traversals.service import ServiceLimits, create_app
 
-pytestmark = [pytest.mark.model, pytest.mark.server, pytest.mark.timeout(900)]
+from .servers import free_port
 
 
 @pytest.fixture()
@@ -52,6 +55,9 @@ def served(SHARED, default_model_path, tmp_path):
     log.close()
 
 
+@pytest.mark.model
+@pytest.mark.server
+@pytest.mark.timeout(900)
 def test_serve_answers_over_http_with_provenance_then_shuts_down_cleanly(served):
     base, proc = served
     info = httpx.get(base + "/v1/info", timeout=10).json()
@@ -70,3 +76,47 @@ def test_serve_answers_over_http_with_provenance_then_shuts_down_cleanly(served)
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
+
+
+class _NoKG:
+    name = "kb"
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.server
+@pytest.mark.timeout(60)
+async def test_a_client_that_hangs_up_cancels_its_search():
+    import uvicorn
+
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    class SlowSolver:
+        name = "tree"
+
+        async def ask(self, question, *, topic_entities=None):
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+    app = create_app(ScriptedLLM([]), [_NoKG()], solver_factory=lambda *a: SlowSolver(),
+                     limits=ServiceLimits(disconnect_poll=0.05))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        async with httpx.AsyncClient() as c:
+            with pytest.raises(httpx.ReadTimeout):
+                await c.post(f"http://127.0.0.1:{port}/v1/ask", json={"question": "q"},
+                             timeout=httpx.Timeout(5, read=0.5))
+        assert started.is_set()
+        await asyncio.wait_for(cancelled.wait(), 5)  # not the 60 s the search would take
+    finally:
+        server.should_exit = True
+        await serving
