@@ -1,4 +1,4 @@
-"""Command line: ``traversals ask | serve | eval | report | kg | model``.
+"""Command line: ``traversals ask | serve | eval | report | view | kg | model``.
 
 Thin by design: parse flags, read the environment once (here, at the edge), build the
 objects, call the library, print. Every :class:`~traversals.errors.TraversalsError`
@@ -104,6 +104,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from .errors import BadInput
+    from .viewer import write_run_view, write_trace_view
+
+    path = Path(args.path)
+    out = Path(args.out) if args.out else None
+    if path.is_dir():
+        if not (path / "results.jsonl").is_file():
+            raise BadInput(f"{path} has no results.jsonl: give a run directory of traversals eval or a trace file")
+        written = write_run_view(path, out)
+    elif path.is_file():
+        written = write_trace_view(path, out)
+    else:
+        raise BadInput(f"no such file or directory: {path}")
+    print(written)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traversals", description="Answer questions by searching knowledge graphs with an LLM.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -138,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="answer within this many seconds or return 504 (default: no limit)")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(func=cmd_serve)
+
+    view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")
+    view.add_argument("path", metavar="TRACE_OR_RUN", help="a trace file (ask --trace) or a run directory (eval --out)")
+    view.add_argument("--out", default=None, metavar="PATH",
+                      help="output file for a trace (default TRACE.html) or directory for a run (default RUN/view)")
+    view.set_defaults(func=cmd_view)
 
     add_eval_commands(sub)
     add_kg_commands(sub)

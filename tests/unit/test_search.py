@@ -198,6 +198,8 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
     assert proposed == {"Beatrice Stone": 0.21, "Florence Stone": 0.9}  # 0.3 × 0.7: not from the KG
     assert answer.trace["stopped"] == "threshold"
+    chosen = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
+    assert chosen["answer"] == "Florence Stone"  # the trace names the node the answer came from
 
 
 async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first():

@@ -152,6 +152,7 @@ class TreeOfTraversals:
             "expansions": expansions,
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
             "usage": usage.to_json(),
+            "answer_node": best.id if best is not None else None,
             "nodes": [n.to_trace() for n in nodes],
         }
         return answer

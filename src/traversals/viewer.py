@@ -1,0 +1,242 @@
+"""Static HTML views of search traces: ``traversals view``.
+
+A trace (``ask --trace FILE``, or ``traces/*.json`` of an evaluation run) becomes one
+self-contained page: the question, the answer and what it cost, then the search tree —
+every node with its state, the action that made it, its value, the policy's option
+probabilities, the edges it added and its own LLM/KG usage. The path from the root to
+the chosen answer is marked, so backtracking and the branches that lost show at a glance.
+An evaluation run directory becomes an index page (one row per question: answer, gold,
+Hits@1, value, costs; failures are easy to scan) linking to one page per question.
+
+No JavaScript, no external assets: the pages open from disk and can be attached to an
+issue. Every string from the KG or the LLM is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput
+from .eval.runner import read_results
+
+__all__ = ["answer_node_id", "render_run", "render_trace", "write_run_view", "write_trace_view"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
+h1{font-size:1.3em;margin:.2em 0}.meta{color:#555}.meta b{color:#222}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
+th{background:#f4f4f4}tr.miss td{background:#fff3f3}tr.hit td{background:#f3fff3}tr.err td{background:#fff8e0}
+ul.tree{list-style:none;padding-left:1.2em;border-left:1px dotted #bbb;margin:0}
+ul.tree.root{border-left:none;padding-left:0}
+li.node{margin:.15em 0}
+.line{display:inline-block;padding:.05em .4em;border-radius:3px}
+.on-path>.line,.on-path>details>summary>.line{background:#e8f0ff;outline:1px solid #7aa2e8}
+.answer-node>.line,.answer-node>details>summary>.line{background:#d9f5d9;outline:2px solid #3a3}
+.invalid .line{color:#a33;text-decoration:line-through}
+.st{font-size:.8em;color:#fff;border-radius:3px;padding:0 .3em;margin-right:.3em}
+.st-default{background:#777}.st-selecting-entities{background:#b07b00}.st-selecting-relation{background:#6a4fb0}.st-done{background:#2a8a2a}
+.act{font-weight:600}.val{color:#05a}.cost{color:#888;font-size:.85em}.note{color:#a60;font-size:.85em}
+details>summary{cursor:pointer;list-style:none}details>summary::-webkit-details-marker{display:none}
+.detail{margin:.2em 0 .4em 1.5em;font-size:.9em;color:#333}
+code{background:#f6f6f6;padding:0 .2em}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def _fmt_value(v: Any) -> str:
+    return "–" if v is None else f"{float(v):.3f}"
+
+
+def answer_node_id(trace: dict) -> int | None:
+    """The node whose answer the search returned: ``trace["answer_node"]`` when recorded,
+    else the same rule the tree search uses (highest value, then the earliest)."""
+    if "answer_node" in trace:
+        return trace["answer_node"]
+    done = [n for n in trace.get("nodes", []) if n.get("state") == "done"]
+    if not done:
+        return None
+    return max(done, key=lambda n: (n.get("value") or 0.0, -n["id"]))["id"]
+
+
+def _action_summary(action: dict | None) -> str:
+    if not action:
+        return '<span class="act">root</span>'
+    kind = action.get("type", "?")
+    if kind == "SELECT_ENTITIES":
+        what = ", ".join(e.get("label", e.get("id", "?")) for e in action.get("entities", []))
+    elif kind == "SELECT_RELATION":
+        rel = action.get("relation") or {}
+        what = rel.get("label") or rel.get("key", "?")
+        if rel.get("kg"):
+            what += f" ({rel['kg']})"
+    else:
+        what = action.get("text", "")
+    return f'<span class="act">{_e(kind)}</span> {_e(what)}'
+
+
+def _edge(e: dict) -> str:
+    kg = f' <span class="cost">[{_e(e.get("kg"))}]</span>' if e.get("kg") else ""
+    return (f'({_e(e["subject"]["label"])}) —[{_e(e["relation"]["label"])}]→ '
+            f'({_e(e["object"]["label"])}){kg}')
+
+
+def _node_details(n: dict) -> list[str]:
+    out = []
+    if n.get("priors"):
+        ranked = sorted(n["priors"].items(), key=lambda kv: -kv[1])
+        out.append("options: " + ", ".join(f"{_e(k)} <span class=val>{v:.3f}</span>" for k, v in ranked))
+    if n.get("new_edges"):
+        out.append("new edges:<br>" + "<br>".join(_edge(e) for e in n["new_edges"]))
+    if n.get("selected"):
+        out.append("selected: " + _e(", ".join(n["selected"])))
+    if n.get("relation_options") is not None:
+        out.append(f"relation options offered: {int(n['relation_options'])}")
+    if n.get("note"):
+        out.append(f'<span class="note">{_e(n["note"])}</span>')
+    return out
+
+
+def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int], answer_id: int | None) -> str:
+    classes = ["node"]
+    if n["id"] in path:
+        classes.append("on-path")
+    if n["id"] == answer_id:
+        classes.append("answer-node")
+    if n.get("invalid"):
+        classes.append("invalid")
+    u = n.get("usage") or {}
+    expansion = f' · expanded {n["expansion"]}.' if n.get("expansion") else ""
+    line = (
+        f'<span class="line"><span class="st st-{_e(n.get("state"))}">{_e(n.get("state"))}</span>'
+        f'#{n["id"]} {_action_summary(n.get("action"))} · <span class="val">value {_fmt_value(n.get("value"))}</span>'
+        f'<span class="cost">{expansion} · {u.get("llm_calls", 0)} LLM calls, '
+        f'{u.get("computed_prompt_tokens", u.get("prompt_tokens", 0))} tokens computed, {u.get("kg_calls", 0)} KG calls</span></span>'
+    )
+    details = _node_details(n)
+    body = line if not details else (
+        f'<details><summary>{line}</summary><div class="detail">{"<br>".join(details)}</div></details>'
+    )
+    kids = children.get(n["id"], [])
+    sub = "" if not kids else '<ul class="tree">' + "".join(_render_node(c, children, path, answer_id) for c in kids) + "</ul>"
+    return f'<li class="{" ".join(classes)}">{body}{sub}</li>'
+
+
+def _path_to(nodes: dict[int, dict], node_id: int | None) -> set[int]:
+    path: set[int] = set()
+    while node_id is not None and node_id in nodes and node_id not in path:
+        path.add(node_id)
+        node_id = nodes[node_id].get("parent")
+    return path
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def render_trace(trace: dict, *, result: dict | None = None, back_link: str | None = None) -> str:
+    """One trace as an HTML page. ``result`` (a ``results.jsonl`` row) adds gold and
+    metrics; ``back_link`` a link to the run's index."""
+    nodes = {n["id"]: n for n in trace.get("nodes", [])}
+    children: dict[int | None, list[dict]] = {}
+    for n in sorted(nodes.values(), key=lambda n: n["id"]):
+        children.setdefault(n.get("parent"), []).append(n)
+    answer_id = answer_node_id(trace)
+    path = _path_to(nodes, answer_id)
+
+    parts = []
+    if back_link:
+        parts.append(f'<p><a href="{_e(back_link)}">← all questions</a></p>')
+    parts.append(f'<h1>{_e(trace.get("question"))}</h1>')
+    meta = [f'answer <b>{_e(trace.get("answer"))}</b>', f'value {_fmt_value(trace.get("value"))}']
+    if result is not None:
+        meta.append("gold " + _e(" | ".join("/".join(g) if isinstance(g, list) else str(g) for g in result.get("gold", []))))
+        meta.append(f'Hits@1 {result.get("hits@1", "–")}')
+    meta += [f'{_e(trace.get("strategy", ""))} · {_e(trace.get("decoding", ""))} decoding']
+    if "expansions" in trace:
+        meta.append(f'{trace["expansions"]} expansions, stopped: {_e(trace.get("stopped"))}')
+    u = trace.get("usage") or {}
+    if u:
+        meta.append(f'{u.get("llm_calls", 0)} LLM calls · {u.get("prompt_tokens", 0)} prompt tokens sent, '
+                    f'{u.get("computed_prompt_tokens", "–")} computed · {u.get("kg_calls", 0)} KG calls')
+    parts.append('<p class="meta">' + "<br>".join(meta) + "</p>")
+    if trace.get("linked_entities"):
+        parts.append('<p class="meta">linked: ' + ", ".join(
+            f'{_e(e.get("label"))} <code>{_e(e.get("id"))}</code>' for e in trace["linked_entities"]) + "</p>")
+    if trace.get("config"):
+        parts.append('<p class="meta">config: ' + ", ".join(f"{_e(k)}={_e(v)}" for k, v in trace["config"].items()) + "</p>")
+    if nodes:
+        parts.append('<p class="meta">Blue: the path to the returned answer (green). Click a node for its option '
+                     'probabilities, new edges and notes.</p>')
+        parts.append('<ul class="tree root">' + "".join(
+            _render_node(n, children, path, answer_id) for n in children.get(None, [])) + "</ul>")
+    else:
+        parts.append("<p>No search tree (this strategy does not search a KG).</p>")
+    return _page(str(trace.get("question", "trace")), "\n".join(parts))
+
+
+def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:
+    """``TRACE.html`` (or ``out``) beside a trace file; :class:`BadInput` if it is not one."""
+    try:
+        trace = json.loads(Path(trace_path).read_text("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval ({exc})") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("nodes", []), list) or "question" not in trace:
+        raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (no question and nodes)")
+    out = out or Path(trace_path).with_suffix(".html")
+    out.write_text(render_trace(trace), "utf-8")
+    return out
+
+
+def render_run(rows: list[dict], *, title: str, links: dict[str, str], summary: dict | None = None) -> str:
+    """The index page of a run: one row per question, linking to its trace page."""
+    parts = [f"<h1>{_e(title)}</h1>"]
+    if summary:
+        keys = ("n", "hits@1", "em_in", "f1", "mean_llm_calls", "mean_computed_prompt_tokens", "mean_seconds")
+        parts.append('<p class="meta">' + " · ".join(f"{k} <b>{_e(summary[k])}</b>" for k in keys if k in summary) + "</p>")
+    head = "<tr><th>#</th><th>question</th><th>answer</th><th>gold</th><th>Hits@1</th><th>value</th><th>LLM calls</th><th>s</th></tr>"
+    body = []
+    for i, r in enumerate(rows, 1):
+        cls = "err" if r.get("error") else ("hit" if r.get("hits@1") else "miss")
+        gold = " | ".join("/".join(g) if isinstance(g, list) else str(g) for g in r.get("gold", []))
+        q = _e(r.get("question"))
+        link = links.get(r.get("id", ""))
+        q = f'<a href="{_e(link)}">{q}</a>' if link else q
+        answer = _e(r.get("answer")) if not r.get("error") else f'<span class="note">{_e(r["error"])}</span>'
+        body.append(
+            f'<tr class="{cls}"><td>{i}</td><td>{q}</td><td>{answer}</td><td>{_e(gold)}</td>'
+            f'<td>{_e(r.get("hits@1"))}</td><td>{_fmt_value(r.get("value"))}</td><td>{_e(r.get("llm_calls"))}</td>'
+            f'<td>{_e(r.get("seconds"))}</td></tr>'
+        )
+    parts.append(f"<table>{head}{''.join(body)}</table>")
+    return _page(title, "\n".join(parts))
+
+
+def write_run_view(run_dir: Path, out_dir: Path | None = None) -> Path:
+    """``run_dir/view/index.html`` plus one page per question that has a trace."""
+    run_dir = Path(run_dir)
+    out_dir = out_dir or run_dir / "view"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = read_results(run_dir / "results.jsonl")
+    links: dict[str, str] = {}
+    for r in rows:
+        rel = r.get("trace")
+        if not rel or not (run_dir / rel).is_file():
+            continue
+        page = Path(rel).with_suffix(".html").name
+        trace = json.loads((run_dir / rel).read_text("utf-8"))
+        (out_dir / page).write_text(render_trace(trace, result=r, back_link="index.html"), "utf-8")
+        links[r["id"]] = page
+    summary = None
+    if (run_dir / "summary.json").is_file():
+        summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    title = run_dir.name if summary is None else f'{summary.get("dataset", run_dir.name)} · {summary.get("strategy", "")}'
+    index = out_dir / "index.html"
+    index.write_text(render_run(rows, title=title, links=links, summary=summary), "utf-8")
+    return index
