@@ -32,7 +32,6 @@ class SearchConfig:
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
     calibrate: bool = False  # constrained: calibrate relation choices against a neutral prompt (opt-in)
-    calibrate_actions: bool = False  # constrained: calibrate the THINK / EXPAND_KG / ANSWER choice too
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -66,7 +65,6 @@ def build_solver(
         seed=cfg.seed,
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
-        calibrate_actions=cfg.calibrate_actions,
     )
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy)

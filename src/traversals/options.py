@@ -38,10 +38,6 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="constrained decoding: calibrate relation choices against a neutral prompt "
              "(better second hops on MetaQA 2-hop, slower; docs/decisions.md)",
     )
-    p.add_argument(
-        "--calibrate-actions", action="store_true",
-        help="constrained decoding: calibrate the THINK / EXPAND_KG / ANSWER choice against a neutral prompt",
-    )
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

@@ -70,8 +70,7 @@ def _command_line() -> list[str]:
 def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
-              "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
-              "calibrate_actions": args.calibrate_actions}
+              "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 

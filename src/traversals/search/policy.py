@@ -94,7 +94,6 @@ class Policy:
         rng: random.Random | None = None,
         sample_options: bool = False,
         calibrate: bool = False,
-        calibrate_actions: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -108,8 +107,6 @@ class Policy:
         self.sample_options = sample_options
         #: constrained decoding: calibrate the relation choice against a neutral prompt
         self.calibrate = calibrate
-        #: constrained decoding: calibrate the action choice in the default state too
-        self.calibrate_actions = calibrate_actions
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -128,10 +125,7 @@ class Policy:
         if node.state is State.DEFAULT:
             kinds = allowed_default_actions(node)
             names = [a.value for a in kinds]
-            if self.calibrate_actions:
-                probs = await calibrated_probs(self.llm, prompt, self.machine.neutral_prompt(node), names, usage)
-            else:
-                probs = await option_probs(self.llm, prompt, names, usage)
+            probs = await option_probs(self.llm, prompt, names, usage)
             priors: dict[str, float] = dict(zip(names, probs))
             ranked = [kinds[i] for i in self._draw(probs, len(kinds), temperature)]
             actions = list(await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k])))

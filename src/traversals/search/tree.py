@@ -47,8 +47,6 @@ class TreeConfig:
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
     calibrate: bool = False
-    #: constrained decoding: calibrate the action choice (THINK / EXPAND_KG / ANSWER) too
-    calibrate_actions: bool = False
 
 
 class TreeOfTraversals:
@@ -77,7 +75,6 @@ class TreeOfTraversals:
             rng=random.Random(cfg.seed),
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
-            calibrate_actions=cfg.calibrate_actions,
         )
         value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
