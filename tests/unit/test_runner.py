@@ -192,9 +192,13 @@ def test_read_results_tolerates_only_the_last_line(tmp_path):
 
 async def test_resume_refuses_other_settings(tmp_path):
     ds = make_dataset(3)
-    await run_eval(ds, FakeSolver(), tmp_path, limit=2, progress=False, config={"strategy": "tree", "llm": "x"})
+    await run_eval(ds, FakeSolver(), tmp_path, limit=2, progress=False,
+                   config={"strategy": "tree", "llm": "x", "calibrate": False})
     with pytest.raises(BadInput, match="strategy"):
         await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False, config={"strategy": "chain", "llm": "x"})
+    with pytest.raises(BadInput, match="calibrate: False"):  # calibration changes the answers: no mixing
+        await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
+                       config={"strategy": "tree", "llm": "x", "calibrate": True})
     other = Dataset(name="other", split="dev", questions=ds.questions)
     with pytest.raises(BadInput, match="dataset"):
         await run_eval(other, FakeSolver(), tmp_path, resume=True, progress=False, config={"strategy": "tree", "llm": "x"})
