@@ -30,29 +30,45 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
+def _add_solver_flags(p: argparse.ArgumentParser, *, strategy_help: str) -> None:
+    """What a solver is built from: the KGs, the LLM, the search settings, the strategy."""
+    p.add_argument("--kg", action="append", metavar="SPEC",
+                   help="a triple file (.nt .ttl .nq .tsv .txt .csv), a store directory, an http(s) SPARQL "
+                        "endpoint, sparql:URL or wikidata; repeatable. Default: the built-in demo KG")
+    add_kg_flags(p)
+    add_llm_flags(p)
+    _add_search_flags(p)
+    p.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None, help=strategy_help)
+
+
+def _search_config(args: argparse.Namespace, *, k: int | None):
+    """The SearchConfig of the search flags (``_add_search_flags``) with branching ``k``."""
+    from .api import SearchConfig
+
+    return SearchConfig(
+        k=k,
+        max_depth=args.max_depth,
+        max_expansions=args.max_expansions,
+        threshold=args.threshold,
+        decoding=args.decoding,
+        calibrate=args.calibrate,
+        seed=args.seed,
+    )
+
+
+def _strategy(args: argparse.Namespace) -> str:
+    return args.strategy or ("chain" if args.k == 1 else "tree")
+
+
 async def _ask(args: argparse.Namespace) -> int:
-    from .api import SearchConfig, build_solver
+    from .api import build_solver
     from .kg.factory import open_kgs
 
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     try:
         await prepare_llm(llm)
-        strategy = "chain" if args.k == 1 else "tree"
-        solver = build_solver(
-            args.strategy or strategy,
-            llm,
-            kgs,
-            SearchConfig(
-                k=args.k,
-                max_depth=args.max_depth,
-                max_expansions=args.max_expansions,
-                threshold=args.threshold,
-                decoding=args.decoding,
-                calibrate=args.calibrate,
-                seed=args.seed,
-            ),
-        )
+        solver = build_solver(_strategy(args), llm, kgs, _search_config(args, k=args.k))
         answer = await solver.ask(args.question)
     finally:
         for kg in kgs:
@@ -78,7 +94,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .api import SearchConfig
     from .kg.factory import open_kgs
     from .service import ServiceLimits, create_app
 
@@ -87,19 +102,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError:
         raise TraversalsError("`traversals serve` needs uvicorn and Starlette: pip install 'traversals[serve]'") from None
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
-    defaults = SearchConfig(
-        k=None if args.k == 1 else args.k,  # chain requests always run k = 1, tree requests this k
-        max_depth=args.max_depth,
-        max_expansions=args.max_expansions,
-        threshold=args.threshold,
-        decoding=args.decoding,
-        calibrate=args.calibrate,
-        seed=args.seed,
-    )
+    # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
+    defaults = _search_config(args, k=None if args.k == 1 else args.k)
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
-    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm,
-                     default_strategy=args.strategy or ("chain" if args.k == 1 else "tree"))
+    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -129,25 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer one question")
     ask.add_argument("question")
-    ask.add_argument("--kg", action="append", metavar="SPEC",
-                     help="a triple file (.nt .ttl .nq .tsv .txt .csv), a store directory, an http(s) SPARQL "
-                          "endpoint, sparql:URL or wikidata; repeatable. Default: the built-in demo KG")
-    add_kg_flags(ask)
-    add_llm_flags(ask)
-    _add_search_flags(ask)
-    ask.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None,
-                     help="default: chain when --k 1, else tree")
+    _add_solver_flags(ask, strategy_help="default: chain when --k 1, else tree")
     ask.add_argument("--trace", metavar="FILE", help="write the whole search tree as JSON")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.set_defaults(func=cmd_ask)
 
     serve = sub.add_parser("serve", help="answer questions over HTTP (POST /v1/ask; see docs/service.md)")
-    serve.add_argument("--kg", action="append", metavar="SPEC", help="as for ask; repeatable. Default: the demo KG")
-    add_kg_flags(serve)
-    add_llm_flags(serve)
-    _add_search_flags(serve)
-    serve.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None,
-                       help="strategy of requests that name none (default: chain when --k 1, else tree)")
+    _add_solver_flags(serve, strategy_help="strategy of requests that name none (default: chain when --k 1, else tree)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--concurrency", type=int, default=1, help="questions searched at once (default 1)")
