@@ -117,6 +117,23 @@ class Edges:
 
 
 @runtime_checkable
+class IdentityLinks(Protocol):
+    """Optional capability: explicit links between KGs (the paper's §2.4 "use of explicit
+    links between common KGs if available"). Without it, entities are linked by label."""
+
+    name: str
+
+    async def same_as(self, ids: Sequence[str]) -> dict[str, list[Entity]]:
+        """For each id (an IRI or QID, possibly minted by another KG): this KG's entities
+        that are the same thing -- the id itself when this KG describes it (a triple other
+        than an identity link mentions it), and every node
+        an identity predicate (:data:`~traversals.kg.iris.IDENTITY_PREDICATES`: owl:sameAs,
+        skos:exactMatch, schema:sameAs) connects to it, in either direction. An id it
+        knows nothing about maps to ``[]``."""
+        ...
+
+
+@runtime_checkable
 class KnowledgeGraph(Protocol):
     """What a KG backend must offer. All methods are async (backends may do I/O)."""
 

@@ -14,6 +14,13 @@ RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 SCHEMA_DESCRIPTION = "http://schema.org/description"
 #: Optional explicit inverse label of a property (used by the demo KG and converters).
 INVERSE_LABEL = "http://traversals.local/vocab/inverseLabel"
+#: Predicates that state two IRIs name the same thing: explicit links between KGs (§2.4).
+IDENTITY_PREDICATES = (
+    "http://www.w3.org/2002/07/owl#sameAs",
+    "http://www.w3.org/2004/02/skos/core#exactMatch",
+    "http://schema.org/sameAs",
+    "https://schema.org/sameAs",
+)
 
 
 def entity_iri(name: str) -> str:

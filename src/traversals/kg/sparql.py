@@ -524,6 +524,45 @@ class SparqlKG:
             kg=self.name,
         )
 
+    # -- identity links ----------------------------------------------------------------
+
+    async def same_as(self, ids: Sequence[str]) -> dict[str, list[Entity]]:
+        """This KG's entities that are each id: itself if a triple other than an identity
+        link mentions it, and what
+        owl:sameAs, skos:exactMatch or schema:sameAs connect to it, either direction
+        (:class:`~traversals.kg.base.IdentityLinks`). Literal, blank-node and invalid ids
+        map to ``[]``; one query per batch of ids."""
+        iri_of: dict[str, str] = {}
+        for ident in ids:
+            if is_literal_id(ident) or ident.strip().startswith("_:"):
+                continue
+            try:
+                iri_of[ident] = entity_iri(ident)
+            except BadInput:
+                continue
+        linked: dict[str, list[str]] = {}
+        identity = [st.iri(p) for p in iris.IDENTITY_PREDICATES]
+        preds = st.values("same", identity)
+        other = f"FILTER(?p NOT IN ({', '.join(identity)}))"
+        for chunk in _chunks(sorted(set(iri_of.values())), BATCH):
+            xs = st.values("x", (st.iri(x) for x in chunk))
+            rows = await self.select(
+                "SELECT DISTINCT ?x ?e WHERE {\n"
+                f"  {{ {xs} FILTER EXISTS {{ ?x ?p ?o {other} }} BIND(?x AS ?e) }}\n"
+                f"  UNION {{ {xs} FILTER EXISTS {{ ?s ?p ?x {other} }} BIND(?x AS ?e) }}\n"
+                f"  UNION {{ {xs} {preds} ?x ?same ?e FILTER(isIRI(?e)) }}\n"
+                f"  UNION {{ {xs} {preds} ?e ?same ?x FILTER(isIRI(?e)) }}\n"
+                "}"
+            )
+            for row in rows:
+                if "x" in row and "e" in row:
+                    linked.setdefault(row["x"].value, []).append(row["e"].value)
+        entities = await self._entities(sorted({e for es in linked.values() for e in es}))
+        return {
+            ident: [entities[e] for e in dict.fromkeys(linked.get(iri_of[ident], []))] if ident in iri_of else []
+            for ident in ids
+        }
+
     # -- search ------------------------------------------------------------------------
 
     async def search(self, text: str, limit: int = 10) -> list[Entity]:

@@ -384,6 +384,12 @@ class OxigraphKG:
         """Edges along ``relation`` (entering the entities if it is inverse)."""
         return await asyncio.to_thread(self.get_edges_sync, entities, relation, limit)
 
+    async def same_as(self, ids: Sequence[str]) -> dict[str, list[Entity]]:
+        """This KG's entities that are each id: itself if described, and what owl:sameAs,
+        skos:exactMatch or schema:sameAs connect to it (see
+        :class:`~traversals.kg.base.IdentityLinks`)."""
+        return await asyncio.to_thread(self.same_as_sync, ids)
+
     async def close(self) -> None:
         self.close_sync()
 
@@ -538,16 +544,39 @@ class OxigraphKG:
         term = self._term_of_id(entity_id)
         if term is None:
             return None
+        return self._entities([term])[0] if self._mentions(term) else None
+
+    def same_as_sync(self, ids: Sequence[str]) -> dict[str, list[Entity]]:
+        """Synchronous :meth:`same_as`."""
         store = self._check_open()
-        if isinstance(term, ox.Literal):
-            present = any(True for _ in store.quads_for_pattern(None, None, term))
-        else:
-            present = any(True for _ in store.quads_for_pattern(term, None, None)) or any(
-                True for _ in store.quads_for_pattern(None, None, term)
+        preds = {ox.NamedNode(p) for p in iris.IDENTITY_PREDICATES}
+        out: dict[str, list[Entity]] = {}
+        for ident in ids:
+            term = self._term_of_id(ident)
+            if not isinstance(term, ox.NamedNode):
+                out[ident] = []
+                continue
+            described = any(q.predicate not in preds for q in store.quads_for_pattern(term, None, None)) or any(
+                q.predicate not in preds for q in store.quads_for_pattern(None, None, term)
             )
-        return self._entities([term])[0] if present else None
+            found: dict[str, Term] = {_key(term): term} if described else {}
+            for p in preds:
+                for q in store.quads_for_pattern(term, p, None):
+                    if isinstance(q.object, ox.NamedNode):
+                        found.setdefault(_key(q.object), q.object)
+                for q in store.quads_for_pattern(None, p, term):
+                    if isinstance(q.subject, ox.NamedNode):
+                        found.setdefault(_key(q.subject), q.subject)
+            out[ident] = self._entities(list(found.values()))
+        return out
 
     # ----------------------------------------------------------------- internals
+
+    def _mentions(self, term: Term) -> bool:
+        store = self._check_open()
+        if any(True for _ in store.quads_for_pattern(None, None, term)):
+            return True
+        return not isinstance(term, ox.Literal) and any(True for _ in store.quads_for_pattern(term, None, None))
 
     def _check_open(self) -> ox.Store:
         if self._store is None:

@@ -4,9 +4,12 @@
   copy of an entity, found by linking) and merges the answers; relation keys are made
   unique by prefixing the KG name when two KGs use the same id.
 * ``get_edges`` goes to the KG the relation came from.
-* ``link`` finds, for entities newly added from one KG, the same entity in the others:
-  an exact (normalised) label match from ``search``. This is the paper's fallback of
-  re-running ``initialize`` on the label, without an LLM call.
+* ``link`` finds, for entities newly added from one KG, the same entity in the others.
+  Explicit links first (§2.4: "the use of explicit links between common KGs if
+  available"): the same IRI, or owl:sameAs / skos:exactMatch / schema:sameAs stated by
+  either KG (backends with :class:`~traversals.kg.base.IdentityLinks`). Only for a KG
+  where that finds nothing, an exact (normalised) label match from ``search`` -- the
+  paper's fallback of re-running ``initialize`` on the label, without an LLM call.
 """
 
 from __future__ import annotations
@@ -15,7 +18,17 @@ import asyncio
 from dataclasses import replace
 from typing import Sequence
 
-from ..kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Edge, Edges, Entity, KnowledgeGraph, Relation, Relations
+from ..kg.base import (
+    DEFAULT_MAX_EDGES,
+    DEFAULT_MAX_RELATIONS,
+    Edge,
+    Edges,
+    Entity,
+    IdentityLinks,
+    KnowledgeGraph,
+    Relation,
+    Relations,
+)
 from ..llm.base import Usage
 
 
@@ -102,26 +115,48 @@ class KGSet:
         return Edges(edges, tuple(stamp(e) for e in got.new_entities), got.omitted)
 
     async def link(self, entities: Sequence[Entity], usage: Usage) -> None:
-        """Record same-entity links into the other KGs (no-op with one KG)."""
+        """Record same-entity links into the other KGs (no-op with one KG): explicit
+        links in one batched call per KG, the label fallback per entity left unlinked."""
         if not self.multi:
             return
-        todo = [e for e in entities if (e.kg, e.id) not in self._links][: self.max_links_per_step]
-
-        async def one(entity: Entity) -> None:
-            found: list[Entity] = []
-            for kg in self.kgs:
-                if kg.name == entity.kg:
-                    continue
+        todo = list({(e.kg, e.id): e for e in entities if (e.kg, e.id) not in self._links}.values())
+        todo = todo[: self.max_links_per_step]
+        if not todo:
+            return
+        # the ids each entity goes by: its own, and those its own KG states are the same
+        ids: dict[tuple[str, str], list[str]] = {(e.kg, e.id): [e.id] for e in todo}
+        for kg in self.kgs:
+            mine = [e for e in todo if e.kg == kg.name]
+            if mine and isinstance(kg, IdentityLinks):
                 usage.kg_calls += 1
-                for cand in await kg.search(entity.label, limit=3):
-                    if _norm(cand.label) == _norm(entity.label):
-                        found.append(cand if cand.kg else replace(cand, kg=kg.name))
-                        break
-            self._links[(entity.kg, entity.id)] = found
-            for other in found:
-                self._links.setdefault((other.kg, other.id), []).append(entity)
+                stated = await kg.same_as([e.id for e in mine])
+                for e in mine:
+                    ids[(e.kg, e.id)] += [s.id for s in stated.get(e.id, []) if s.id != e.id]
 
-        await asyncio.gather(*(one(e) for e in todo))
+        async def in_kg(kg: KnowledgeGraph) -> dict[tuple[str, str], list[Entity]]:
+            others = [e for e in todo if e.kg != kg.name]
+            same: dict[tuple[str, str], list[Entity]] = {}
+            if others and isinstance(kg, IdentityLinks):
+                usage.kg_calls += 1
+                got = await kg.same_as(list(dict.fromkeys(i for e in others for i in ids[(e.kg, e.id)])))
+                for e in others:
+                    found = {s.id: s for i in ids[(e.kg, e.id)] for s in got.get(i, [])}
+                    same[(e.kg, e.id)] = list(found.values())
+
+            async def by_label(e: Entity) -> None:
+                usage.kg_calls += 1
+                hits = [c for c in await kg.search(e.label, limit=3) if _norm(c.label) == _norm(e.label)]
+                same[(e.kg, e.id)] = hits[:1]
+
+            await asyncio.gather(*(by_label(e) for e in others if not same.get((e.kg, e.id))))
+            return {k: [x if x.kg else replace(x, kg=kg.name) for x in v] for k, v in same.items()}
+
+        per_kg = await asyncio.gather(*(in_kg(kg) for kg in self.kgs))
+        for e in todo:
+            found = [x for got in per_kg for x in got.get((e.kg, e.id), [])]
+            self._links[(e.kg, e.id)] = found
+            for other in found:
+                self._links.setdefault((other.kg, other.id), []).append(e)
 
     def option_keys(self, relations: Sequence[Relation]) -> list[str]:
         """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash)."""
