@@ -116,6 +116,9 @@ async def test_report_tables_and_plots(tmp_path):
     assert "value_vs_accuracy.png" in text and "backtracking.png" in text
     # q0 (Paris -> Rome) and q2 (Lima -> Quito) backtracked: 50% without, 50% with
     assert "| tree · toy | 2 | 50.0 | 50.0 |" in text
+    # the same 4 questions: q0 both right, q1 and q3 only tree, q2 neither; toy2 is not paired
+    assert "| toy | tree vs chain | 4 | 1 | 2 | 0 | 1 | 0.500 |" in text and "toy2 | tree vs" not in text
+    assert "| 75.0 | 30.1–95.4 |" in text  # Hits@1 and its Wilson interval for 3 of 4
 
 
 async def test_report_out_and_no_data(tmp_path):

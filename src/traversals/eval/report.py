@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import BadInput
 from .metrics import em_in
 from .runner import RESULTS, RUN, TRACES, Summary, read_results, safe_id, summarize
+from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
 BACKTRACK_PNG = "backtracking.png"
@@ -354,6 +355,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
                 str(s.n),
                 str(s.errors),
                 _pct(s.hits_at_1),
+                "–".join(_pct(x) for x in wilson_interval(s.hits_at_1 * s.n, s.n)),
                 _pct(s.em_in),
                 _pct(s.f1),
                 f"{s.mean_llm_calls:.1f}",
@@ -364,10 +366,33 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
             ]
         )
     lines += _table(
-        ["dataset", "subset", "strategy", "LLM", "n", "errors", "Hits@1", "EM-in", "F1",
+        ["dataset", "subset", "strategy", "LLM", "n", "errors", "Hits@1", "95% CI", "EM-in", "F1",
          "LLM calls", "prompt tok", "completion tok", "KG calls", "seconds"],
         rows,
     )  # fmt: skip
+    lines += ["", "95% CI: Wilson score interval of Hits@1 (a binomial proportion over n questions).", ""]
+
+    # paired comparisons on shared questions
+    lines += ["## Paired comparisons (same questions)", ""]
+    prow = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1 :]:
+            if a.dataset != b.dataset:
+                continue
+            pc = paired(a.rows, b.rows)
+            if pc.n:
+                prow.append([a.dataset, f"{a.label} vs {b.label}", str(pc.n), str(pc.both), str(pc.only_a),
+                             str(pc.only_b), str(pc.neither), f"{pc.p_value:.3f}"])
+    if prow:
+        lines += [
+            "Hits@1 on the questions both runs answered. Only the questions one run gets right "
+            "decide; p: exact McNemar test (two-sided), the chance of a split at least this "
+            "uneven if neither were better.",
+            "",
+        ]
+        lines += _table(["dataset", "A vs B", "shared", "both right", "only A", "only B", "neither", "p"], prow)
+    else:
+        lines.append("No two runs share questions of the same dataset.")
     lines.append("")
 
     # value vs accuracy
