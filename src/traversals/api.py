@@ -14,6 +14,7 @@ from .errors import BadInput
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
 from .search.cot import ChainOfThought
+from .search.events import EventSink
 from .search.kgset import KGSet
 from .search.result import Answer, Solver
 from .search.tree import TreeConfig, TreeOfTraversals
@@ -39,8 +40,15 @@ class SearchConfig:
 
 
 def build_solver(
-    strategy: str, llm: LLM, kgs: Sequence[KnowledgeGraph], config: SearchConfig | None = None
+    strategy: str,
+    llm: LLM,
+    kgs: Sequence[KnowledgeGraph],
+    config: SearchConfig | None = None,
+    *,
+    on_event: EventSink | None = None,
 ) -> Solver:
+    """The solver for ``strategy``. ``on_event`` receives the search's events as they
+    happen (:mod:`traversals.search.events`; the KG strategies only)."""
     cfg = config or SearchConfig()
     if strategy == "cot":
         return ChainOfThought(llm)
@@ -67,7 +75,7 @@ def build_solver(
         calibrate=cfg.calibrate,
     )
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
-    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy)
+    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event)
 
 
 __all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver"]

@@ -63,12 +63,14 @@ def _strategy(args: argparse.Namespace) -> str:
 async def _ask(args: argparse.Namespace) -> int:
     from .api import build_solver
     from .kg.factory import open_kgs
+    from .search.events import describe
 
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     try:
         await prepare_llm(llm)
-        solver = build_solver(_strategy(args), llm, kgs, _search_config(args, k=args.k))
+        on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else None
+        solver = build_solver(_strategy(args), llm, kgs, _search_config(args, k=args.k), on_event=on_event)
         answer = await solver.ask(args.question)
     finally:
         for kg in kgs:
@@ -139,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solver_flags(ask, strategy_help="default: chain when --k 1, else tree")
     ask.add_argument("--trace", metavar="FILE", help="write the whole search tree as JSON")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--verbose", "-v", action="store_true", help="show the search as it runs (on stderr)")
     ask.set_defaults(func=cmd_ask)
 
     serve = sub.add_parser("serve", help="answer questions over HTTP (POST /v1/ask; see docs/service.md)")

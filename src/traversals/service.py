@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ OVERRIDES: dict[str, tuple[type, ...]] = {
     "threshold": (int, float),
     "seed": (int,),
 }
-REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", *OVERRIDES}
+REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", "stream", *OVERRIDES}
 
 
 class Busy(TraversalsError):
@@ -110,6 +111,7 @@ class AskRequest:
     config: SearchConfig
     topic_entities: list[str] | None = None
     trace: bool = False
+    stream: bool = False
 
 
 def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfig, limits: ServiceLimits) -> AskRequest:
@@ -132,9 +134,9 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         not isinstance(topics, list) or not all(isinstance(t, str) and t.strip() for t in topics)
     ):
         raise BadInput("'topic_entities' must be a list of non-empty strings")
-    trace = body.get("trace", False)
-    if not isinstance(trace, bool):
-        raise BadInput("'trace' must be true or false")
+    trace, stream = body.get("trace", False), body.get("stream", False)
+    if not isinstance(trace, bool) or not isinstance(stream, bool):
+        raise BadInput("'trace' and 'stream' must be true or false")
 
     changes: dict[str, Any] = {}
     for name, types in OVERRIDES.items():
@@ -154,7 +156,7 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
         changes["k"] = 1
     config = dataclasses.replace(defaults, **changes)
-    return AskRequest(question.strip(), strategy, config, [t.strip() for t in topics] if topics else None, trace)
+    return AskRequest(question.strip(), strategy, config, [t.strip() for t in topics] if topics else None, trace, stream)
 
 
 def status_for(exc: BaseException) -> int:
@@ -172,7 +174,8 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
-SolverFactory = Callable[[str, LLM, Sequence[KnowledgeGraph], SearchConfig], Solver]
+#: ``factory(strategy, llm, kgs, config, on_event=callback_or_None) -> Solver``
+SolverFactory = Callable[..., Solver]
 
 
 def create_app(
@@ -192,7 +195,7 @@ def create_app(
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import JSONResponse
+        from starlette.responses import JSONResponse, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BadInput("the HTTP service needs Starlette and uvicorn: pip install 'traversals[serve]'") from exc
@@ -206,10 +209,8 @@ def create_app(
     gate = _Gate(limits.max_concurrency, limits.max_queue)
 
     def error(exc: BaseException) -> JSONResponse:
-        status = status_for(exc)
-        message = str(exc) if isinstance(exc, TraversalsError) else "internal error (see the server log)"
         headers = {"Retry-After": str(limits.retry_after)} if isinstance(exc, Busy) else None
-        return JSONResponse({"error": {"type": type(exc).__name__, "message": message}}, status, headers=headers)
+        return JSONResponse({"error": _error_body(exc)}, status_for(exc), headers=headers)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -232,23 +233,26 @@ def create_app(
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadInput(f"the request body is not JSON: {exc}") from None
             req = parse_ask_request(body, default_strategy, defaults, limits)
-            solver = solver_factory(req.strategy, llm, kgs, req.config)
+            if req.stream:
+                gate.check()  # refuse now, with a status, rather than inside the stream
+                queue: asyncio.Queue = asyncio.Queue()
+                solver = solver_factory(req.strategy, llm, kgs, req.config, on_event=queue.put_nowait)
+                return StreamingResponse(
+                    _stream(gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities)), queue,
+                            req, timeout=limits.timeout),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                )
+            solver = solver_factory(req.strategy, llm, kgs, req.config, on_event=None)
             answer = await _answer_within(
                 request,
                 gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities)),
                 timeout=limits.timeout,
                 poll=limits.disconnect_poll,
             )
-        except Exception as exc:  # every failure becomes a JSON error; unexpected ones are logged
-            if not isinstance(exc, TraversalsError):
-                import logging
-
-                logging.getLogger("traversals.service").exception("unexpected error answering a question")
+        except Exception as exc:  # every failure becomes a JSON error
             return error(exc)
-        out = answer.to_json()
-        if req.trace:
-            out["trace"] = answer.trace
-        return JSONResponse(out)
+        return JSONResponse(_answer_json(answer, req))
 
     @asynccontextmanager
     async def lifespan(app):
@@ -295,6 +299,64 @@ async def _answer_within(request: Any, work: Awaitable[Any], *, timeout: float |
     raise RequestTimeout(f"no answer within {timeout:g} s ({time.monotonic() - start:.1f} s spent)")
 
 
+def _error_body(exc: BaseException) -> dict:
+    """``{"type", "message"}`` of a failure; an unexpected one is logged with its traceback
+    and its message is not shown (it may hold internals)."""
+    if not isinstance(exc, TraversalsError):
+        logging.getLogger("traversals.service").error("unexpected error answering a question", exc_info=exc)
+        return {"type": type(exc).__name__, "message": "internal error (see the server log)"}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _answer_json(answer: Any, req: AskRequest) -> dict:
+    out = answer.to_json()
+    if req.trace:
+        out["trace"] = answer.trace
+    return out
+
+
+def _sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *, timeout: float | None):
+    """Server-sent events: the search's events as they happen, then ``answer`` (the same
+    object as the JSON reply) or ``error`` (``type``, ``message``, ``status``). A client
+    that disconnects stops the search (Starlette cancels this generator)."""
+    start = time.monotonic()
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+            done, _ = await asyncio.wait({getter, task}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                event = getter.result()
+                yield _sse(str(event.get("event", "event")), event)
+                continue
+            getter.cancel()
+            if not done:  # out of time
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                exc: BaseException = RequestTimeout(f"no answer within {timeout:g} s")
+                yield _sse("error", {**_error_body(exc), "status": status_for(exc)})
+                return
+            while not queue.empty():
+                event = queue.get_nowait()
+                yield _sse(str(event.get("event", "event")), event)
+            break
+        try:
+            answer = task.result()
+        except Exception as exc:  # the same errors the JSON reply would give, as an event
+            yield _sse("error", {**_error_body(exc), "status": status_for(exc)})
+            return
+        yield _sse("answer", _answer_json(answer, req))
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def _disconnected(request: Any, poll: float) -> None:
     while not await request.is_disconnected():
         await asyncio.sleep(poll)
@@ -310,11 +372,16 @@ class _Gate:
         self._queued = 0
         self._sem: asyncio.Semaphore | None = None
 
-    async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+    def check(self) -> None:
+        """Raise :class:`Busy` if one more question would be refused now."""
         if self._sem is None:  # created on the server's event loop
             self._sem = asyncio.Semaphore(self._running)
         if self._sem.locked() and self._queued >= self._waiting:
             raise Busy(f"busy: {self._running} question(s) running and {self._queued} waiting; retry later")
+
+    async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        self.check()
+        assert self._sem is not None
         self._queued += 1
         try:
             await self._sem.acquire()

@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import BadInput
 from .eval.runner import read_results
+from .search.events import action_parts
 
 __all__ = ["answer_node_id", "render_run", "render_trace", "write_run_view", "write_trace_view"]
 
@@ -65,18 +66,7 @@ def answer_node_id(trace: dict) -> int | None:
 
 
 def _action_summary(action: dict | None) -> str:
-    if not action:
-        return '<span class="act">root</span>'
-    kind = action.get("type", "?")
-    if kind == "SELECT_ENTITIES":
-        what = ", ".join(e.get("label", e.get("id", "?")) for e in action.get("entities", []))
-    elif kind == "SELECT_RELATION":
-        rel = action.get("relation") or {}
-        what = rel.get("label") or rel.get("key", "?")
-        if rel.get("kg"):
-            what += f" ({rel['kg']})"
-    else:
-        what = action.get("text", "")
+    kind, what = action_parts(action)
     return f'<span class="act">{_e(kind)}</span> {_e(what)}'
 
 

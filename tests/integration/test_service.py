@@ -6,6 +6,7 @@ up mid-search (the search is cancelled)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -63,9 +64,20 @@ def test_serve_answers_over_http_with_provenance_then_shuts_down_cleanly(served)
     info = httpx.get(base + "/v1/info", timeout=10).json()
     assert info["default_strategy"] == "chain" and info["can_score"] is True and info["kgs"] == ["kb"]
 
-    r = httpx.post(base + "/v1/ask", json={"question": "what films did [Charles Bail] direct"}, timeout=600)
-    assert r.status_code == 200, r.text
-    out = r.json()
+    # streamed: the search's nodes arrive while it runs, then the answer
+    events = []
+    with httpx.stream("POST", base + "/v1/ask", json={"question": "what films did [Charles Bail] direct", "stream": True},
+                      timeout=600) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                events.append([line[7:], None])
+            elif line.startswith("data: "):
+                events[-1][1] = json.loads(line[6:])
+    names = [name for name, _ in events]
+    assert names[0] == "linked" and names[-1] == "answer" and names.count("node") >= 5
+    assert any(d.get("action", {}) and d["action"]["type"] == "SELECT_RELATION" for n, d in events if n == "node")
+    out = events[-1][1]
     assert "The Gumball Rally" in out["answer"]
     assert out["decoding"] == "constrained" and out["strategy"] == "chain" and out["llm_calls"] > 0
     edges = {(e["subject"]["label"], e["object"]["label"]) for e in out["supporting_edges"]}
@@ -103,7 +115,7 @@ async def test_a_client_that_hangs_up_cancels_its_search():
                 cancelled.set()
                 raise
 
-    app = create_app(ScriptedLLM([]), [_NoKG()], solver_factory=lambda *a: SlowSolver(),
+    app = create_app(ScriptedLLM([]), [_NoKG()], solver_factory=lambda *a, **kw: SlowSolver(),
                      limits=ServiceLimits(disconnect_poll=0.05))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -117,6 +129,18 @@ async def test_a_client_that_hangs_up_cancels_its_search():
                              timeout=httpx.Timeout(5, read=0.5))
         assert started.is_set()
         await asyncio.wait_for(cancelled.wait(), 5)  # not the 60 s the search would take
+
+        # the same for a streamed answer that the client stops reading
+        started.clear()
+        cancelled.clear()
+        async with httpx.AsyncClient() as c:
+            with pytest.raises(httpx.ReadTimeout):
+                async with c.stream("POST", f"http://127.0.0.1:{port}/v1/ask", json={"question": "q", "stream": True},
+                                    timeout=httpx.Timeout(5, read=0.5)) as r:
+                    async for _ in r.aiter_lines():
+                        pass
+        assert started.is_set()
+        await asyncio.wait_for(cancelled.wait(), 5)
     finally:
         server.should_exit = True
         await serving

@@ -202,6 +202,25 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     assert chosen["answer"] == "Florence Stone"  # the trace names the node the answer came from
 
 
+async def test_the_search_reports_its_events_as_it_goes():
+    events = []
+    cfg = SearchConfig(k=2, decoding="sampled")
+    s = build_solver("tree", scripted(), [dylan_kg()], cfg, on_event=events.append)
+    answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+    kinds = [e["event"] for e in events]
+    assert kinds[:3] == ["linked", "node", "expand"] and events[0]["entities"][0]["label"] == "Bob Dylan"
+    nodes = answer.trace["nodes"]
+    # every node once, in creation order, each announced after its parent was picked for expansion
+    assert [e["id"] for e in events if e["event"] == "node"] == [n["id"] for n in nodes]
+    expanded = [e["node"] for e in events if e["event"] == "expand"]
+    assert expanded == [n["id"] for n in sorted((n for n in nodes if n["expansion"]), key=lambda n: n["expansion"])]
+    for i, e in enumerate(events):
+        if e["event"] == "node" and e["parent"] is not None:
+            assert any(x["event"] == "expand" and x["node"] == e["parent"] for x in events[:i])
+    final = next(e for e in events if e["event"] == "node" and e["id"] == answer.trace["answer_node"])
+    assert final["answer"] == answer.text and final["value"] == answer.value
+
+
 async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first():
     values = iter(["0.2", "0.7", "0.7"])
     llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, "score 0.0"), (RATING, lambda *a: next(values, "0.1")),

@@ -7,6 +7,7 @@ tests/integration/test_service.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -34,16 +35,20 @@ class FakeKG:
 
 
 class FakeSolver:
-    def __init__(self, strategy, config, *, raises=None, gate=None, started=None):
+    def __init__(self, strategy, config, *, raises=None, gate=None, started=None, on_event=None):
         self.name = strategy
         self.config = config
         self.raises = raises
         self.gate = gate
         self.started = started
+        self.on_event = on_event
         self.asked = None
 
     async def ask(self, question, *, topic_entities=None):
         self.asked = (question, topic_entities)
+        if self.on_event is not None:
+            self.on_event({"event": "linked", "question": question, "entities": []})
+            self.on_event({"event": "node", "id": 0, "parent": None, "state": "default"})
         if self.started is not None:
             self.started.set()
         if self.gate is not None:
@@ -63,8 +68,8 @@ class Factory:
         self.kwargs = solver_kwargs
         self.built: list[FakeSolver] = []
 
-    def __call__(self, strategy, llm, kgs, config):
-        solver = FakeSolver(strategy, config, **self.kwargs)
+    def __call__(self, strategy, llm, kgs, config, *, on_event=None):
+        solver = FakeSolver(strategy, config, on_event=on_event, **self.kwargs)
         self.built.append(solver)
         return solver
 
@@ -124,6 +129,7 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
         (b'{"question": "q", "strategy": "chain", "k": 3}', "k = 1"),
         (b'{"question": "q", "topic_entities": "Alpha"}', "list of non-empty strings"),
         (b'{"question": "q", "trace": "yes"}', "'trace'"),
+        (b'{"question": "q", "stream": 1}', "'stream'"),
     ],
 )
 async def test_bad_requests_get_400_naming_the_problem(body, says):
@@ -240,3 +246,52 @@ async def test_the_real_solver_factory_answers_with_cot_and_a_scripted_llm():
         r = await c.post("/v1/ask", json={"question": "Who is Bob Dylan's maternal grandmother?"})
     assert r.status_code == 200
     assert r.json()["answer"] == "Florence Stone" and r.json()["strategy"] == "cot" and r.json()["llm_calls"] == 1
+
+
+def sse_events(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+async def test_a_streamed_answer_sends_the_search_events_then_the_answer():
+    async with client() as c:
+        r = await c.post("/v1/ask", json={"question": "Who directed Alpha?", "stream": True, "trace": True})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(r.text)
+    assert [name for name, _ in events] == ["linked", "node", "answer"]
+    assert events[1][1]["id"] == 0
+    final = events[-1][1]
+    assert final["answer"] == "Ann Lee" and final["trace"] == {"nodes": [{"id": 0}]}
+
+
+async def test_a_streamed_failure_ends_with_an_error_event_carrying_the_status():
+    async with client(Factory(raises=KGTimeout("SPARQL query timed out after 30 s"))) as c:
+        r = await c.post("/v1/ask", json={"question": "q", "stream": True})
+    events = sse_events(r.text)
+    assert events[-1] == ("error", {"type": "KGTimeout", "message": "SPARQL query timed out after 30 s", "status": 504})
+    assert [name for name, _ in events][:2] == ["linked", "node"]  # what happened before the failure
+
+
+async def test_a_streamed_request_beyond_the_queue_is_refused_with_503_not_a_stream():
+    gate, started = asyncio.Event(), asyncio.Event()
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=gate, started=started),
+                     limits=ServiceLimits(max_concurrency=1, max_queue=0))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        first = asyncio.create_task(c.post("/v1/ask", json={"question": "first"}))
+        await asyncio.wait_for(started.wait(), 5)
+        busy = await c.post("/v1/ask", json={"question": "second", "stream": True})
+        gate.set()
+        await first
+    assert busy.status_code == 503 and busy.json()["error"]["type"] == "Busy"
+
+
+async def test_a_streamed_question_over_the_time_budget_ends_with_a_timeout_event():
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event()),
+                     limits=ServiceLimits(timeout=0.05))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        r = await c.post("/v1/ask", json={"question": "slow", "stream": True})
+    name, data = sse_events(r.text)[-1]
+    assert name == "error" and data["type"] == "RequestTimeout" and data["status"] == 504

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
+from . import events
+from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
 from .machine import Machine, Node, State
@@ -52,11 +54,21 @@ class TreeConfig:
 class TreeOfTraversals:
     """A :class:`~traversals.search.result.Solver`. Stateless between questions."""
 
-    def __init__(self, llm: LLM, kgs: KGSet, config: TreeConfig | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        kgs: KGSet,
+        config: TreeConfig | None = None,
+        *,
+        name: str | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
         self.llm = llm
         self.kgs = kgs
         self.config = config or TreeConfig()
         self.name = name or ("chain" if self.config.k == 1 else "tree")
+        #: called with each search event as it happens (see :mod:`traversals.search.events`)
+        self.on_event = on_event
 
     @property
     def constrained(self) -> bool:
@@ -84,6 +96,9 @@ class TreeOfTraversals:
         entities = await linker.initialize(question, init_usage, topic_entities)
         root = machine.root(Subgraph().with_entities(entities))
         root.usage = init_usage
+        emit = self.on_event or (lambda event: None)
+        emit(events.linked(question, entities))
+        emit(events.node(root))
         nodes: list[Node] = [root]
         frontier: list[Node] = [root]
         answers: list[Node] = []
@@ -94,6 +109,7 @@ class TreeOfTraversals:
             frontier.remove(node)
             expansions += 1
             node.expansion = expansions
+            emit(events.expansion(node))
             proposal = await policy.propose(question, node, cfg.k, node.usage)
             children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in proposal.actions)))
 
@@ -106,6 +122,7 @@ class TreeOfTraversals:
             for child in children:
                 node.children.append(child)
                 nodes.append(child)
+                emit(events.node(child))
                 if child.state is State.DONE and not child.invalid:
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
@@ -125,6 +142,7 @@ class TreeOfTraversals:
                 child.note = (child.note + "; " if child.note else "") + "answered when the frontier ran out"
                 last.children.append(child)
                 nodes.append(child)
+                emit(events.node(child))
                 answers.append(child)
         best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)
         usage = Usage()
