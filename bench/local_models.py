@@ -12,8 +12,6 @@ script only answers what is missing). Figures, not assertions: nothing here fail
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -35,21 +33,18 @@ def run(model: str, dataset: str, strategy: str, limit: int, data: Path, out: Pa
 
 
 def figures(out: Path) -> dict:
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
-    actions = valid = 0
-    for trace_file in (out / "traces").glob("*.json"):
-        for node in json.loads(trace_file.read_text()).get("nodes", []):
-            if node.get("action"):
-                actions += 1
-                valid += not node.get("invalid")  # any invalid node counts, dead ends included
-    sent = sum(r.get("prompt_tokens", 0) for r in rows)
-    computed = sum(r.get("computed_prompt_tokens", r.get("prompt_tokens", 0)) for r in rows)
+    """The run's issue-4 figures, as ``traversals report`` computes them."""
+    from traversals.eval.report import efficiency, load_run
+
+    run_ = load_run(out)
+    eff = efficiency(run_)
+    nan = float("nan")
     return {
-        "n": len(rows),
-        "valid": valid / actions if actions else float("nan"),
-        "hits": sum(r.get("hits@1", 0) for r in rows) / max(1, len(rows)),
-        "median_s": statistics.median(r["seconds"] for r in rows) if rows else float("nan"),
-        "computed_over_sent": computed / sent if sent else float("nan"),
+        "n": run_.summary.n,
+        "valid": nan if eff.valid_rate is None else eff.valid_rate,
+        "hits": run_.summary.hits_at_1,
+        "median_s": nan if eff.median_seconds is None else eff.median_seconds,
+        "computed_over_sent": nan if eff.computed_over_sent is None else eff.computed_over_sent,
     }
 
 

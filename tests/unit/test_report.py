@@ -143,3 +143,28 @@ async def test_report_on_runs_without_traces(tmp_path):
     assert "n=1" in text and text.count("No data") == 2
     with pytest.raises(BadInput, match="not a run directory"):
         write_report([tmp_path / "nothing"])
+
+
+def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path):
+    from traversals.eval.report import efficiency
+
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    act = {"type": "THINK", "text": "t"}
+    traces = {
+        "a": [{"id": 0, "action": None}, {"id": 1, "action": act}, {"id": 2, "action": act, "invalid": True}],
+        "b": [{"id": 0, "action": None}, {"id": 1, "action": act}, {"id": 2, "action": act}, {"id": 3, "action": act}],
+        "c": [{"id": 0, "action": act}],  # an errored question: left out
+    }
+    rows = []
+    for i, (name, nodes) in enumerate(traces.items()):
+        (run / "traces" / f"{name}.json").write_text(json.dumps({"nodes": nodes}))
+        rows.append({"id": name, "question": name, "answer": "x", "gold": [["x"]], "hits@1": 1.0, "seconds": [1.0, 5.0, 9.0][i],
+                     "prompt_tokens": 1000, "computed_prompt_tokens": [200, 300, 1000][i],
+                     "error": "KGTimeout" if name == "c" else None, "trace": f"traces/{name}.json"})
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    eff = efficiency(load_run(run))
+    assert (eff.actions, eff.valid_actions) == (5, 4) and eff.valid_rate == 0.8
+    assert eff.median_seconds == 3.0 and eff.computed_over_sent == 0.25
+    text = write_report([run]).read_text()
+    assert "| 3.00 | 80.0 | 0.25 |" in text

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -119,6 +120,40 @@ def proposed_answers(trace: dict | None) -> list[dict]:
         for n in _nodes(trace)
         if isinstance(n.get("answer"), str) and n["answer"].strip() and not n.get("invalid")
     ]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Issue-4 figures of a run: how many actions were valid, the median seconds per
+    question, and the share of prompt tokens the LLM actually computed (the rest came
+    from its KV cache)."""
+
+    actions: int
+    valid_actions: int
+    median_seconds: float | None
+    computed_over_sent: float | None
+
+    @property
+    def valid_rate(self) -> float | None:
+        return self.valid_actions / self.actions if self.actions else None
+
+
+def efficiency(run: Run) -> Efficiency:
+    """Every node made by an action counts; an invalid one (unparseable output, a dead-end
+    selection) is not valid. Questions that ended in an error are left out."""
+    actions = valid = 0
+    seconds, sent, computed = [], 0, 0
+    for row in run.rows:
+        if row.get("error"):
+            continue
+        seconds.append(float(row.get("seconds") or 0.0))
+        sent += int(row.get("prompt_tokens") or 0)
+        computed += int(row.get("computed_prompt_tokens", row.get("prompt_tokens")) or 0)
+        for node in _nodes(run.trace(row)):
+            if node.get("action"):
+                actions += 1
+                valid += not node.get("invalid")
+    return Efficiency(actions, valid, statistics.median(seconds) if seconds else None, computed / sent if sent else None)
 
 
 def value_points(run: Run) -> list[tuple[float, float]]:
@@ -341,6 +376,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     rows = []
     for r in runs:
         s = r.summary
+        eff = efficiency(r)
         subset = r.config.get("split", "")
         if r.config.get("answerable_only"):
             subset += ", answerable"
@@ -363,14 +399,25 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
                 f"{s.mean_completion_tokens:.0f}",
                 f"{s.mean_kg_calls:.1f}",
                 f"{s.mean_seconds:.2f}",
+                "–" if eff.median_seconds is None else f"{eff.median_seconds:.2f}",
+                "–" if eff.valid_rate is None else _pct(eff.valid_rate),
+                "–" if eff.computed_over_sent is None else f"{eff.computed_over_sent:.2f}",
             ]
         )
     lines += _table(
         ["dataset", "subset", "strategy", "LLM", "n", "errors", "Hits@1", "95% CI", "EM-in", "F1",
-         "LLM calls", "prompt tok", "completion tok", "KG calls", "seconds"],
+         "LLM calls", "prompt tok", "completion tok", "KG calls", "seconds", "median s", "valid actions %",
+         "computed / sent"],
         rows,
     )  # fmt: skip
-    lines += ["", "95% CI: Wilson score interval of Hits@1 (a binomial proportion over n questions).", ""]
+    lines += [
+        "",
+        "95% CI: Wilson score interval of Hits@1 (a binomial proportion over n questions). Costs are means "
+        "per question; median s is the median. Valid actions: share of the search's action nodes that were "
+        "valid (– for CoT: no KG actions). Computed / sent: prompt tokens the LLM computed over those sent "
+        "(the rest was reused from its KV cache; 1.00 for an endpoint that does not report it).",
+        "",
+    ]
 
     # paired comparisons on shared questions
     lines += ["## Paired comparisons (same questions)", ""]
