@@ -1,4 +1,4 @@
-"""Command line: ``traversals ask | serve | eval | report | view | kg | model``.
+"""Command line: ``traversals ask | serve | mcp | eval | report | view | kg | model``.
 
 Thin by design: parse flags, read the environment once (here, at the edge), build the
 objects, call the library, print. Every :class:`~traversals.errors.TraversalsError`
@@ -113,6 +113,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .kg.factory import open_kgs
+    from .mcp_server import create_mcp_server
+
+    kgs = open_kgs(args.kg or [], **remote_kg_options(args))
+    llm = open_llm_from_args(args)
+    server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
+                               default_strategy=_strategy(args))
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+    return 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from .errors import BadInput
     from .viewer import write_run_view, write_trace_view
@@ -154,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="answer within this many seconds or return 504 (default: no limit)")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(func=cmd_serve)
+
+    mcp = sub.add_parser("mcp", help="offer the KG interface and the search as MCP tools (docs/mcp.md)")
+    _add_solver_flags(mcp, strategy_help="strategy of answer_question calls that name none "
+                                         "(default: chain when --k 1, else tree)")
+    mcp.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
+                     help="stdio (default: the host starts this command) or streamable-http")
+    mcp.add_argument("--host", default="127.0.0.1", help="streamable-http: address (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8001, help="streamable-http: port (default 8001)")
+    mcp.set_defaults(func=cmd_mcp)
 
     view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")
     view.add_argument("path", metavar="TRACE_OR_RUN", help="a trace file (ask --trace) or a run directory (eval --out)")

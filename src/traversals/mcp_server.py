@@ -1,0 +1,149 @@
+"""MCP server: ``traversals mcp`` gives an agent the KG interface and the whole search.
+
+An MCP host (a chat app, an IDE agent) connects to it over stdio or streamable HTTP and
+gets four tools:
+
+- ``kg_search(text, limit)`` -- entities whose label matches, in every KG;
+- ``kg_relations(entity_id, kg)`` -- the relations of an entity, both directions, with
+  the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards);
+- ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
+  they reach;
+- ``answer_question(question, strategy)`` -- Tree-of-Traversals (or chain, or CoT) with
+  the server's own LLM: the answer, its value and the KG edges that support it.
+
+The first three are the paper's KG interface (``initialize`` / ``get_relations`` /
+``get_edges``) handed to the host's model, so a strong hosted model can walk the KG
+itself; the fourth runs the search here. Answers are bounded like the search's own
+(``max_relations``, ``max_edges``, with a count of what was left out). Failures a caller
+can act on (an unknown KG, a timeout, an id the KG does not know) come back as tool
+errors with the message; the ``mcp`` extra provides the SDK.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import asynccontextmanager
+from typing import Any, Sequence
+
+from .api import STRATEGIES, SearchConfig, build_solver
+from .errors import BadInput, TraversalsError
+from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
+from .llm.base import LLM, Usage
+from .search.kgset import KGSet
+
+__all__ = ["create_mcp_server"]
+
+INSTRUCTIONS = (
+    "Knowledge-graph tools. To answer a factual question yourself: kg_search for the entity "
+    "named in it, kg_relations on that entity, kg_edges along the relation that leads towards "
+    "the answer, and repeat from the entities reached. Or call answer_question to let the "
+    "server's Tree-of-Traversals search answer it, with the supporting edges."
+)
+
+
+def _entity_json(e: Entity) -> dict[str, Any]:
+    return {"id": e.id, "label": e.label, "description": e.description, "kg": e.kg}
+
+
+def create_mcp_server(
+    llm: LLM,
+    kgs: Sequence[KnowledgeGraph],
+    *,
+    defaults: SearchConfig | None = None,
+    default_strategy: str = "tree",
+    max_relations: int = DEFAULT_MAX_RELATIONS,
+    max_edges: int = DEFAULT_MAX_EDGES,
+    close_on_shutdown: bool = True,
+):
+    """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs are closed
+    when it shuts down unless ``close_on_shutdown`` is false."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BadInput("the MCP server needs the MCP SDK: pip install 'traversals[mcp]'") from exc
+    if not kgs:
+        raise BadInput("at least one knowledge graph is needed")
+    if default_strategy not in STRATEGIES:
+        raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    defaults = defaults or SearchConfig()
+    kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
+    names = [kg.name for kg in kgs]
+
+    def entity(entity_id: str, kg: str | None) -> Entity:
+        if not entity_id or not entity_id.strip():
+            raise ToolError("entity_id must be an entity id from kg_search, kg_relations or kg_edges")
+        if kg is not None and kg not in names:
+            raise ToolError(f"unknown kg {kg!r}; this server has {', '.join(names)}")
+        return Entity(id=entity_id.strip(), label=entity_id.strip(), kg=kg or names[0])
+
+    async def call(coro: Any) -> Any:
+        try:
+            return await coro
+        except TraversalsError as exc:  # a timeout, a bad id, a KG that is down: the caller reads why
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    @asynccontextmanager
+    async def lifespan(server: Any):
+        try:
+            yield {}
+        finally:
+            if close_on_shutdown:
+                for kg in kgs:
+                    await kg.close()
+                await llm.close()
+
+    server = MCPServer(name="traversals", instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    @server.tool(structured_output=True)
+    async def kg_search(text: str, limit: int = 5) -> dict[str, Any]:
+        """Entities whose label matches `text` (exact, then case-insensitive, then partial), in every KG."""
+        if not text.strip():
+            raise ToolError("text must not be empty")
+        found = await call(kgset.search(text, Usage(), limit=max(1, min(limit, 50))))
+        return {"entities": [_entity_json(e) for e in found]}
+
+    @server.tool(structured_output=True)
+    async def kg_relations(entity_id: str, kg: str | None = None) -> dict[str, Any]:
+        """Relations of an entity in both directions. Pass a relation's `key` to kg_edges; a key
+        starting with ~ walks the relation backwards (who has this entity as its value)."""
+        rels = await call(kgset.get_relations([entity(entity_id, kg)], Usage()))
+        keys = kgset.option_keys(rels.items)
+        return {
+            "relations": [{"key": k, "label": r.display, "kg": r.kg} for k, r in zip(keys, rels.items)],
+            "omitted": rels.omitted,
+        }
+
+    @server.tool(structured_output=True)
+    async def kg_edges(entity_id: str, relation: str, kg: str | None = None) -> dict[str, Any]:
+        """Edges along `relation` (a key from kg_relations) from the entity, and the entities they reach."""
+        subject = entity(entity_id, kg)
+        rels = await call(kgset.get_relations([subject], Usage()))
+        chosen: Relation | None = next(
+            (r for k, r in zip(kgset.option_keys(rels.items), rels.items) if k == relation.strip()), None
+        )
+        if chosen is None:
+            raise ToolError(f"{entity_id} has no relation {relation!r}; call kg_relations for its keys")
+        got = await call(kgset.get_edges([subject], chosen, Usage()))
+        return {
+            "edges": [e.to_json() for e in got.edges],
+            "entities": [_entity_json(e) for e in got.new_entities],
+            "omitted": got.omitted,
+        }
+
+    @server.tool(structured_output=True)
+    async def answer_question(question: str, strategy: str | None = None) -> dict[str, Any]:
+        """Answer a question with the server's own LLM searching the KGs (Tree-of-Traversals by
+        default; `chain` is faster, `cot` uses no KG). Returns the answer, its value and the
+        KG edges that support it."""
+        chosen = strategy or default_strategy
+        if chosen not in STRATEGIES:
+            raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
+        if not question.strip():
+            raise ToolError("question must not be empty")
+        config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
+        solver = build_solver(chosen, llm, kgs, config)
+        answer = await call(solver.ask(question.strip()))
+        return answer.to_json()
+
+    return server

@@ -1,0 +1,63 @@
+"""`traversals mcp`: the KG interface and the search as MCP tools, through the MCP SDK's
+client over the real protocol (in memory), on the embedded demo store. The command over
+stdio: tests/integration/test_mcp_stdio.py."""
+
+from __future__ import annotations
+
+import pytest
+
+mcp = pytest.importorskip("mcp")
+
+from mcp import Client  # noqa: E402
+
+from traversals.kg.factory import open_kgs  # noqa: E402
+from traversals.llm.scripted import ScriptedLLM  # noqa: E402
+from traversals.mcp_server import create_mcp_server  # noqa: E402
+
+
+def server(llm=None, **kw):
+    return create_mcp_server(llm or ScriptedLLM([]), open_kgs(["demo"]), **kw)
+
+
+async def test_an_agent_walks_the_kg_with_the_interface_tools():
+    async with Client(server()) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        found = (await c.call_tool("kg_search", {"text": "Bob Dylan"})).structured_content["entities"]
+        dylan = found[0]
+        rels = (await c.call_tool("kg_relations", {"entity_id": dylan["id"]})).structured_content
+        mother = (await c.call_tool("kg_edges", {"entity_id": dylan["id"], "relation": "P25"})).structured_content
+        beatrice = mother["entities"][0]
+        grandmother = (await c.call_tool("kg_edges", {"entity_id": beatrice["id"], "relation": "P25"})).structured_content
+        child_of = (await c.call_tool("kg_edges", {"entity_id": beatrice["id"], "relation": "~P25"})).structured_content
+    assert names == {"kg_search", "kg_relations", "kg_edges", "answer_question"}
+    assert (dylan["id"], dylan["label"], dylan["kg"]) == ("Q392", "Bob Dylan", "demo")
+    assert {"key": "P25", "label": "mother", "kg": "demo"} in rels["relations"] and rels["omitted"] == 0
+    assert beatrice["label"] == "Beatrice Stone"
+    assert [e["label"] for e in grandmother["entities"]] == ["Florence Stone"]
+    assert mother["edges"][0] == {"subject": {"id": "Q392", "label": "Bob Dylan"}, "relation": {"id": "P25", "label": "mother"},
+                                  "object": {"id": beatrice["id"], "label": "Beatrice Stone"}, "kg": "demo"}
+    assert [e["label"] for e in child_of["entities"]] == ["Bob Dylan"]  # ~P25: walked backwards
+
+
+@pytest.mark.parametrize(
+    "tool, args, says",
+    [
+        ("kg_edges", {"entity_id": "Q392", "relation": "P9999"}, "has no relation 'P9999'"),
+        ("kg_relations", {"entity_id": "Q392", "kg": "musicbrainz"}, "unknown kg 'musicbrainz'"),
+        ("kg_relations", {"entity_id": " "}, "entity_id must be"),
+        ("kg_search", {"text": ""}, "text must not be empty"),
+        ("answer_question", {"question": "q", "strategy": "mcts"}, "strategy must be one of"),
+    ],
+)
+async def test_mistakes_come_back_as_tool_errors_the_agent_can_read(tool, args, says):
+    async with Client(server()) as c:
+        r = await c.call_tool(tool, args)
+    assert r.is_error and says in r.content[0].text
+
+
+async def test_answer_question_runs_the_search_with_the_servers_llm():
+    llm = ScriptedLLM(rules=[("Bob Dylan", "Thought: ...\nANSWER: Florence Stone")])
+    async with Client(server(llm, default_strategy="cot")) as c:
+        r = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?"})
+    out = r.structured_content
+    assert not r.is_error and out["answer"] == "Florence Stone" and out["strategy"] == "cot" and out["llm_calls"] == 1
