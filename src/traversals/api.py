@@ -78,4 +78,11 @@ def build_solver(
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event)
 
 
-__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver"]
+async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:
+    """Close the KGs, then the LLM (what a command or a server opened)."""
+    for kg in kgs:
+        await kg.close()
+    await llm.close()
+
+
+__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all"]

@@ -61,7 +61,7 @@ def _strategy(args: argparse.Namespace) -> str:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    from .api import build_solver
+    from .api import build_solver, close_all
     from .kg.factory import open_kgs
     from .search.events import describe
 
@@ -73,9 +73,7 @@ async def _ask(args: argparse.Namespace) -> int:
         solver = build_solver(_strategy(args), llm, kgs, _search_config(args, k=args.k), on_event=on_event)
         answer = await solver.ask(args.question)
     finally:
-        for kg in kgs:
-            await kg.close()
-        await llm.close()
+        await close_all(llm, kgs)
     if args.trace:
         Path(args.trace).write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
     if args.json:

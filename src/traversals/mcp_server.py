@@ -25,7 +25,7 @@ import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
-from .api import STRATEGIES, SearchConfig, build_solver
+from .api import STRATEGIES, SearchConfig, build_solver, close_all
 from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
 from .llm.base import LLM, Usage
@@ -89,9 +89,7 @@ def create_mcp_server(
             yield {}
         finally:
             if close_on_shutdown:
-                for kg in kgs:
-                    await kg.close()
-                await llm.close()
+                await close_all(llm, kgs)
 
     server = MCPServer(name="traversals", instructions=INSTRUCTIONS, lifespan=lifespan)
 

@@ -40,7 +40,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
-from .api import STRATEGIES, SearchConfig, build_solver
+from .api import STRATEGIES, SearchConfig, build_solver, close_all
 from .errors import (
     BadInput,
     KGError,
@@ -262,9 +262,7 @@ def create_app(
             yield
         finally:
             if close_on_shutdown:
-                for kg in kgs:
-                    await kg.close()
-                await llm.close()
+                await close_all(llm, kgs)
 
     return Starlette(
         routes=[
