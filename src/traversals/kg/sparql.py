@@ -528,10 +528,9 @@ class SparqlKG:
 
     async def same_as(self, ids: Sequence[str]) -> dict[str, list[Entity]]:
         """This KG's entities that are each id: itself if a triple other than an identity
-        link mentions it, and what
-        owl:sameAs, skos:exactMatch or schema:sameAs connect to it, either direction
-        (:class:`~traversals.kg.base.IdentityLinks`). Literal, blank-node and invalid ids
-        map to ``[]``; one query per batch of ids."""
+        link mentions it, and what owl:sameAs, skos:exactMatch or schema:sameAs connect to
+        it, either direction (:class:`~traversals.kg.base.IdentityLinks`). Literal,
+        blank-node and invalid ids map to ``[]``; one query per batch of ids."""
         iri_of: dict[str, str] = {}
         for ident in ids:
             if is_literal_id(ident) or ident.strip().startswith("_:"):
