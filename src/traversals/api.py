@@ -19,7 +19,7 @@ from .search.kgset import KGSet
 from .search.result import Answer, Solver
 from .search.tree import TreeConfig, TreeOfTraversals
 
-STRATEGIES = ("tree", "chain", "cot")
+STRATEGIES = ("tree", "chain", "cot", "mcts", "beam")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class SearchConfig:
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
     max_edges: int = DEFAULT_MAX_EDGES
+    simulations: int = 16  # mcts: simulations per question
 
 
 def build_solver(
@@ -52,6 +53,8 @@ def build_solver(
     cfg = config or SearchConfig()
     if strategy == "cot":
         return ChainOfThought(llm)
+    if strategy in ("mcts", "beam"):
+        return _rwt(strategy, llm, kgs, cfg, on_event)
     if strategy not in ("tree", "chain"):
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.decoding not in ("auto", "constrained", "sampled"):
@@ -76,6 +79,19 @@ def build_solver(
     )
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event)
+
+
+def _rwt(strategy: str, llm: LLM, kgs: Sequence[KnowledgeGraph], cfg: SearchConfig, on_event: EventSink | None) -> Solver:
+    from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig
+
+    if not kgs:
+        raise BadInput("at least one knowledge graph is needed")
+    if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
+        raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
+    rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations)
+    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
+    cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
+    return cls(llm, kgset, rwt_cfg, on_event=on_event)
 
 
 async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:

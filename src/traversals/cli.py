@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .api import STRATEGIES
 from .errors import TraversalsError
 from .eval.commands import add_eval_commands
 from .kg.commands import add_kg_commands
@@ -26,6 +27,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=7)
     p.add_argument("--max-expansions", type=int, default=20)
     p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
+    p.add_argument("--simulations", type=int, default=16, help="mcts: simulations per question (default 16)")
     add_decoding_flag(p)
     p.add_argument("--seed", type=int, default=0)
 
@@ -38,7 +40,7 @@ def _add_solver_flags(p: argparse.ArgumentParser, *, strategy_help: str) -> None
     add_kg_flags(p)
     add_llm_flags(p)
     _add_search_flags(p)
-    p.add_argument("--strategy", choices=("tree", "chain", "cot"), default=None, help=strategy_help)
+    p.add_argument("--strategy", choices=STRATEGIES, default=None, help=strategy_help)
 
 
 def _search_config(args: argparse.Namespace, *, k: int | None):
@@ -53,6 +55,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         decoding=args.decoding,
         calibrate=args.calibrate,
         seed=args.seed,
+        simulations=args.simulations,
     )
 
 

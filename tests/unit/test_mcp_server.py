@@ -46,7 +46,7 @@ async def test_an_agent_walks_the_kg_with_the_interface_tools():
         ("kg_relations", {"entity_id": "Q392", "kg": "musicbrainz"}, "unknown kg 'musicbrainz'"),
         ("kg_relations", {"entity_id": " "}, "entity_id must be"),
         ("kg_search", {"text": ""}, "text must not be empty"),
-        ("answer_question", {"question": "q", "strategy": "mcts"}, "strategy must be one of"),
+        ("answer_question", {"question": "q", "strategy": "nope"}, "strategy must be one of"),
     ],
 )
 async def test_mistakes_come_back_as_tool_errors_the_agent_can_read(tool, args, says):

@@ -121,7 +121,7 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
         (b"[1, 2]", "JSON object"),
         (b'{"question": ""}', "'question'"),
         (b'{"question": "q", "qestion": "typo"}', "unknown field(s) qestion"),
-        (b'{"question": "q", "strategy": "mcts"}', "'strategy'"),
+        (b'{"question": "q", "strategy": "nope"}', "'strategy'"),
         (b'{"question": "q", "k": 0}', "between 1 and 8"),
         (b'{"question": "q", "k": true}', "'k' must be an integer"),
         (b'{"question": "q", "max_expansions": 1000000}', "between 1 and 100"),
@@ -176,7 +176,7 @@ async def test_info_and_health():
         info = (await c.get("/v1/info")).json()
         assert (await c.get("/v1/ask")).status_code == 405
     assert info["llm"] == "scripted" and info["kgs"] == ["demo"] and info["default_strategy"] == "chain"
-    assert info["strategies"] == ["tree", "chain", "cot"] and info["limits"]["max_concurrency"] == 1
+    assert info["strategies"] == ["tree", "chain", "cot", "mcts", "beam"] and info["limits"]["max_concurrency"] == 1
 
 
 async def test_startup_prepares_the_llm_and_shutdown_closes_llm_and_kgs():

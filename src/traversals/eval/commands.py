@@ -33,7 +33,7 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--limit", type=int, default=None, metavar="N",
                     help="evaluate N questions: the first N of the indices shuffled with --sample-seed")
     ev.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
-    ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot (and later strategies)")
+    ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot, mcts (RwT), beam (RwT hop-level beam search)")
     add_llm_flags(ev)
     add_kg_flags(ev)
     add_decoding_flag(ev)
@@ -43,6 +43,7 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 7")
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
     ev.add_argument("--threshold", type=float, default=None, metavar="X", help="answer threshold τ (default 0.8)")
+    ev.add_argument("--simulations", type=int, default=None, metavar="N", help="mcts: simulations per question (default 16)")
     ev.add_argument("--out", required=True, metavar="DIR", help="run directory")
     ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="questions answered at once (default 1)")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping answered questions")
@@ -70,7 +71,8 @@ def _command_line() -> list[str]:
 def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
-              "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate}
+              "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
+              "simulations": args.simulations}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 

@@ -1,0 +1,39 @@
+"""Hop-level beam search (RwT Appendix C, Algorithm 2): the fast alternative to MCTS.
+
+Hop by hop: every kept state offers its ``B2`` most probable relations (the policy's
+priors), each is walked and valued with Eq. 4, and the ``B1`` best new states are kept for
+the next hop; it stops after ``max_hops`` or when no state has a relation left. The answer
+is the best-valued state reached at any hop (see :mod:`.engine`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Sequence
+
+from ..result import Answer
+from .engine import RwTSearch
+from .state import PathNode
+
+
+class HopBeamSearch(RwTSearch):
+    name = "beam"
+
+    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+        started = time.perf_counter()
+        root, guesses, _ = await self.start(question, topic_entities)
+        nodes = [root]
+        beam = [root]
+        hops = 0
+        while beam and hops < self.config.max_hops:
+            hops += 1
+            candidates: list[PathNode] = []
+            for state in beam:  # the LLM runs one call at a time locally; states in order
+                actions = await self.expand(question, state)
+                top = sorted(actions, key=lambda a: -a[1])[: self.config.beam_branch]
+                children = [self.child(state, relation, prior, nodes) for relation, prior in top]
+                await asyncio.gather(*(self.evaluate(question, guesses, c) for c in children))
+                candidates.extend(c for c in children if c.entities)
+            beam = sorted(candidates, key=lambda n: (-(n.value or 0.0), n.id))[: self.config.beam_width]
+        return self.answer(question, nodes, guesses, started, {"hops": hops})

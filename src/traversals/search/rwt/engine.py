@@ -1,0 +1,134 @@
+"""What RwT's two searches share: linking the question, expanding a state (its relations
+and their priors), evaluating a state (walk the relation, Eq. 4), and the answer.
+
+The answer is the entities of the best-valued state reached (its value ``V̂``; the root,
+the question's own entities, never answers). Algorithm 1 reads the best path out of the
+tree hop by hop until a terminal state; with a value that rates how well a state's
+entities fit the question, the best state is where that path should stop, so we return
+it directly — this also lets a 1-hop question stop after one hop when the search may
+walk three.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+from ...kg.base import Relation
+from ...llm.base import LLM, Usage
+from ..events import EventSink
+from ..kgset import KGSet
+from ..linking import Linker
+from ..result import NO_ANSWER, Answer
+from .policy import RelationPolicy
+from .state import PathNode, step
+from .value import CriticalModel, LLMRollout, RolloutModel, mix
+
+
+@dataclass
+class RwTConfig:
+    """Hyper-parameters; defaults from the paper (Appendix B.3) where it gives them."""
+
+    simulations: int = 16  # MCTS simulations per question (N)
+    max_hops: int = 3  # T
+    c_puct: float = 1.25
+    lam: float = 0.15  # λ, the critical model's weight in Eq. 4
+    max_actions: int = 30  # relations offered per state (the KG interface's most frequent first)
+    beam_width: int = 3  # HBS: B1, states kept per hop
+    beam_branch: int = 3  # HBS: B2, relations tried per state
+    max_answer_entities: int = 10
+    constrained: bool = True  # score relations by log-probability when the LLM can
+
+
+class RwTSearch:
+    name = "rwt"
+
+    def __init__(
+        self,
+        llm: LLM,
+        kgs: KGSet,
+        config: RwTConfig | None = None,
+        *,
+        rollout: RolloutModel | None = None,
+        critical: CriticalModel | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self.llm = llm
+        self.kgs = kgs
+        self.config = config or RwTConfig()
+        self.constrained = self.config.constrained and bool(getattr(llm, "can_score", False))
+        self.policy = RelationPolicy(llm, constrained=self.constrained)
+        self.rollout = rollout or LLMRollout(llm, constrained=self.constrained)
+        self.critical = critical or CriticalModel()
+        self.on_event = on_event
+
+    # -- shared steps --------------------------------------------------------------------
+
+    def _emit(self, node: PathNode) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": "node", **node.to_trace()})
+
+    async def expand(self, question: str, node: PathNode) -> list[tuple[Relation, float]]:
+        """The node's relations (not walking back the way it came) with their priors."""
+        if node.actions is None:
+            rels = await self.kgs.get_relations(list(node.entities), node.usage)
+            walked = node.walked()
+            offered = [r for r in rels.items if (r.key, r.kg) not in walked][: self.config.max_actions]
+            priors = await self.policy.priors(question, node, offered, node.usage)
+            node.actions = {f"{r.kg}:{r.key}": (r, p) for r, p in zip(offered, priors)}
+        return list(node.actions.values())
+
+    async def evaluate(self, question: str, guesses: Sequence[str], node: PathNode) -> float:
+        """Walk the node's relation from its parent and value the state it reaches."""
+        assert node.parent is not None and node.relation is not None
+        node.entities, node.edges, node.omitted = await step(self.kgs, node.parent, node.relation, node.usage)
+        if not node.entities:
+            node.value = 0.0
+            node.note = "the relation reached no new entity"
+        else:
+            hops_left = self.config.max_hops - node.depth
+            rollout = await self.rollout.value(question, node, hops_left, node.usage)
+            node.value = mix(rollout, self.critical.value(guesses, node), lam=self.config.lam)
+        self._emit(node)
+        return node.value
+
+    def child(self, parent: PathNode, relation: Relation, prior: float, nodes: list[PathNode]) -> PathNode:
+        node = PathNode(id=len(nodes), entities=(), parent=parent, relation=relation, depth=parent.depth + 1, prior=prior)
+        parent.children.append(node)
+        nodes.append(node)
+        return node
+
+    async def start(self, question: str, topic_entities: Sequence[str] | None) -> tuple[PathNode, list[str], Usage]:
+        usage = Usage()
+        entities = await Linker(self.llm, self.kgs, constrained=self.constrained).initialize(question, usage, topic_entities)
+        root = PathNode(id=0, entities=tuple(entities), usage=usage)
+        guesses = await self.policy.guesses(question, root.usage)
+        if self.on_event is not None:
+            self.on_event({"event": "linked", "question": question,
+                           "entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities]})
+        self._emit(root)
+        return root, guesses, usage
+
+    def answer(self, question: str, nodes: list[PathNode], guesses: list[str], started: float, extra: dict) -> Answer:
+        reached = [n for n in nodes if n.parent is not None and n.value is not None and n.entities]
+        best = max(reached, key=lambda n: (n.value or 0.0, -n.depth, -n.id), default=None)
+        usage = Usage()
+        for n in nodes:
+            usage.merge(n.usage)
+        shown = best.entities[: self.config.max_answer_entities] if best else ()
+        text = ", ".join(e.label for e in shown) if shown else NO_ANSWER
+        answer = Answer(
+            question=question, text=text, value=best.value if best else None,
+            supporting_edges=best.supporting_edges() if best else [], usage=usage,
+            seconds=time.perf_counter() - started, decoding="constrained" if self.constrained else "sampled",
+            strategy=self.name,
+        )
+        answer.trace = {
+            "question": question, "answer": text, "value": answer.value, "strategy": self.name,
+            "decoding": answer.decoding, "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
+            "guesses": guesses, "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in nodes[0].entities],
+            "usage": usage.to_json(), "answer_node": best.id if best else None,
+            "nodes": [n.to_trace() for n in nodes], **extra,
+        }
+        return answer

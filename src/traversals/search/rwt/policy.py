@@ -1,0 +1,79 @@
+"""The LLM as RwT's policy model (§3, Appendix D, Figures 7-8).
+
+- :meth:`RelationPolicy.guesses`: the three most likely answers from the model's own
+  knowledge (the critical model compares the entities a path reaches with them);
+- :meth:`RelationPolicy.priors`: ``P(s, a)`` over the relations of the current entities —
+  each relation's probability as the continuation of the Figure 7/8 prompt (constrained
+  decoding: one scoring call), or, for endpoints without log-probabilities, the
+  likelihoods the model writes in the paper's ``[A: rel 0.5, …]`` format (uniform when it
+  writes none).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from ...kg.base import Relation
+from ...llm.base import LLM, Usage
+from ..choices import option_probs
+from ..templates import render
+from .state import PathNode, labels
+
+_GUESS = re.compile(r"(?:^|,|\[)\s*[A-C]\s*:\s*([^,\]\n]+)")
+_LIKELIHOOD = re.compile(r"([A-Z]{1,2})\s*:\s*[^,\]\n]*?([01](?:\.\d+)?|\.\d+)\s*(?=,|\]|$)", re.M)
+
+
+def letters(n: int) -> list[str]:
+    """A, B, … Z, AA, AB …: option handles as in the paper's prompts."""
+    out = []
+    for i in range(n):
+        out.append(chr(65 + i) if i < 26 else chr(64 + i // 26) + chr(65 + i % 26))
+    return out
+
+
+def parse_guesses(text: str) -> list[str]:
+    return [g.strip().strip("\"'") for g in _GUESS.findall(text) if g.strip()][:3]
+
+
+class RelationPolicy:
+    def __init__(self, llm: LLM, *, constrained: bool, max_tokens: int = 64) -> None:
+        self.llm = llm
+        self.constrained = constrained
+        self.max_tokens = max_tokens
+
+    async def guesses(self, question: str, usage: Usage) -> list[str]:
+        gen = await self.llm.generate(
+            render("rwt_guess", question=question), prefix="<answer>[A:", n=1, temperature=0.0,
+            max_tokens=self.max_tokens, stop=["</answer>", "\n"],
+        )
+        usage.add_generation(gen)
+        return parse_guesses("[A:" + (gen.texts[0] if gen.texts else ""))
+
+    def prompt(self, question: str, node: PathNode, relations: Sequence[Relation]) -> str:
+        past = "" if node.parent is None else f" <past reasoning paths>[{node.path_text()}]</past reasoning paths>"
+        handles = letters(len(relations))
+        return render(
+            "rwt_relations", question=question, entities=labels(node.entities), past=past,
+            relations=", ".join(f"{h}: {r.display}" for h, r in zip(handles, relations)),
+        )
+
+    async def priors(self, question: str, node: PathNode, relations: Sequence[Relation], usage: Usage) -> list[float]:
+        if not relations:
+            return []
+        if len(relations) == 1:
+            return [1.0]
+        prompt = self.prompt(question, node, relations)
+        handles = letters(len(relations))
+        if self.constrained:
+            return await option_probs(self.llm, prompt, [f" {h}: {r.display}" for h, r in zip(handles, relations)], usage)
+        gen = await self.llm.generate(prompt, prefix=" <answer>[", n=1, temperature=0.0, max_tokens=12 * len(relations),
+                                      stop=["</answer>"])
+        usage.add_generation(gen)
+        given = {h: float(p) for h, p in _LIKELIHOOD.findall(gen.texts[0] if gen.texts else "")}
+        raw = [given.get(h, 0.0) for h in handles]
+        total = sum(raw)
+        if total <= 0:
+            node.note = "policy: no likelihoods in the output; uniform prior"
+            return [1.0 / len(relations)] * len(relations)
+        return [x / total for x in raw]

@@ -1,0 +1,121 @@
+"""RwT's reasoning states: a relation path from the question's entities.
+
+A state ``s_t`` is the set of entities reached by walking relations ``a_1 … a_t`` from the
+question's entities (RwT's "current entity"; a relation can reach several). Its actions
+are the relations of those entities, both directions; taking one fetches the edges and
+gives the next state. Nodes keep the MCTS statistics ``P(s, a)`` (prior), ``N`` (visits)
+and ``W`` (summed values), so ``Q = W / N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...kg.base import Edge, Entity, Relation
+from ...llm.base import Usage
+from ..kgset import KGSet
+
+
+@dataclass(eq=False)
+class PathNode:
+    id: int
+    entities: tuple[Entity, ...]
+    parent: "PathNode | None" = None
+    relation: Relation | None = None  # the action that led here
+    edges: tuple[Edge, ...] = ()  # the edges walked from the parent's entities
+    depth: int = 0
+    prior: float = 1.0  # P(parent, relation)
+    visits: int = 0  # N
+    total: float = 0.0  # W
+    value: float | None = None  # V̂(s), once evaluated
+    children: list["PathNode"] = field(default_factory=list)
+    #: relations offered here with their priors, once expanded (key -> (relation, prior))
+    actions: dict[str, tuple[Relation, float]] | None = None
+    omitted: int = 0  # edges beyond the KG interface's bound
+    usage: Usage = field(default_factory=Usage)
+    note: str = ""
+
+    @property
+    def q(self) -> float:
+        return self.total / self.visits if self.visits else 0.0
+
+    def path(self) -> list["PathNode"]:
+        out, node = [], self
+        while node is not None:
+            out.append(node)
+            node = node.parent
+        return out[::-1]
+
+    def path_text(self) -> str:
+        """``Qian Xuesen → Mentored → Theodore von Kármán`` (the paper's past reasoning path)."""
+        parts: list[str] = []
+        for n in self.path():
+            if n.relation is not None:
+                parts.append(n.relation.display)
+            parts.append(labels(n.entities))
+        return " → ".join(parts)
+
+    def walked(self) -> set[tuple[str, str]]:
+        """(relation key, kg) pairs that would walk the path back (the reverse of a relation
+        on it): not offered, so a path does not return to where it came from."""
+        return {(n.relation.reversed().key, n.relation.kg) for n in self.path() if n.relation is not None}
+
+    def supporting_edges(self) -> list[Edge]:
+        """The edges from the question's entities to this node's, last hop first (only the
+        edges that lead to the entities kept at each step)."""
+        out: list[Edge] = []
+        keep = {(e.kg, e.id) for e in self.entities}
+        node: PathNode | None = self
+        while node is not None and node.parent is not None:
+            step = [e for e in node.edges if (e.subject.kg, e.subject.id) in keep or (e.object.kg, e.object.id) in keep]
+            out.extend(step)
+            parents = {(e.kg, e.id) for e in node.parent.entities}
+            keep = {(x.kg, x.id) for e in step for x in (e.subject, e.object) if (x.kg, x.id) in parents}
+            node = node.parent
+        return out
+
+    def to_trace(self) -> dict:
+        out = {
+            "id": self.id,
+            "parent": self.parent.id if self.parent else None,
+            "depth": self.depth,
+            "state": "default",
+            "action": None if self.relation is None else {
+                "type": "SELECT_RELATION", "text": "",
+                "relation": {"key": self.relation.key, "label": self.relation.display, "kg": self.relation.kg},
+            },
+            "value": None if self.value is None else round(self.value, 4),
+            "expansion": None,
+            "invalid": False,
+            "usage": self.usage.to_json(),
+            "entities": [e.label for e in self.entities[:20]],
+            "prior": round(self.prior, 4),
+            "visits": self.visits,
+            "q": round(self.q, 4),
+        }
+        if self.edges:
+            out["new_edges"] = [e.to_json() for e in self.edges[:50]]
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def labels(entities: tuple[Entity, ...] | list[Entity], limit: int = 10) -> str:
+    shown = ", ".join(e.label for e in entities[:limit])
+    return shown + (f", … ({len(entities) - limit} more)" if len(entities) > limit else "")
+
+
+async def step(kgs: KGSet, node: PathNode, relation: Relation, usage: Usage) -> tuple[tuple[Entity, ...], tuple[Edge, ...], int]:
+    """Walk ``relation`` from the node's entities: the entities reached, the edges, and how
+    many edges the bound left out."""
+    got = await kgs.get_edges(list(node.entities), relation, usage)
+    reached: dict[tuple[str, str], Entity] = {}
+    mine = {(e.kg, e.id) for e in node.entities}
+    for e in got.edges:
+        for x in (e.subject, e.object):
+            if (x.kg, x.id) not in mine:
+                reached.setdefault((x.kg, x.id), x)
+    for x in got.new_entities:
+        if (x.kg, x.id) not in mine:
+            reached.setdefault((x.kg, x.id), x)
+    return tuple(reached.values()), tuple(got.edges), got.omitted

@@ -1,0 +1,102 @@
+"""RwT's value function (Eq. 4): ``V̂(s) = (1 - λ - μ)·V_roll-out(s) + λ·V_critical(s) + μ·r``.
+
+- **Critical model**: how well the entities a state reached fit the LLM's three guessed
+  answers — for each guess the best cosine similarity among the state's entity labels,
+  averaged over the guesses (the paper uses a fine-tuned Sentence-BERT; here any
+  :class:`Embedder`: the default :class:`LexicalEmbedder` compares character trigrams,
+  which needs no model and catches "Florence Stone" vs "Florence Stone (1883)" but not
+  synonyms).
+- **Roll-out model**: anything with ``value(question, node, hops_left, usage)`` in [0, 1].
+  The paper trains one (LLaMA3-8B) on its own search trees; until one is trained here,
+  :class:`LLMRollout` asks the policy LLM to rate the state (the expectation of its rating
+  tokens under constrained decoding, a parsed number otherwise).
+- **Outcome reward** ``r`` (μ = 1 on terminal states) needs gold answers: it belongs to
+  value-model training, which is not implemented yet; at inference μ = 0, as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Protocol, Sequence
+
+from ...llm.base import LLM, Usage
+from ..choices import expected_rating
+from ..templates import render
+from ..value import parse_rating
+from .state import PathNode, labels
+
+
+class Embedder(Protocol):
+    def embed(self, texts: Sequence[str]) -> list[dict[str, float] | list[float]]:
+        """One vector per text (dense list or sparse dict), for cosine similarity."""
+        ...
+
+
+class LexicalEmbedder:
+    """Sparse character-trigram vectors of normalised text (no model)."""
+
+    def embed(self, texts: Sequence[str]) -> list[dict[str, float]]:
+        out = []
+        for t in texts:
+            norm = " " + re.sub(r"[\W_]+", " ", t.casefold()).strip() + " "
+            out.append(dict(Counter(norm[i : i + 3] for i in range(max(0, len(norm) - 2)))))
+        return out
+
+
+def cosine(a: dict[str, float] | list[float], b: dict[str, float] | list[float]) -> float:
+    if isinstance(a, dict) and isinstance(b, dict):
+        dot = sum(v * b.get(k, 0.0) for k, v in a.items())
+        na, nb = math.sqrt(sum(v * v for v in a.values())), math.sqrt(sum(v * v for v in b.values()))
+    else:
+        dot = sum(x * y for x, y in zip(a, b))  # type: ignore[arg-type]
+        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))  # type: ignore[union-attr]
+    return dot / (na * nb) if na and nb else 0.0
+
+
+class CriticalModel:
+    def __init__(self, embedder: Embedder | None = None, *, max_entities: int = 50) -> None:
+        self.embedder = embedder or LexicalEmbedder()
+        self.max_entities = max_entities
+
+    def value(self, guesses: Sequence[str], node: PathNode) -> float:
+        names = [e.label for e in node.entities[: self.max_entities]]
+        if not guesses or not names:
+            return 0.0
+        vectors = self.embedder.embed(list(guesses) + names)
+        g, n = vectors[: len(guesses)], vectors[len(guesses) :]
+        return sum(max(max(0.0, cosine(x, y)) for y in n) for x in g) / len(g)
+
+
+class RolloutModel(Protocol):
+    async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float: ...
+
+
+class LLMRollout:
+    """The untrained stand-in for RwT's roll-out model: the policy LLM rates the state."""
+
+    def __init__(self, llm: LLM, *, constrained: bool) -> None:
+        self.llm = llm
+        self.constrained = constrained
+        self._cache: dict[str, float] = {}
+
+    async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float:
+        prompt = render("rwt_value", question=question, path=node.path_text(), entities=labels(node.entities),
+                        hops_left=hops_left)
+        if prompt in self._cache:
+            return self._cache[prompt]
+        if self.constrained:
+            v = await expected_rating(self.llm, prompt, usage, prefix="RATING [0.0-1.0]: ")
+        else:
+            gen = await self.llm.generate(prompt, prefix="RATING [0.0-1.0]: ", n=1, temperature=0.0, max_tokens=6)
+            usage.add_generation(gen)
+            parsed = parse_rating(gen.texts[0] if gen.texts else "")
+            v = 0.5 if parsed is None else parsed
+        self._cache[prompt] = v
+        return v
+
+
+def mix(rollout: float, critical: float, *, lam: float) -> float:
+    """Eq. 4 at inference (μ = 0): ``(1 - λ)·V_roll-out + λ·V_critical``."""
+    return (1 - lam) * rollout + lam * critical

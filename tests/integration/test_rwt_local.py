@@ -1,0 +1,28 @@
+"""RwT's hop-level beam search with the real local model on MetaQA's KB: one hop, one
+relation — the policy must put the relation that answers first."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.kg.store import OxigraphKG
+from traversals.llm.factory import open_llm
+from traversals.search.kgset import KGSet
+from traversals.search.rwt import HopBeamSearch, RwTConfig
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
+
+
+async def test_beam_search_with_the_real_model(SHARED, default_model_path):
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    llm = open_llm(f"local:{default_model_path}")
+    try:
+        search = HopBeamSearch(llm, KGSet([OxigraphKG.from_file(kb)]), RwTConfig(beam_width=1, beam_branch=1, max_hops=1))
+        answer = await search.ask("what films did [Charles Bail] direct")
+    finally:
+        await llm.close()
+    assert answer.decoding == "constrained" and answer.usage.llm_calls >= 3  # guesses, priors, a value
+    assert "The Gumball Rally" in answer.text
+    assert {e.relation.id for e in answer.supporting_edges} == {"directed_by"}

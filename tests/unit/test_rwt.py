@@ -1,0 +1,116 @@
+"""Reasoning with Trees (MCTS with PUCT, hop-level beam search) on the embedded demo store
+with a scripted LLM: the policy's priors order the first visits, values steer later ones,
+the best-valued state answers with its supporting path, the paper's output formats parse."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from traversals.api import SearchConfig, build_solver
+from traversals.kg.base import Entity
+from traversals.kg.factory import open_kgs
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.rwt import CriticalModel, HopBeamSearch, LexicalEmbedder, MonteCarloTreeSearch, RwTConfig
+from traversals.search.rwt.policy import letters, parse_guesses
+from traversals.search.rwt.state import PathNode
+from traversals.search.kgset import KGSet
+
+QUESTION = "Who is Bob Dylan's maternal grandmother?"
+
+
+def scorer(prompt, options, prefix):
+    """Relations: 'mother' most likely; ratings: high for a state holding Florence Stone."""
+    if prefix.startswith("RATING"):
+        good = "<current entity>[Florence Stone" in prompt
+        want = "0.9" if good else "0.1"
+        return [0.0 if o == want else -6.0 for o in options]
+    return [-0.2 if o.endswith(": mother") else -3.0 for o in options]
+
+
+def llm():
+    return ScriptedLLM(rules=[("three most likely answers", "Florence Stone, B: Beatrice Stone, C: Abram Zimmerman]")],
+                       score=scorer)
+
+
+def search(cls, **cfg):
+    return cls(llm(), KGSet(open_kgs(["demo"])), RwTConfig(**cfg))
+
+
+async def test_beam_search_follows_the_policy_and_answers_with_the_path():
+    answer = await search(HopBeamSearch, beam_width=2, beam_branch=2, max_hops=2).ask(QUESTION, topic_entities=["Bob Dylan"])
+    assert answer.text == "Florence Stone" and answer.strategy == "beam"
+    assert [(e.subject.label, e.relation.label, e.object.label) for e in answer.supporting_edges] == [
+        ("Beatrice Stone", "mother", "Florence Stone"), ("Bob Dylan", "mother", "Beatrice Stone")]
+    assert answer.trace["guesses"] == ["Florence Stone", "Beatrice Stone", "Abram Zimmerman"]
+    nodes = answer.trace["nodes"]
+    # hop 1: the two most probable relations from Bob Dylan (mother first); hop 2: two from each
+    # kept state that has relations left (occupations have none but the way back)
+    first = [n for n in nodes if n["depth"] == 1]
+    assert len(first) == 2 and first[0]["action"]["relation"]["label"] == "mother"
+    second = [n for n in nodes if n["depth"] == 2]
+    assert len(second) == 2 and {n["parent"] for n in second} == {first[0]["id"]}
+    assert answer.trace["answer_node"] == next(n["id"] for n in nodes if n["entities"] == ["Florence Stone"])
+
+
+async def test_mcts_visits_by_prior_first_and_backs_values_up():
+    s = search(MonteCarloTreeSearch, simulations=6, max_hops=2)
+    answer = await s.ask(QUESTION, topic_entities=["Bob Dylan"])
+    nodes = {n["id"]: n for n in answer.trace["nodes"]}
+    root = nodes[0]
+    assert answer.text == "Florence Stone" and answer.trace["simulations"] == 6
+    assert root["visits"] == 6  # every simulation backs up through the root
+    first = min((n for n in nodes.values() if n["parent"] == 0 and n["visits"]), key=lambda n: n["id"])
+    assert first["action"]["relation"]["label"] == "mother" and first["prior"] > 0.5  # the prior chose it first
+    # Q of a node is the mean of the values backed up through it
+    for n in nodes.values():
+        if n["visits"] and n["parent"] is not None:
+            assert 0.0 <= n["q"] <= 1.0
+
+
+def test_puct_prefers_unvisited_high_prior_then_value():
+    s = MonteCarloTreeSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(c_puct=1.25))
+    parent = PathNode(0, (), visits=4)
+    a = PathNode(1, (), parent=parent, prior=0.8)
+    b = PathNode(2, (), parent=parent, prior=0.2, visits=3, total=2.4)
+    assert s.puct(parent, a) == pytest.approx(1.25 * 0.8 * 2)
+    assert s.puct(parent, b) == pytest.approx(0.8 + 1.25 * 0.2 * 2 / 4)
+    assert s.puct(parent, a) > s.puct(parent, b)
+
+
+def test_the_papers_output_formats_parse():
+    assert parse_guesses("[A: Leonhard Euler, B: Joseph Louis Lagrange, C: Johann Bernoulli]") == [
+        "Leonhard Euler", "Joseph Louis Lagrange", "Johann Bernoulli"]
+    assert parse_guesses("nothing useful") == []
+    assert letters(3) == ["A", "B", "C"] and letters(28)[26:] == ["AA", "AB"]
+
+
+async def test_sampled_priors_read_the_written_likelihoods_or_fall_back_to_uniform():
+    from traversals.search.rwt.policy import RelationPolicy
+
+    kgs = KGSet(open_kgs(["demo"]))
+    dylan = (await kgs.search("Bob Dylan", __import__("traversals.llm.base", fromlist=["Usage"]).Usage()))[0]
+    node = PathNode(0, (dylan,))
+    rels = (await kgs.get_relations([dylan], node.usage)).items[:3]
+    written = ScriptedLLM(rules=[("deduction game", f"A: {rels[0].display} 0.2, B: {rels[1].display} 0.6, C: x 0.2]")])
+    priors = await RelationPolicy(written, constrained=False).priors(QUESTION, node, rels, node.usage)
+    assert priors == pytest.approx([0.2, 0.6, 0.2])
+    silent = ScriptedLLM(rules=[("deduction game", "I cannot tell")])
+    priors = await RelationPolicy(silent, constrained=False).priors(QUESTION, node, rels, node.usage)
+    assert priors == pytest.approx([1 / 3] * 3) and "uniform" in node.note
+
+
+def test_critical_model_scores_closeness_to_the_guesses():
+    crit = CriticalModel(LexicalEmbedder())
+    near = PathNode(1, (Entity("x", "Florence Stone"),))
+    far = PathNode(2, (Entity("y", "1941"),))
+    guesses = ["Florence Stone", "Beatrice Stone"]
+    assert crit.value(guesses, near) > 0.6 > crit.value(guesses, far)
+    assert crit.value([], near) == 0.0 and math.isclose(crit.value(["Florence Stone"], near), 1.0)
+
+
+async def test_the_strategies_are_offered_by_build_solver():
+    for name, cls in (("mcts", MonteCarloTreeSearch), ("beam", HopBeamSearch)):
+        s = build_solver(name, llm(), open_kgs(["demo"]), SearchConfig(simulations=3))
+        assert isinstance(s, cls)
