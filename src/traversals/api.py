@@ -53,19 +53,24 @@ def build_solver(
     cfg = config or SearchConfig()
     if strategy == "cot":
         return ChainOfThought(llm)
-    if strategy in ("mcts", "beam"):
-        return _rwt(strategy, llm, kgs, cfg, on_event)
-    if strategy not in ("tree", "chain"):
+    if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.decoding not in ("auto", "constrained", "sampled"):
         raise BadInput(f"unknown decoding {cfg.decoding!r}; choose auto, constrained or sampled")
     if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
         raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
+    if not kgs:
+        raise BadInput("at least one knowledge graph is needed")
+    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
+    if strategy in ("mcts", "beam"):
+        from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig
+
+        cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
+        return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
+                   on_event=on_event)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
-    if not kgs:
-        raise BadInput("at least one knowledge graph is needed")
     tree_cfg = TreeConfig(
         k=k,
         max_depth=cfg.max_depth,
@@ -77,21 +82,7 @@ def build_solver(
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
     )
-    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event)
-
-
-def _rwt(strategy: str, llm: LLM, kgs: Sequence[KnowledgeGraph], cfg: SearchConfig, on_event: EventSink | None) -> Solver:
-    from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig
-
-    if not kgs:
-        raise BadInput("at least one knowledge graph is needed")
-    if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
-        raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
-    rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations)
-    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
-    cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
-    return cls(llm, kgset, rwt_cfg, on_event=on_event)
 
 
 async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:
