@@ -63,6 +63,7 @@ OVERRIDES: dict[str, tuple[type, ...]] = {
     "max_expansions": (int,),
     "threshold": (int, float),
     "seed": (int,),
+    "simulations": (int,),
 }
 REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", "stream", *OVERRIDES}
 
@@ -90,6 +91,7 @@ class ServiceLimits:
     max_k: int = 8
     max_depth: int = 30
     max_expansions: int = 100
+    max_simulations: int = 200
     #: seconds per question, queueing included (None: no limit)
     timeout: float | None = None
     retry_after: int = 5
@@ -146,7 +148,9 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         if isinstance(value, bool) or not isinstance(value, types):
             raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer")
         changes[name] = float(value) if float in types else value
-    for name, cap in (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions)):
+    caps = (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions),
+            ("simulations", limits.max_simulations))
+    for name, cap in caps:
         if name in changes and not 1 <= changes[name] <= cap:
             raise BadInput(f"'{name}' must be between 1 and {cap}")
     if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
