@@ -87,6 +87,10 @@ def _node_details(n: dict) -> list[str]:
         out.append("selected: " + _e(", ".join(n["selected"])))
     if n.get("relation_options") is not None:
         out.append(f"relation options offered: {int(n['relation_options'])}")
+    if n.get("entities"):  # RwT states: the entities the path reached
+        out.append("entities: " + _e(", ".join(n["entities"])))
+    if "visits" in n:  # MCTS statistics
+        out.append(f'prior {_fmt_value(n.get("prior"))} · visits {_e(n["visits"])} · Q {_fmt_value(n.get("q"))}')
     if n.get("note"):
         out.append(f'<span class="note">{_e(n["note"])}</span>')
     return out

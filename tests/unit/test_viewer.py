@@ -53,6 +53,13 @@ def test_the_answer_path_is_marked_and_other_branches_are_not():
     assert "P50 - author" in page and "0.800" in page  # the policy's option probabilities
 
 
+def test_rwt_states_show_their_entities_and_search_statistics():
+    t = trace(answer_node=2)
+    t["nodes"][1].update(entities=["Ann", EVIL], prior=0.7, visits=3, q=0.45)
+    page = render_trace(t)
+    assert "entities: Ann, Bob &quot;The Bard&quot;" in page and "prior 0.700 · visits 3 · Q 0.450" in page
+
+
 def test_kg_and_llm_text_is_escaped():
     page = render_trace(trace(answer_node=2))
     assert "<script>" not in page
