@@ -556,10 +556,7 @@ class OxigraphKG:
             if not isinstance(term, ox.NamedNode):
                 out[ident] = []
                 continue
-            described = any(q.predicate not in preds for q in store.quads_for_pattern(term, None, None)) or any(
-                q.predicate not in preds for q in store.quads_for_pattern(None, None, term)
-            )
-            found: dict[str, Term] = {_key(term): term} if described else {}
+            found: dict[str, Term] = {_key(term): term} if self._mentions(term, ignoring=preds) else {}
             for p in preds:
                 for q in store.quads_for_pattern(term, p, None):
                     if isinstance(q.object, ox.NamedNode):
@@ -572,11 +569,14 @@ class OxigraphKG:
 
     # ----------------------------------------------------------------- internals
 
-    def _mentions(self, term: Term) -> bool:
+    def _mentions(self, term: Term, *, ignoring: frozenset | set = frozenset()) -> bool:
+        """Does a triple (whose predicate is not in ``ignoring``) mention the term?"""
         store = self._check_open()
-        if any(True for _ in store.quads_for_pattern(None, None, term)):
+        if any(q.predicate not in ignoring for q in store.quads_for_pattern(None, None, term)):
             return True
-        return not isinstance(term, ox.Literal) and any(True for _ in store.quads_for_pattern(term, None, None))
+        return not isinstance(term, ox.Literal) and any(
+            q.predicate not in ignoring for q in store.quads_for_pattern(term, None, None)
+        )
 
     def _check_open(self) -> ox.Store:
         if self._store is None:
