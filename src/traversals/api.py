@@ -71,6 +71,8 @@ def build_solver(
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
+    if strategy == "chain" and k != 1:
+        raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")
     tree_cfg = TreeConfig(
         k=k,
         max_depth=cfg.max_depth,

@@ -23,7 +23,8 @@ from .options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_fr
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=int, default=3, help="branching factor (1 = Chain-of-Traversals); default 3")
+    p.add_argument("--k", type=int, default=None,
+                   help="branching factor (1 = Chain-of-Traversals); default 3 for tree, 1 for chain")
     p.add_argument("--max-depth", type=int, default=7)
     p.add_argument("--max-expansions", type=int, default=20)
     p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")

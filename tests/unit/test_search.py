@@ -375,6 +375,18 @@ def test_build_solver_rejects_bad_configuration():
         build_solver("tree", llm, [dylan_kg()], SearchConfig(decoding="constrained"))
     with pytest.raises(BadInput):
         build_solver("tree", llm, [])
+    with pytest.raises(BadInput, match="k = 1"):  # a k = 3 search must not be reported as "chain"
+        build_solver("chain", llm, [dylan_kg()], SearchConfig(k=3))
+
+
+def test_chain_and_tree_get_their_branching_factor_from_the_command_line():
+    from traversals.cli import _search_config, _strategy, build_parser
+
+    for argv, strategy, k in ((["--strategy", "chain"], "chain", 1), ([], "tree", 3),
+                              (["--k", "1"], "chain", 1), (["--strategy", "tree", "--k", "2"], "tree", 2)):
+        args = build_parser().parse_args(["ask", "q", *argv])
+        solver = build_solver(_strategy(args), ScriptedLLM(["x"]), [dylan_kg()], _search_config(args, k=args.k))
+        assert (solver.name, solver.config.k) == (strategy, k)
 
 
 async def test_two_kgs_are_searched_together_with_entity_linking():
