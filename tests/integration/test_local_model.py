@@ -296,6 +296,29 @@ async def test_batched_scoring_agrees_with_one_option_at_a_time(local_llm, defau
 
 @needs_llama
 @pytest.mark.model
+async def test_options_with_shared_prefixes_are_decoded_once(local_llm, default_model_path):
+    """The ratings "0.0" … "1.0" share "0.": that prefix is decoded once for all of them,
+    the last token of each not at all; the scores match scoring one option at a time."""
+    from traversals.llm.local import LlamaCppLLM
+
+    ratings = [f"{i / 10:.1f}" for i in range(11)]
+    prompt = "Rate from 0.0 to 1.0 how likely it is that Paris is the capital of France."
+    await local_llm.score(prompt, ratings, prefix="Rating: ")  # the head is cached now
+    shared = await local_llm.score(prompt, ratings, prefix="Rating: ")
+    # four branch tokens ("0", ".", "1", "." after the shared head) plus the boundary token
+    assert shared.computed_prompt_tokens <= 6
+    single = LlamaCppLLM(default_model_path, n_ctx=1024, n_seq=1)
+    try:
+        one_by_one = await single.score(prompt, ratings, prefix="Rating: ")
+    finally:
+        await single.close()
+    for a, b in zip(shared.logprobs, one_by_one.logprobs):
+        assert a == pytest.approx(b, abs=0.5)
+    assert shared.logprobs.index(max(shared.logprobs)) == one_by_one.logprobs.index(max(one_by_one.logprobs))
+
+
+@needs_llama
+@pytest.mark.model
 async def test_kv_cache_reuse_across_calls(local_llm):
     head = "Here is some context.\n" + "\n".join(
         f"Fact {i}: entity Q{i} is related to entity Q{i + 1}." for i in range(40)
