@@ -11,9 +11,10 @@
 - **Scoring**: :meth:`LlamaCppLLM.score` evaluates the shared prompt once (or takes it
   from the KV cache), then all options together in one batch, each option in its own
   sequence on top of the shared prompt (up to ``n_seq - 1`` options per batch), with
-  logits at every option position, and sums the log-softmax of the option tokens. Token
-  prefixes that options share are decoded once for all of them (the eleven ratings
-  "0.0" … "1.0" cost four tokens, not 33), and an option's last token is not decoded. No
+  logits at every position that predicts an option token, and sums the log-softmax of
+  the option tokens. Token prefixes that options share are decoded once for all of them
+  (the eleven ratings "0.0" … "1.0" cost four tokens, not 33), and an option's last token
+  is not decoded at all (it predicts nothing). No
   ``logits_all`` buffer (n_ctx x vocab floats) is needed. Values agree with scoring the
   options one at a time up to float noise (~0.1-0.3 nats on a 1.5B Q4 model). A
   ``transient`` prompt (calibration's neutral prompt) is scored in a spare sequence beside
