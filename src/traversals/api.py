@@ -38,6 +38,7 @@ class SearchConfig:
     max_relations: int = DEFAULT_MAX_RELATIONS
     max_edges: int = DEFAULT_MAX_EDGES
     simulations: int = 16  # mcts: simulations per question
+    value_model: str | None = None  # mcts/beam: a trained roll-out model's file (None: the LLM rates states)
 
 
 def build_solver(
@@ -63,11 +64,14 @@ def build_solver(
         raise BadInput("at least one knowledge graph is needed")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     if strategy in ("mcts", "beam"):
-        from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig
+        from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
+        rollout = TrainedRollout(ValueModel.load(cfg.value_model)) if cfg.value_model else None
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
-                   on_event=on_event)
+                   rollout=rollout, on_event=on_event)
+    if cfg.value_model:
+        raise BadInput(f"--value-model is for the RwT strategies (mcts, beam), not {strategy!r}")
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")

@@ -17,9 +17,13 @@ from typing import Sequence
 from .api import STRATEGIES
 from .errors import TraversalsError
 from .eval.commands import add_eval_commands
+from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
-from .options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
+from .options import (
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_value_model_flag, open_llm_from_args, prepare_llm,
+    remote_kg_options,
+)
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -30,6 +34,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
     p.add_argument("--simulations", type=int, default=16, help="mcts: simulations per question (default 16)")
     add_decoding_flag(p)
+    add_value_model_flag(p)
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -57,6 +62,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         calibrate=args.calibrate,
         seed=args.seed,
         simulations=args.simulations,
+        value_model=args.value_model,
     )
 
 
@@ -188,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     view.set_defaults(func=cmd_view)
 
     add_eval_commands(sub)
+    add_training_command(sub)
     add_kg_commands(sub)
     add_model_commands(sub)
     return parser

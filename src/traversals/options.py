@@ -27,6 +27,13 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                         "through /completions log-probabilities; probed, sampled decoding if it fails")
 
 
+def add_value_model_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--value-model", default=None, metavar="FILE",
+        help="mcts/beam: a roll-out model trained by `traversals train-value` (default: the LLM rates states)",
+    )
+
+
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decoding", choices=("auto", "constrained", "sampled"), default="auto",

@@ -13,7 +13,10 @@ from typing import Any
 
 from ..api import SearchConfig
 from ..errors import BadInput
-from ..options import add_decoding_flag, add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
+from ..options import (
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_value_model_flag, open_llm_from_args, prepare_llm,
+    remote_kg_options,
+)
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
 
@@ -37,6 +40,7 @@ def add_eval_commands(subparsers: Any) -> None:
     add_llm_flags(ev)
     add_kg_flags(ev)
     add_decoding_flag(ev)
+    add_value_model_flag(ev)
     ev.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
                     help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
     ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
@@ -72,7 +76,8 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
-              "simulations": args.simulations}
+              "simulations": args.simulations,
+              "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 

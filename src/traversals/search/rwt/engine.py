@@ -89,7 +89,11 @@ class RwTSearch:
         else:
             hops_left = self.config.max_hops - node.depth
             rollout = await self.rollout.value(question, node, hops_left, node.usage)
-            node.value = mix(rollout, self.critical.value(guesses, node), lam=self.config.lam)
+            critical = self.critical.value(guesses, node)
+            node.value = mix(rollout, critical, lam=self.config.lam)
+            answer_value = getattr(self.rollout, "answer_value", None)
+            if answer_value is not None:  # a trained model values "answer here" on its own head
+                node.answer_value = mix(answer_value(question, node), critical, lam=self.config.lam)
         self._emit(node)
         return node.value
 
@@ -110,16 +114,20 @@ class RwTSearch:
         self._emit(root)
         return root, guesses, usage
 
+    @staticmethod
+    def answer_score(node: PathNode) -> float:
+        return node.answer_value if node.answer_value is not None else (node.value or 0.0)
+
     def answer(self, question: str, nodes: list[PathNode], guesses: list[str], started: float, extra: dict) -> Answer:
         reached = [n for n in nodes if n.parent is not None and n.value is not None and n.entities]
-        best = max(reached, key=lambda n: (n.value or 0.0, -n.depth, -n.id), default=None)
+        best = max(reached, key=lambda n: (self.answer_score(n), -n.depth, -n.id), default=None)
         usage = Usage()
         for n in nodes:
             usage.merge(n.usage)
         shown = best.entities[: self.config.max_answer_entities] if best else ()
         text = ", ".join(e.label for e in shown) if shown else NO_ANSWER
         answer = Answer(
-            question=question, text=text, value=best.value if best else None,
+            question=question, text=text, value=self.answer_score(best) if best else None,
             supporting_edges=best.supporting_edges() if best else [], usage=usage,
             seconds=time.perf_counter() - started, decoding="constrained" if self.constrained else "sampled",
             strategy=self.name,
@@ -127,6 +135,7 @@ class RwTSearch:
         answer.trace = {
             "question": question, "answer": text, "value": answer.value, "strategy": self.name,
             "decoding": answer.decoding, "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
+            "rollout": getattr(self.rollout, "name", type(self.rollout).__name__),
             "guesses": guesses, "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in nodes[0].entities],
             "usage": usage.to_json(), "answer_node": best.id if best else None,
             "nodes": [n.to_trace() for n in nodes], **extra,

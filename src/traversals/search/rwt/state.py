@@ -28,6 +28,7 @@ class PathNode:
     visits: int = 0  # N
     total: float = 0.0  # W
     value: float | None = None  # V̂(s), once evaluated
+    answer_value: float | None = None  # V̂ as an answer, when the roll-out model tells it apart (trained)
     children: list["PathNode"] = field(default_factory=list)
     #: relations offered here with their priors, once expanded (key -> (relation, prior))
     actions: dict[str, tuple[Relation, float]] | None = None
@@ -85,6 +86,7 @@ class PathNode:
                 "relation": {"key": self.relation.key, "label": self.relation.display, "kg": self.relation.kg},
             },
             "value": None if self.value is None else round(self.value, 4),
+            **({} if self.answer_value is None else {"answer_value": round(self.answer_value, 4)}),
             "expansion": None,
             "invalid": False,
             "usage": self.usage.to_json(),

@@ -1,0 +1,159 @@
+"""``traversals train-value``: train RwT's roll-out model on a benchmark's questions.
+
+The questions come from the same loaders as ``traversals eval``. To keep an evaluation
+honest, ``--skip N`` leaves out the first N questions of the ``--sample-seed`` shuffle —
+exactly the questions ``traversals eval --limit N`` (same seed) evaluates — and training
+takes the next ``--limit`` ones; a share of them (``--heldout``) is only searched, to
+report how well each round generalises. The reward of a state is the F1 of its entities
+against the gold answers (:func:`.metrics.f1`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import BadInput
+from ..kg.base import Entity
+from ..llm.base import Usage
+from ..options import add_kg_flags, remote_kg_options
+from ..search.kgset import KGSet
+from ..search.linking import bracketed_mentions
+from ..search.machine import normalise_label
+from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
+from ..search.rwt.valuemodel import ValueModel
+from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset
+from .metrics import f1
+
+
+def add_training_command(subparsers: Any) -> None:
+    tv = subparsers.add_parser(
+        "train-value",
+        help="train RwT's roll-out model from search trees on benchmark questions (docs/rwt.md)",
+        description="Grow search trees over the KG on questions with gold answers, round after round, and fit "
+        "the roll-out model to them (RwT §3.3). Writes a JSON model for `--value-model` of mcts and beam.",
+    )
+    tv.add_argument("datasets", nargs="+", metavar="DATASET", help="one or more of: " + ", ".join(DATASETS))
+    tv.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (shared by the datasets)")
+    tv.add_argument("--split", default="dev")
+    tv.add_argument("--answerable-only", action="store_true")
+    tv.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED")
+    tv.add_argument("--skip", type=int, default=100, metavar="N",
+                    help="leave out the first N shuffled questions of each dataset: what `eval --limit N` "
+                         "evaluates (default 100)")
+    tv.add_argument("--limit", type=int, default=200, metavar="N", help="training questions per dataset (default 200)")
+    tv.add_argument("--heldout", type=float, default=0.1, metavar="SHARE",
+                    help="share of them only searched, to measure generalisation (default 0.1)")
+    tv.add_argument("--rounds", type=int, default=TrainConfig.rounds, help=f"default {TrainConfig.rounds}")
+    tv.add_argument("--trees", type=int, default=TrainConfig.trees, help=f"trees per question and round "
+                    f"(default {TrainConfig.trees})")
+    tv.add_argument("--max-hops", type=int, default=TrainConfig.max_hops, help=f"default {TrainConfig.max_hops}")
+    tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
+                    help="KG spec(s) replacing the datasets' own")
+    add_kg_flags(tv)
+    tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON)")
+    tv.set_defaults(func=cmd_train_value)
+
+
+def training_questions(questions: Sequence[Question], skip: int, limit: int, seed: int) -> list[Question]:
+    """The ``limit`` questions after the first ``skip`` of the seeded shuffle (the ones an
+    eval with ``--limit skip`` and the same seed does not ask)."""
+    if skip < 0 or limit < 0:
+        raise BadInput("--skip and --limit must be >= 0")
+    idxs = list(range(len(questions)))
+    random.Random(seed).shuffle(idxs)
+    return [questions[i] for i in idxs[skip: skip + limit]]
+
+
+def gold_reward(gold: object):
+    """F1 of a state's entity labels (as one answer list) against ``gold``."""
+
+    def reward(entities: Sequence[Entity]) -> float:
+        return f1(" | ".join(e.label.replace("|", " ") for e in entities), gold)
+
+    return reward
+
+
+async def link(kgs: KGSet, q: Question) -> tuple[Entity, ...]:
+    """The question's entities without an LLM: each mention's exact-label matches (or the
+    first candidate when none matches exactly)."""
+    usage = Usage()
+    out: list[Entity] = []
+    for mention in q.topic_entities or bracketed_mentions(q.text):
+        cands = await kgs.search(mention, usage, limit=10)
+        exact = [c for c in cands if normalise_label(c.label) == normalise_label(mention)]
+        for e in exact or cands[:1]:
+            if e not in out:
+                out.append(e)
+    return tuple(out)
+
+
+async def _train(args: argparse.Namespace) -> int:
+    from ..kg.factory import open_kgs
+
+    picked: list[Question] = []
+    specs: list[str] | None = None
+    for name in args.datasets:
+        ds = load_dataset(name, args.data, args.split, args.answerable_only)
+        mine = list(args.kg or ds.kg_specs)
+        if not mine:
+            raise BadInput(f"{ds.name}: no KG file found next to the data; pass --kg SPEC")
+        if specs is not None and mine != specs:
+            raise BadInput(f"the datasets use different KGs ({specs} vs {mine}): train one model per KG")
+        specs = mine
+        picked.extend(training_questions(ds.questions, args.skip, args.limit, args.sample_seed))
+    assert specs is not None
+    kgs_list = open_kgs(specs, **remote_kg_options(args))
+    try:
+        kgs = KGSet(kgs_list)
+        linked: list[TrainingQuestion] = []
+        for q in picked:
+            entities = await link(kgs, q)
+            if entities:
+                linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold)))
+        if not linked:
+            raise BadInput("no training question could be linked to the KG")
+        random.Random(args.seed).shuffle(linked)
+        n_held = int(round(len(linked) * args.heldout))
+        heldout, train = linked[:n_held], linked[n_held:]
+        print(f"{len(train)} training and {len(heldout)} held-out questions "
+              f"({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}", file=sys.stderr)
+        cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
+        out = Path(args.out)
+        started = time.perf_counter()
+
+        def progress(i: int, n: int) -> None:
+            if sys.stderr.isatty():
+                print(f"\r  {i}/{n} questions", end="", file=sys.stderr, flush=True)
+
+        def done(report: RoundReport, model: ValueModel) -> None:
+            model.meta.update({
+                "datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
+                "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit, "kg": specs,
+                "train_questions": len(train), "heldout_questions": len(heldout),
+                "config": dict(cfg.__dict__),
+            })
+            model.save(out)  # after every round: an interrupted training keeps its last round
+            print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
+
+        await Trainer(kgs, cfg).train(train, heldout, on_round=done, on_question=progress)
+        print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "
+              f"--strategy beam --value-model {out}")
+        return 0
+    finally:
+        for kg in kgs_list:
+            await kg.close()
+
+
+def cmd_train_value(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_train(args))
+    except KeyboardInterrupt:
+        print("\ninterrupted: the model file holds the last finished round (if any)", file=sys.stderr)
+        return 130

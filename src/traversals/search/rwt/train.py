@@ -1,0 +1,226 @@
+"""Training RwT's roll-out model from its own search trees (§3.3, Eq. 6-7; Appendix B.3).
+
+Round ``k`` grows search trees on questions with known answers, guided by the model of
+round ``k - 1`` (round 0: no model, relations picked at random — the "random strategy"
+row of the paper's Table 3), takes solution paths from them (up to 5 correct and 5
+incorrect per question, as the paper does) and fits the model to the values they
+reveal; the next round searches with the new model. What differs from the paper, and why
+(details in ``docs/rwt.md``):
+
+- the model is a logistic model over sparse features (:mod:`.valuemodel`), not LLaMA3-8B:
+  this has to train on 2 CPU cores in minutes;
+- trees are grown by a hop-level beam over the KG (``width`` states per hop, ``branch``
+  relations per state, a share ``epsilon`` of them random) with no LLM call: the fixed
+  LLM policy is not what is trained, and the KG walk is what produces the rewards;
+- the outcome reward ``r`` of a state is a caller's function of its entities (the CLI
+  uses F1 against the gold answers); a path's end is valued by ``r`` (μ = 1 on terminal
+  states), every state above it by the best reward found below it in the tree (the
+  "go" head) and by its own ``r`` (the "stop" head);
+- the critical model is left out of training targets (λ·V_critical needs the LLM's
+  guesses); at inference Eq. 4 mixes it in as before.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Sequence
+
+from ...kg.base import Entity, Relation
+from ...llm.base import Usage
+from ..kgset import KGSet
+from .state import PathNode, step
+from .valuemodel import Example, ValueModel, features, fit, question_words
+
+Reward = Callable[[Sequence[Entity]], float]
+
+
+@dataclass
+class TrainConfig:
+    rounds: int = 3  # R (the paper: 4, "until the improvement between rounds becomes minimal")
+    trees: int = 2  # trees per question and round (the paper: 8)
+    max_hops: int = 3
+    width: int = 4  # states kept per hop
+    branch: int = 4  # relations walked per state
+    epsilon: float = 0.25  # share of walked relations picked at random once a model guides
+    max_actions: int = 30  # relations considered per state
+    positives: int = 5  # correct paths per question (the paper: up to 5 …)
+    negatives: int = 5  # … and 5 incorrect ones
+    correct: float = 0.5  # a path is correct when its end's reward is at least this
+    epochs: int = 8
+    seed: int = 0
+
+
+@dataclass
+class TrainingQuestion:
+    id: str
+    text: str
+    entities: tuple[Entity, ...]  # the linked question entities (the root state)
+    reward: Reward
+
+
+@dataclass
+class RoundReport:
+    round: int
+    questions: int
+    examples: int  # training examples so far (all rounds)
+    reached: float  # share of questions whose tree holds a correct state
+    train_reward: float  # mean reward of the state the model would answer with (train)
+    heldout_reward: float | None  # the same on held-out questions
+    heldout_hits: float | None  # share of held-out questions whose chosen state is correct
+    seconds: float
+
+    def format(self) -> str:
+        held = "" if self.heldout_reward is None else (
+            f", held-out reward {self.heldout_reward:.3f} (correct {100 * (self.heldout_hits or 0):.1f} %)")
+        return (f"round {self.round}: {self.questions} questions, {self.examples} examples, correct state reached "
+                f"{100 * self.reached:.1f} %, train reward {self.train_reward:.3f}{held}, {self.seconds:.0f} s")
+
+
+@dataclass
+class Tree:
+    """One question's explored states (all trees of a round merged by path)."""
+
+    question: TrainingQuestion
+    nodes: dict[tuple[str, ...], PathNode] = field(default_factory=dict)
+    rewards: dict[tuple[str, ...], float] = field(default_factory=dict)
+
+    def best_below(self, path: tuple[str, ...]) -> float | None:
+        """The best reward of a state strictly below ``path`` (None: nothing explored there)."""
+        below = [r for p, r in self.rewards.items() if len(p) > len(path) and p[: len(path)] == path]
+        return max(below) if below else None
+
+
+def _key(relation: Relation) -> str:
+    return relation.key
+
+
+class Trainer:
+    def __init__(self, kgs: KGSet, config: TrainConfig | None = None) -> None:
+        self.kgs = kgs
+        self.config = config or TrainConfig()
+        self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
+
+    def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...], *, answer: bool = False) -> float:
+        if model is None:
+            return 0.0
+        heads = model.predict(words, list(path))
+        return heads["stop"] if answer or len(path) >= self.config.max_hops else max(heads.values())
+
+    async def _relations_of(self, node: PathNode, usage: Usage) -> list[Relation]:
+        key = tuple(sorted((e.kg, e.id) for e in node.entities))
+        if key not in self._relations:
+            self._relations[key] = list((await self.kgs.get_relations(list(node.entities), usage)).items)
+        walked = node.walked()
+        return [r for r in self._relations[key] if (r.key, r.kg) not in walked][: self.config.max_actions]
+
+    async def grow(self, q: TrainingQuestion, model: ValueModel | None, rng: random.Random, tree: Tree) -> None:
+        """One tree: a hop-level beam over the KG, guided by ``model`` (random without one)."""
+        cfg = self.config
+        words = question_words(q.text, [e.label for e in q.entities])
+        usage = Usage()
+        root = PathNode(id=0, entities=q.entities)
+        beam = [root]
+        for _ in range(cfg.max_hops):
+            children: list[tuple[float, float, PathNode]] = []
+            for state in beam:
+                rels = await self._relations_of(state, usage)
+                base = tuple(_key(n.relation) for n in state.path() if n.relation is not None)
+                if model is None:
+                    chosen = rng.sample(rels, min(cfg.branch, len(rels)))
+                else:
+                    ranked = sorted(rels, key=lambda r: -self._value(model, words, base + (_key(r),)))
+                    n_random = sum(rng.random() < cfg.epsilon for _ in range(cfg.branch))
+                    chosen = ranked[: cfg.branch - n_random]
+                    rest = ranked[cfg.branch - n_random:]
+                    chosen += rng.sample(rest, min(n_random, len(rest)))
+                for rel in chosen:
+                    path = base + (_key(rel),)
+                    node = tree.nodes.get(path)
+                    if node is None:
+                        node = PathNode(id=len(tree.nodes) + 1, entities=(), parent=state, relation=rel,
+                                        depth=state.depth + 1)
+                        node.entities, node.edges, node.omitted = await step(self.kgs, state, rel, usage)
+                        tree.nodes[path] = node
+                        tree.rewards[path] = q.reward(node.entities) if node.entities else 0.0
+                    if node.entities:
+                        children.append((self._value(model, words, path), rng.random(), node))
+            children.sort(key=lambda c: (-c[0], c[1]))
+            beam = [c[2] for c in children[: cfg.width]]
+            if not beam:
+                break
+
+    def examples(self, tree: Tree, rng: random.Random) -> list[Example]:
+        """Solution paths of a tree as training targets (deduplicated by head and path)."""
+        cfg = self.config
+        words = question_words(tree.question.text, [e.label for e in tree.question.entities])
+        good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
+        bad = [p for p, r in tree.rewards.items() if r < cfg.correct and p in tree.nodes and tree.nodes[p].entities]
+        ends = rng.sample(good, min(cfg.positives, len(good))) + rng.sample(bad, min(cfg.negatives, len(bad)))
+        targets: dict[tuple[str, tuple[str, ...]], float] = {}
+        for end in ends:
+            for t in range(1, len(end) + 1):
+                path = end[:t]
+                targets[("stop", path)] = tree.rewards[path]
+                below = tree.best_below(path)
+                if below is not None and t < cfg.max_hops:
+                    targets[("go", path)] = below
+        return [Example(features(words, list(path), head), target) for (head, path), target in targets.items()]
+
+    def chosen_reward(self, tree: Tree, model: ValueModel) -> float:
+        """The reward of the state the model would answer with among the tree's states."""
+        words = question_words(tree.question.text, [e.label for e in tree.question.entities])
+        reached = [p for p in tree.rewards if tree.nodes[p].entities]
+        if not reached:
+            return 0.0
+        best = max(reached, key=lambda p: (self._value(model, words, p, answer=True), -len(p)))
+        return tree.rewards[best]
+
+    async def train(
+        self,
+        questions: Sequence[TrainingQuestion],
+        heldout: Sequence[TrainingQuestion] = (),
+        *,
+        on_round: Callable[[RoundReport, ValueModel], Awaitable[None] | None] | None = None,
+        on_question: Callable[[int, int], None] | None = None,
+    ) -> ValueModel:
+        cfg = self.config
+        rng = random.Random(cfg.seed)
+        model: ValueModel | None = None
+        data: list[Example] = []
+        history: list[dict] = []
+        for rnd in range(cfg.rounds):
+            started = time.perf_counter()
+            trees = []
+            for i, q in enumerate(questions):
+                tree = Tree(q)
+                for _ in range(cfg.trees):
+                    await self.grow(q, model, rng, tree)
+                trees.append(tree)
+                data.extend(self.examples(tree, rng))
+                if on_question:
+                    on_question(i + 1, len(questions))
+            model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
+            held_trees = []
+            for q in heldout:  # searched with the new model, as inference would
+                tree = Tree(q)
+                await self.grow(q, model, random.Random(cfg.seed), tree)
+                held_trees.append(tree)
+            held = [self.chosen_reward(t, model) for t in held_trees]
+            report = RoundReport(
+                round=rnd + 1, questions=len(questions), examples=len(data),
+                reached=sum(any(r >= cfg.correct for r in t.rewards.values()) for t in trees) / max(1, len(trees)),
+                train_reward=sum(self.chosen_reward(t, model) for t in trees) / max(1, len(trees)),
+                heldout_reward=sum(held) / len(held) if held else None,
+                heldout_hits=sum(r >= cfg.correct for r in held) / len(held) if held else None,
+                seconds=time.perf_counter() - started,
+            )
+            history.append(dict(report.__dict__))
+            model.meta["rounds"] = list(history)
+            if on_round:
+                maybe = on_round(report, model)
+                if maybe is not None:
+                    await maybe
+        assert model is not None
+        return model

@@ -1,0 +1,167 @@
+"""A trainable roll-out model for RwT (§3.3, Eq. 6-7), small enough for a CPU.
+
+The paper fine-tunes LLaMA3-8B to predict a state's value. Here the roll-out model is a
+logistic model over sparse features of the question and the relation path — trained in
+seconds on a laptop, stored as a JSON file of weights, and read without any ML library.
+It has two heads, because a state plays two roles in the search:
+
+- **stop**: how good the state's entities are *as the answer* (trained on the outcome
+  reward ``r``, the F1 of the state's entities against the gold answers);
+- **go**: how good the best state reachable *below* it is (trained on the best reward
+  found in the state's subtree).
+
+The search value of a state is ``max(stop, go)`` (beam and MCTS follow promising paths);
+the answer is read from the stop head (so a 1-hop question stops after one hop even when
+the search walked three). Features pair the question's words (unigrams and bigrams, the
+question's own entity names masked) with the relation at each hop, the last relation, the
+whole path, the path length and the number of entities reached; relations are the KG's
+keys (``~directed_by``), so a model belongs to a KG schema (its ``meta`` says which).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ...errors import BadInput
+from ...llm.base import Usage
+from .state import PathNode
+
+FORMAT = "traversals-rwt-value/1"
+HEADS = ("stop", "go")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+ENT = "qentity"  # what the question's own entity names become
+
+
+def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
+    """Lower-cased words and bigrams of the question; ``[...]`` spans and the given entity
+    mentions become ``ENT``, so features generalise across questions of one shape."""
+    text = re.sub(r"\[[^\]]*\]", f" {ENT} ", question)
+    for m in sorted((m for m in mentions if m.strip()), key=len, reverse=True):
+        text = re.sub(re.escape(m), f" {ENT} ", text, flags=re.IGNORECASE)
+    words = _WORD.findall(text.lower())
+    return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
+
+
+def features(words: Sequence[str], path: Sequence[str], head: str) -> list[str]:
+    """The active (binary) features of a state (its question words and relation path) for
+    one head."""
+    t = len(path)
+    h = head + "|"
+    out = [h + "bias", f"{h}len={t}", f"{h}path={'>'.join(path)}"]
+    last = path[-1] if path else "-"
+    for w in words:
+        out.append(f"{h}len={t}|w={w}")
+        out.append(f"{h}last={last}|w={w}")
+        for i, rel in enumerate(path, 1):
+            out.append(f"{h}h{i}={rel}|w={w}")
+    return out
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@dataclass
+class Example:
+    """One training target: a state's features for one head and the value to predict."""
+
+    features: list[str]
+    target: float
+
+
+@dataclass
+class ValueModel:
+    """Weights of the logistic model, keyed by feature name; ``meta`` records how it was
+    trained (datasets, KG, rounds, figures)."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    def score(self, feats: Iterable[str]) -> float:
+        return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
+
+    def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
+        return {head: self.score(features(words, path, head)) for head in HEADS}
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        kept = {k: round(v, 5) for k, v in sorted(self.weights.items()) if abs(v) >= 1e-5}
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps({"format": FORMAT, "meta": self.meta, "weights": kept}, indent=0) + "\n")
+        tmp.replace(p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ValueModel":
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise BadInput(f"value model {p} not found (train one with `traversals train-value`)") from None
+        except (OSError, ValueError) as e:
+            raise BadInput(f"value model {p} is not readable JSON: {e}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise BadInput(f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)")
+        return cls({str(k): float(v) for k, v in data.get("weights", {}).items()}, dict(data.get("meta", {})))
+
+
+def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: float = 1e-4, seed: int = 0,
+        model: ValueModel | None = None) -> ValueModel:
+    """Logistic regression on soft targets in [0, 1] (cross-entropy), AdaGrad, L2.
+
+    Deterministic for a seed; continues from ``model``'s weights if given."""
+    import random
+
+    weights = dict(model.weights) if model else {}
+    grad2: dict[str, float] = {}
+    order = list(range(len(examples)))
+    rng = random.Random(seed)
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for i in order:
+            ex = examples[i]
+            p = _sigmoid(sum(weights.get(f, 0.0) for f in ex.features))
+            g = p - ex.target
+            for f in ex.features:
+                w = weights.get(f, 0.0)
+                gf = g + l2 * w
+                grad2[f] = grad2.get(f, 0.0) + gf * gf
+                weights[f] = w - lr * gf / math.sqrt(grad2[f] + 1e-8)
+    return ValueModel(weights, dict(model.meta) if model else {})
+
+
+def path_keys(node: PathNode) -> list[str]:
+    return [n.relation.key for n in node.path() if n.relation is not None]
+
+
+def mentions_of(node: PathNode) -> list[str]:
+    """The labels of the question's own entities (the root's), masked in the question."""
+    return [e.label for e in node.path()[0].entities]
+
+
+class TrainedRollout:
+    """A :class:`~.value.RolloutModel` backed by a trained :class:`ValueModel`: no LLM call.
+
+    ``value`` is the search value ``max(stop, go)``; ``answer_value`` the stop head."""
+
+    def __init__(self, model: ValueModel) -> None:
+        self.model = model
+
+    def _heads(self, question: str, node: PathNode) -> dict[str, float]:
+        return self.model.predict(question_words(question, mentions_of(node)), path_keys(node))
+
+    async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float:
+        heads = self._heads(question, node)
+        return heads["stop"] if hops_left <= 0 else max(heads["stop"], heads["go"])
+
+    def answer_value(self, question: str, node: PathNode) -> float:
+        return self._heads(question, node)["stop"]

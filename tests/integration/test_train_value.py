@@ -1,0 +1,68 @@
+"""`traversals train-value` on the real MetaQA KB (embedded store), then the trained model
+used by `ask --strategy beam` with the default local model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traversals.eval.datasets import load_dataset, sample_questions
+from traversals.search.rwt import ValueModel
+from traversals.search.rwt.valuemodel import question_words
+
+QUESTION = "what films did [Charles Bail] direct"
+
+
+def traversals(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "traversals"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def trained(SHARED, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    data = SHARED / "data" / "metaqa"
+    if not (data / "kb.txt").exists():
+        pytest.skip(f"{data} is not there")
+    out = tmp_path_factory.mktemp("value") / "metaqa.json"
+    done = traversals("train-value", "metaqa-1hop", "metaqa-2hop", "--data", str(data), "--answerable-only",
+                      "--skip", "20", "--limit", "60", "--rounds", "2", "--out", str(out))
+    return out, done
+
+
+def test_training_writes_a_model_that_knows_the_relations_and_the_hop(trained, SHARED):
+    out, done = trained
+    assert done.returncode == 0, done.stderr
+    assert "round 2:" in done.stderr and f"wrote {out}" in done.stdout
+    model = ValueModel.load(out)
+    meta = model.meta
+    assert meta["datasets"] == ["metaqa-1hop", "metaqa-2hop"] and meta["skip"] == 20 and len(meta["rounds"]) == 2
+    assert meta["train_questions"] + meta["heldout_questions"] == 120
+    assert meta["rounds"][-1]["heldout_hits"] >= 0.5
+    # the skipped questions are the ones `eval --limit 20` asks: none was trained on
+    ds = load_dataset("metaqa-1hop", SHARED / "data" / "metaqa", "dev", True)
+    assert len(sample_questions(ds.questions, 20)) == 20
+    words = question_words("which films did [Somebody Unseen] direct")
+    direct, act = model.predict(words, ["~directed_by"]), model.predict(words, ["~starred_actors"])
+    assert direct["stop"] > act["stop"] and direct["stop"] > 0.5
+    assert direct["stop"] > model.predict(words, ["~directed_by", "release_year"])["stop"]
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
+    out, done = trained
+    assert done.returncode == 0, done.stderr
+    trace = tmp_path / "t.json"
+    got = traversals("ask", QUESTION, "--kg", str(SHARED / "data" / "metaqa" / "kb.txt"), "--strategy", "beam",
+                     "--value-model", str(out), "--json", "--trace", str(trace))
+    assert got.returncode == 0, got.stderr
+    answer = json.loads(got.stdout)
+    assert "The Gumball Rally" in answer["answer"] and answer["decoding"] == "constrained"
+    t = json.loads(trace.read_text())
+    assert t["rollout"] == "TrainedRollout"
+    best = next(n for n in t["nodes"] if n["id"] == t["answer_node"])
+    assert best["depth"] == 1 and best["action"]["relation"]["key"] == "~directed_by"

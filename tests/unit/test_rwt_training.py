@@ -1,0 +1,117 @@
+"""RwT's trained roll-out model: features, fitting, training from search trees, and its use
+in the searches (a small dict KG and a scripted LLM; the real KG path is in
+tests/integration/test_train_value.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.api import SearchConfig, build_solver
+from traversals.errors import BadInput
+from traversals.eval.training import gold_reward
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.rwt import HopBeamSearch, RwTConfig, TrainedRollout, ValueModel
+from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
+from traversals.search.rwt.valuemodel import Example, features, fit, question_words
+
+from .kgdouble import DictKG
+
+
+def movie_kg() -> DictKG:
+    triples = []
+    for d in range(8):
+        for f in range(2):
+            film = f"Film {d}-{f}"
+            triples += [(film, "directed_by", f"Director {d}"), (film, "release_year", str(1990 + d)),
+                        (film, "starred_actors", f"Actor {d}-{f}"), (film, "has_genre", "Drama")]
+    return DictKG(triples)
+
+
+def films(d: int) -> list[str]:
+    return [f"Film {d}-0", f"Film {d}-1"]
+
+
+def actors(d: int) -> list[str]:
+    return [f"Actor {d}-0", f"Actor {d}-1"]
+
+
+async def questions(kgs: KGSet, directors: range) -> list[TrainingQuestion]:
+    out = []
+    for d in directors:
+        (ent,) = [e for e in await kgs.search(f"Director {d}", _usage(), limit=5) if e.label == f"Director {d}"]
+        out.append(TrainingQuestion(f"f{d}", f"what films did [Director {d}] direct", (ent,), gold_reward(films(d))))
+        out.append(TrainingQuestion(f"a{d}", f"who starred in the films directed by [Director {d}]", (ent,),
+                                    gold_reward(actors(d))))
+    return out
+
+
+def _usage():
+    from traversals.llm.base import Usage
+
+    return Usage()
+
+
+def test_question_words_mask_the_question_entities():
+    words = question_words("Which films did [Eytan Fox] direct?", [])
+    assert words[:4] == ["which", "films", "did", "qentity"] and "qentity_direct" in words
+    assert question_words("Who is Bob Dylan's mother", ["Bob Dylan"])[:3] == ["who", "is", "qentity"]
+
+
+def test_fit_learns_which_relation_a_wording_asks_for():
+    w_dir, w_act = question_words("what films did [X] direct"), question_words("who acted in [X]")
+    data = [Example(features(w_dir, ["~directed_by"], "stop"), 1.0), Example(features(w_dir, ["starred_actors"], "stop"), 0.0),
+            Example(features(w_act, ["starred_actors"], "stop"), 1.0), Example(features(w_act, ["~directed_by"], "stop"), 0.0)]
+    model = fit(data * 5, epochs=20)
+    assert model.predict(w_dir, ["~directed_by"])["stop"] > 0.8 > 0.2 > model.predict(w_dir, ["starred_actors"])["stop"]
+    assert model.predict(w_act, ["starred_actors"])["stop"] > model.predict(w_act, ["~directed_by"])["stop"]
+
+
+def test_a_model_file_round_trips_and_bad_files_are_named(tmp_path):
+    model = ValueModel({"stop|bias": 0.5, "go|len=1": -1.25}, {"datasets": ["x"]})
+    path = model.save(tmp_path / "m.json")
+    back = ValueModel.load(path)
+    assert back.weights == model.weights and back.meta == {"datasets": ["x"]}
+    with pytest.raises(BadInput, match="not found"):
+        ValueModel.load(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text('{"weights": {}}')
+    with pytest.raises(BadInput, match="is not a value model"):
+        ValueModel.load(tmp_path / "other.json")
+
+
+async def test_training_from_trees_learns_the_path_and_where_to_stop():
+    kgs = KGSet([movie_kg()])
+    train, held = await questions(kgs, range(6)), await questions(kgs, range(6, 8))
+    reports = []
+    model = await Trainer(kgs, TrainConfig(rounds=2, trees=2, width=3, branch=3, max_hops=2, seed=1)).train(
+        train, held, on_round=lambda r, m: reports.append(r))
+    assert [r.round for r in reports] == [1, 2] and len(model.meta["rounds"]) == 2
+    assert reports[-1].heldout_hits == 1.0  # both held-out directors, both question shapes
+    words = question_words("what films did [Director 7] direct")
+    heads = model.predict(words, ["~directed_by"])
+    # a 1-hop question: the first hop is the answer, going further is worse
+    assert heads["stop"] > 0.5 > model.predict(words, ["~directed_by", "starred_actors"])["stop"]
+    words2 = question_words("who starred in the films directed by [Director 7]")
+    assert model.predict(words2, ["~directed_by"])["go"] > 0.5 > model.predict(words2, ["~directed_by"])["stop"]
+    assert model.predict(words2, ["~directed_by", "starred_actors"])["stop"] > 0.5
+
+
+async def test_beam_search_answers_from_the_trained_stop_head(tmp_path):
+    kgs = KGSet([movie_kg()])
+    model = await Trainer(kgs, TrainConfig(rounds=2, trees=2, width=3, branch=3, max_hops=2, seed=1)).train(
+        await questions(kgs, range(6)))
+    # the LLM policy prefers every relation equally; the trained value decides
+    llm = ScriptedLLM(rules=[("three most likely answers", "x, B: y, C: z]")], score=lambda p, o, pre: [0.0] * len(o))
+    beam = HopBeamSearch(llm, kgs, RwTConfig(beam_width=3, beam_branch=4, max_hops=2), rollout=TrainedRollout(model))
+    one = await beam.ask("what films did [Director 7] direct")
+    assert one.text == "Film 7-0, Film 7-1" and len(one.supporting_edges) == 2
+    two = await beam.ask("who starred in the films directed by [Director 7]")
+    assert two.text == "Actor 7-0, Actor 7-1"
+    nodes = two.trace["nodes"]
+    assert all("answer_value" in n for n in nodes if n["parent"] is not None and n["entities"])
+    # build_solver reads the file; the Tree-of-Traversals strategies refuse it
+    path = model.save(tmp_path / "v.json")
+    solver = build_solver("beam", llm, [movie_kg()], SearchConfig(value_model=str(path)))
+    assert isinstance(solver.rollout, TrainedRollout)
+    with pytest.raises(BadInput, match="RwT strategies"):
+        build_solver("tree", llm, [movie_kg()], SearchConfig(value_model=str(path)))
