@@ -11,7 +11,7 @@ from traversals.errors import BadInput
 from traversals.eval.training import gold_reward
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
-from traversals.search.rwt import HopBeamSearch, RwTConfig, TrainedRollout, ValueModel
+from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
 from traversals.search.rwt.valuemodel import Example, features, fit, question_words
 
@@ -107,6 +107,8 @@ async def test_beam_search_answers_from_the_trained_stop_head(tmp_path):
     assert one.text == "Film 7-0, Film 7-1" and len(one.supporting_edges) == 2
     two = await beam.ask("who starred in the films directed by [Director 7]")
     assert two.text == "Actor 7-0, Actor 7-1"
+    mcts = MonteCarloTreeSearch(llm, kgs, RwTConfig(simulations=12, max_hops=2), rollout=TrainedRollout(model))
+    assert (await mcts.ask("what films did [Director 6] direct")).text == "Film 6-0, Film 6-1"
     nodes = two.trace["nodes"]
     assert all("answer_value" in n for n in nodes if n["parent"] is not None and n["entities"])
     # build_solver reads the file; the Tree-of-Traversals strategies refuse it
