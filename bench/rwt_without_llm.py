@@ -26,7 +26,7 @@ from traversals.eval.training import gold_reward, link
 from traversals.kg.factory import open_kgs
 from traversals.search.kgset import KGSet
 from traversals.search.rwt.train import TrainConfig, Trainer, Tree, TrainingQuestion
-from traversals.search.rwt.valuemodel import ValueModel, question_words
+from traversals.search.rwt.valuemodel import ValueModel
 
 MAX_ANSWER_ENTITIES = 10  # as the beam strategy's answer
 
@@ -48,10 +48,8 @@ async def main(args: argparse.Namespace) -> None:
             tq = TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold))
             tree = Tree(tq)
             await trainer.grow(tq, model, random.Random(0), tree)
-            words = question_words(q.text, [e.label for e in entities])
-            reached = [p for p, node in tree.nodes.items() if node.entities]
-            best = max(reached, key=lambda p: (model.predict(words, list(p))["stop"], -len(p)), default=None)
-            shown = tree.nodes[best].entities[:MAX_ANSWER_ENTITIES] if best else ()
+            best = trainer.chosen(tree, model)
+            shown = best.entities[:MAX_ANSWER_ENTITIES] if best else ()
             rows[q.id] = score(", ".join(e.label for e in shown), q.gold)
     finally:
         for kg in kgs_list:

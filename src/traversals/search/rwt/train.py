@@ -168,14 +168,19 @@ class Trainer:
                     targets[("go", path)] = below
         return [Example(features(words, list(path), head), target) for (head, path), target in targets.items()]
 
-    def chosen_reward(self, tree: Tree, model: ValueModel) -> float:
-        """The reward of the state the model would answer with among the tree's states."""
+    def chosen(self, tree: Tree, model: ValueModel) -> PathNode | None:
+        """The state the model would answer with among the tree's states (best *stop* value,
+        ties to the shorter path), or None when no state has entities."""
         words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         reached = [p for p in tree.rewards if tree.nodes[p].entities]
         if not reached:
-            return 0.0
-        best = max(reached, key=lambda p: (self._value(model, words, p, answer=True), -len(p)))
-        return tree.rewards[best]
+            return None
+        return tree.nodes[max(reached, key=lambda p: (self._value(model, words, p, answer=True), -len(p)))]
+
+    def chosen_reward(self, tree: Tree, model: ValueModel) -> float:
+        """The reward of the state the model would answer with among the tree's states."""
+        node = self.chosen(tree, model)
+        return 0.0 if node is None else tree.question.reward(node.entities)
 
     async def train(
         self,
