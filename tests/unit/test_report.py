@@ -168,3 +168,16 @@ def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path
     assert eff.median_seconds == 3.0 and eff.computed_over_sent == 0.25
     text = write_report([run]).read_text()
     assert "| 3.00 | 80.0 | 0.25 |" in text
+
+
+async def test_a_trained_value_model_labels_its_run(tmp_path):
+    """beam with and without --value-model are different methods: separate rows, not one cell."""
+    ds = dataset()
+    solver = TraceSolver({q.text: ("Rome", straight_trace("Rome", 0.5)) for q in ds.questions})
+    await run_eval(ds, solver, tmp_path / "b", progress=False, config={"strategy": "beam", "llm": "fake"})
+    await run_eval(ds, solver, tmp_path / "bt", progress=False,
+                   config={"strategy": "beam", "llm": "fake", "value_model": "/m/metaqa-value.json"})
+    text = write_report([tmp_path / "b", tmp_path / "bt"]).read_text()
+    assert "| beam | 25.0 / 25.0 (n=4) |" in text
+    assert "| beam + metaqa-value | 25.0 / 25.0 (n=4) |" in text
+    assert "| toy | beam vs beam + metaqa-value | 4 |" in text

@@ -325,6 +325,8 @@ def _labels(runs: Sequence[Run]) -> None:
         label = r.strategy
         if len(ks[r.strategy]) > 1 and r.config.get("k") is not None:
             label += f" k={r.config['k']}"
+        if r.config.get("value_model"):  # RwT with a trained roll-out model is another method
+            label += f" + {Path(str(r.config['value_model'])).stem}"
         if len(llms) > 1:
             label += f" · {r.llm or '?'}"
         r.label = label
