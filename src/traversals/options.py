@@ -25,6 +25,18 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-template", default=None, metavar="NAME",
                    help="openai: prompt template of the served model (chatml, raw) for scoring options "
                         "through /completions log-probabilities; probed, sampled decoding if it fails")
+    p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
+                   help="openai: how long one request may take (default 120; raise it for a slow CPU server)")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def add_value_model_flag(p: argparse.ArgumentParser) -> None:
@@ -59,7 +71,11 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     from .llm.factory import open_llm
 
     template = getattr(args, "llm_template", None)
-    extra = {"completion_template": template} if template and args.llm.startswith("openai") else {}
+    extra: dict = {}
+    if args.llm.startswith("openai"):
+        if template:
+            extra["completion_template"] = template
+        extra["timeout"] = getattr(args, "llm_timeout", 120.0)
     return open_llm(
         args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"), **extra
     )

@@ -75,7 +75,7 @@ def test_ask_through_a_real_openai_compatible_server(metaqa_kb, default_llama_se
     """The black-box path: chat completions from `python -m llama_cpp.server`, no scoring."""
     trace = tmp_path / "trace.json"
     done = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--json", "--trace", str(trace),
-                      "--llm", "openai:qwen", "--llm-url", default_llama_server)
+                      "--llm", "openai:qwen", "--llm-url", default_llama_server, "--llm-timeout", "600")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["decoding"] == "sampled" and out["llm_calls"] > 0 and out["completion_tokens"] > 0

@@ -427,3 +427,21 @@ def test_factory_unknown_spec_lists_forms():
         open_llm("gpt4")
     msg = str(ei.value)
     assert "local:PATH.gguf" in msg and "openai:MODEL" in msg
+
+
+def test_llm_timeout_flag_reaches_the_client_and_rejects_nonsense():
+    """A slow CPU server needs more than the default 120 s per request: --llm-timeout."""
+    import argparse
+
+    from traversals.options import add_llm_flags, open_llm_from_args
+
+    p = argparse.ArgumentParser()
+    add_llm_flags(p)
+    args = p.parse_args(["--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1", "--llm-timeout", "600"])
+    llm = open_llm_from_args(args, environ={})
+    assert isinstance(llm, OpenAICompatibleLLM) and llm.timeout == 600.0
+    default = open_llm_from_args(p.parse_args(["--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]), environ={})
+    assert default.timeout == 120.0
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["--llm-timeout", bad])
