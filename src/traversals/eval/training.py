@@ -27,7 +27,7 @@ from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
 from ..search.rwt.valuemodel import ValueModel
-from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset
+from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
 
 
@@ -66,9 +66,7 @@ def training_questions(questions: Sequence[Question], skip: int, limit: int, see
     eval with ``--limit skip`` and the same seed does not ask)."""
     if skip < 0 or limit < 0:
         raise BadInput("--skip and --limit must be >= 0")
-    idxs = list(range(len(questions)))
-    random.Random(seed).shuffle(idxs)
-    return [questions[i] for i in idxs[skip: skip + limit]]
+    return sample_questions(questions, skip + limit, seed)[skip:]
 
 
 def gold_reward(gold: object):

@@ -91,9 +91,9 @@ class RwTSearch:
             rollout = await self.rollout.value(question, node, hops_left, node.usage)
             critical = self.critical.value(guesses, node)
             node.value = mix(rollout, critical, lam=self.config.lam)
-            answer_value = getattr(self.rollout, "answer_value", None)
-            if answer_value is not None:  # a trained model values "answer here" on its own head
-                node.answer_value = mix(answer_value(question, node), critical, lam=self.config.lam)
+            as_answer = self.rollout.answer_value(question, node)
+            if as_answer is not None:  # a trained model values "answer here" on its own head
+                node.answer_value = mix(as_answer, critical, lam=self.config.lam)
         self._emit(node)
         return node.value
 

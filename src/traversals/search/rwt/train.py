@@ -31,7 +31,7 @@ from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
 from .state import PathNode, step
-from .valuemodel import Example, ValueModel, features, fit, question_words
+from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words
 
 Reward = Callable[[Sequence[Entity]], float]
 
@@ -92,21 +92,14 @@ class Tree:
         return max(below) if below else None
 
 
-def _key(relation: Relation) -> str:
-    return relation.key
-
-
 class Trainer:
     def __init__(self, kgs: KGSet, config: TrainConfig | None = None) -> None:
         self.kgs = kgs
         self.config = config or TrainConfig()
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
 
-    def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...], *, answer: bool = False) -> float:
-        if model is None:
-            return 0.0
-        heads = model.predict(words, list(path))
-        return heads["stop"] if answer or len(path) >= self.config.max_hops else max(heads.values())
+    def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...]) -> float:
+        return 0.0 if model is None else model.search_value(words, path, final=len(path) >= self.config.max_hops)
 
     async def _relations_of(self, node: PathNode, usage: Usage) -> list[Relation]:
         key = tuple(sorted((e.kg, e.id) for e in node.entities))
@@ -126,17 +119,17 @@ class Trainer:
             children: list[tuple[float, float, PathNode]] = []
             for state in beam:
                 rels = await self._relations_of(state, usage)
-                base = tuple(_key(n.relation) for n in state.path() if n.relation is not None)
+                base = tuple(path_keys(state))
                 if model is None:
                     chosen = rng.sample(rels, min(cfg.branch, len(rels)))
                 else:
-                    ranked = sorted(rels, key=lambda r: -self._value(model, words, base + (_key(r),)))
+                    ranked = sorted(rels, key=lambda r: -self._value(model, words, base + (r.key,)))
                     n_random = sum(rng.random() < cfg.epsilon for _ in range(cfg.branch))
                     chosen = ranked[: cfg.branch - n_random]
                     rest = ranked[cfg.branch - n_random:]
                     chosen += rng.sample(rest, min(n_random, len(rest)))
                 for rel in chosen:
-                    path = base + (_key(rel),)
+                    path = base + (rel.key,)
                     node = tree.nodes.get(path)
                     if node is None:
                         node = PathNode(id=len(tree.nodes) + 1, entities=(), parent=state, relation=rel,
@@ -156,7 +149,7 @@ class Trainer:
         cfg = self.config
         words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
-        bad = [p for p, r in tree.rewards.items() if r < cfg.correct and p in tree.nodes and tree.nodes[p].entities]
+        bad = [p for p, r in tree.rewards.items() if r < cfg.correct and tree.nodes[p].entities]
         ends = rng.sample(good, min(cfg.positives, len(good))) + rng.sample(bad, min(cfg.negatives, len(bad)))
         targets: dict[tuple[str, tuple[str, ...]], float] = {}
         for end in ends:
@@ -168,19 +161,22 @@ class Trainer:
                     targets[("go", path)] = below
         return [Example(features(words, list(path), head), target) for (head, path), target in targets.items()]
 
+    @staticmethod
+    def _chosen_path(tree: Tree, model: ValueModel) -> tuple[str, ...] | None:
+        words = question_words(tree.question.text, [e.label for e in tree.question.entities])
+        reached = [p for p, node in tree.nodes.items() if node.entities]
+        return max(reached, key=lambda p: (model.stop_value(words, p), -len(p)), default=None)
+
     def chosen(self, tree: Tree, model: ValueModel) -> PathNode | None:
         """The state the model would answer with among the tree's states (best *stop* value,
         ties to the shorter path), or None when no state has entities."""
-        words = question_words(tree.question.text, [e.label for e in tree.question.entities])
-        reached = [p for p in tree.rewards if tree.nodes[p].entities]
-        if not reached:
-            return None
-        return tree.nodes[max(reached, key=lambda p: (self._value(model, words, p, answer=True), -len(p)))]
+        path = self._chosen_path(tree, model)
+        return None if path is None else tree.nodes[path]
 
     def chosen_reward(self, tree: Tree, model: ValueModel) -> float:
         """The reward of the state the model would answer with among the tree's states."""
-        node = self.chosen(tree, model)
-        return 0.0 if node is None else tree.question.reward(node.entities)
+        path = self._chosen_path(tree, model)
+        return 0.0 if path is None else tree.rewards[path]
 
     async def train(
         self,

@@ -72,6 +72,10 @@ class CriticalModel:
 class RolloutModel(Protocol):
     async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float: ...
 
+    def answer_value(self, question: str, node: PathNode) -> float | None:
+        """The state's value *as the answer*, or None when the model has one value for both."""
+        ...
+
 
 class LLMRollout:
     """The untrained stand-in for RwT's roll-out model: the policy LLM rates the state."""
@@ -80,6 +84,9 @@ class LLMRollout:
         self.llm = llm
         self.constrained = constrained
         self._cache: dict[str, float] = {}
+
+    def answer_value(self, question: str, node: PathNode) -> float | None:
+        return None  # one rating serves the search and the answer
 
     async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float:
         prompt = render("rwt_value", question=question, path=node.path_text(), entities=labels(node.entities),

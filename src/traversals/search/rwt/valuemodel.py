@@ -14,7 +14,7 @@ The search value of a state is ``max(stop, go)`` (beam and MCTS follow promising
 the answer is read from the stop head (so a 1-hop question stops after one hop even when
 the search walked three). Features pair the question's words (unigrams and bigrams, the
 question's own entity names masked) with the relation at each hop, the last relation, the
-whole path, the path length and the number of entities reached; relations are the KG's
+whole path and the path length; relations are the KG's
 keys (``~directed_by``), so a model belongs to a KG schema (its ``meta`` says which).
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,15 @@ class ValueModel:
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
         return {head: self.score(features(words, path, head)) for head in HEADS}
 
+    def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
+        """``max(stop, go)``; the stop head alone where nothing lies below (``final``)."""
+        heads = self.predict(words, path)
+        return heads["stop"] if final else max(heads.values())
+
+    def stop_value(self, words: Sequence[str], path: Sequence[str]) -> float:
+        """The stop head: how good the path's state is as the answer."""
+        return self.score(features(words, path, "stop"))
+
     def save(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -119,8 +129,6 @@ def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: fl
     """Logistic regression on soft targets in [0, 1] (cross-entropy), AdaGrad, L2.
 
     Deterministic for a seed; continues from ``model``'s weights if given."""
-    import random
-
     weights = dict(model.weights) if model else {}
     grad2: dict[str, float] = {}
     order = list(range(len(examples)))
@@ -156,12 +164,9 @@ class TrainedRollout:
     def __init__(self, model: ValueModel) -> None:
         self.model = model
 
-    def _heads(self, question: str, node: PathNode) -> dict[str, float]:
-        return self.model.predict(question_words(question, mentions_of(node)), path_keys(node))
-
     async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float:
-        heads = self._heads(question, node)
-        return heads["stop"] if hops_left <= 0 else max(heads["stop"], heads["go"])
+        words = question_words(question, mentions_of(node))
+        return self.model.search_value(words, path_keys(node), final=hops_left <= 0)
 
     def answer_value(self, question: str, node: PathNode) -> float:
-        return self._heads(question, node)["stop"]
+        return self.model.stop_value(question_words(question, mentions_of(node)), path_keys(node))
