@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traversals.eval.datasets import load_dataset, sample_questions
+from traversals.eval.datasets import DEFAULT_SEED, load_dataset, sample_questions
+from traversals.eval.training import training_questions
 from traversals.search.rwt import ValueModel
 from traversals.search.rwt.valuemodel import question_words
 
@@ -44,7 +45,10 @@ def test_training_writes_a_model_that_knows_the_relations_and_the_hop(trained, S
     assert meta["rounds"][-1]["heldout_hits"] >= 0.5
     # the skipped questions are the ones `eval --limit 20` asks: none was trained on
     ds = load_dataset("metaqa-1hop", SHARED / "data" / "metaqa", "dev", True)
-    assert len(sample_questions(ds.questions, 20)) == 20
+    asked = {q.id for q in sample_questions(ds.questions, 20)}
+    trained = {q.id for q in training_questions(ds.questions, 20, 60, DEFAULT_SEED)}
+    assert len(asked) == 20 and len(trained) == 60 and asked.isdisjoint(trained)
+    assert trained == {q.id for q in sample_questions(ds.questions, 80)[20:]}  # the next 60 of the same shuffle
     words = question_words("which films did [Somebody Unseen] direct")
     direct, act = model.predict(words, ["~directed_by"]), model.predict(words, ["~starred_actors"])
     assert direct["stop"] > act["stop"] and direct["stop"] > 0.5
