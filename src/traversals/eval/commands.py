@@ -20,6 +20,17 @@ from ..options import (
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
 
+def add_question_flags(p: argparse.ArgumentParser) -> None:
+    """Where a benchmark's questions and KG come from (``eval`` and ``train-value``)."""
+    p.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (or the folder above it, or the file)")
+    p.add_argument("--split", default="dev", help="split to read where the benchmark has several (default dev)")
+    p.add_argument("--answerable-only", action="store_true",
+                   help="MetaQA: keep the answerable_{split}_{h}hop.idx lines; others: drop questions without gold")
+    p.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
+    p.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
+                   help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
+
+
 def add_eval_commands(subparsers: Any) -> None:
     """Add the ``eval`` and ``report`` sub-commands; each sets ``func(args) -> int``."""
     ev = subparsers.add_parser(
@@ -29,20 +40,14 @@ def add_eval_commands(subparsers: Any) -> None:
         "and run.json to --out. Metrics: Hits@1, EM-in, F1 (see docs/evaluation.md).",
     )
     ev.add_argument("dataset", metavar="DATASET", help="one of: " + ", ".join(DATASETS))
-    ev.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (or the folder above it, or the file)")
-    ev.add_argument("--split", default="dev", help="split to read where the benchmark has several (default dev)")
-    ev.add_argument("--answerable-only", action="store_true",
-                    help="MetaQA: keep the answerable_{split}_{h}hop.idx lines; others: drop questions without gold")
+    add_question_flags(ev)
     ev.add_argument("--limit", type=int, default=None, metavar="N",
                     help="evaluate N questions: the first N of the indices shuffled with --sample-seed")
-    ev.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
     ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot, mcts (RwT), beam (RwT hop-level beam search)")
     add_llm_flags(ev)
     add_kg_flags(ev)
     add_decoding_flag(ev)
     add_value_model_flag(ev)
-    ev.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
-                    help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
     ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
     ev.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 7")
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")

@@ -27,7 +27,8 @@ from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
 from ..search.rwt.valuemodel import ValueModel
-from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
+from .commands import add_question_flags
+from .datasets import DATASETS, Question, load_dataset, sample_questions
 from .metrics import f1
 
 
@@ -39,10 +40,7 @@ def add_training_command(subparsers: Any) -> None:
         "the roll-out model to them (RwT §3.3). Writes a JSON model for `--value-model` of mcts and beam.",
     )
     tv.add_argument("datasets", nargs="+", metavar="DATASET", help="one or more of: " + ", ".join(DATASETS))
-    tv.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (shared by the datasets)")
-    tv.add_argument("--split", default="dev")
-    tv.add_argument("--answerable-only", action="store_true")
-    tv.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED")
+    add_question_flags(tv)
     tv.add_argument("--skip", type=int, default=100, metavar="N",
                     help="leave out the first N shuffled questions of each dataset: what `eval --limit N` "
                          "evaluates (default 100)")
@@ -54,8 +52,6 @@ def add_training_command(subparsers: Any) -> None:
                     f"(default {TrainConfig.trees})")
     tv.add_argument("--max-hops", type=int, default=TrainConfig.max_hops, help=f"default {TrainConfig.max_hops}")
     tv.add_argument("--seed", type=int, default=0)
-    tv.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
-                    help="KG spec(s) replacing the datasets' own")
     add_kg_flags(tv)
     tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON)")
     tv.set_defaults(func=cmd_train_value)
