@@ -38,7 +38,7 @@ class SearchConfig:
     max_relations: int = DEFAULT_MAX_RELATIONS
     max_edges: int = DEFAULT_MAX_EDGES
     simulations: int = 16  # mcts: simulations per question
-    value_model: str | None = None  # mcts/beam: a trained roll-out model's file (None: the LLM rates states)
+    value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
 
 def build_solver(
@@ -53,6 +53,8 @@ def build_solver(
     happen (:mod:`traversals.search.events`; the KG strategies only)."""
     cfg = config or SearchConfig()
     if strategy == "cot":
+        if cfg.value_model:
+            raise BadInput("--value-model rates KG search states; 'cot' does not search the KG")
         return ChainOfThought(llm)
     if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -70,8 +72,6 @@ def build_solver(
         rollout = TrainedRollout(ValueModel.load(cfg.value_model)) if cfg.value_model else None
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
                    rollout=rollout, on_event=on_event)
-    if cfg.value_model:
-        raise BadInput(f"--value-model is for the RwT strategies (mcts, beam), not {strategy!r}")
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
@@ -88,7 +88,13 @@ def build_solver(
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
     )
-    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event)
+    value = None
+    if cfg.value_model:
+        from .search.rwt import ValueModel
+        from .search.trained_value import TrainedValue
+
+        value = TrainedValue(ValueModel.load(cfg.value_model))
+    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
 
 
 async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:

@@ -42,7 +42,8 @@ def _positive_seconds(text: str) -> float:
 def add_value_model_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--value-model", default=None, metavar="FILE",
-        help="mcts/beam: a roll-out model trained by `traversals train-value` (default: the LLM rates states)",
+        help="a value model trained by `traversals train-value`: RwT's roll-out model for mcts/beam, the node "
+        "value for tree/chain (default: the LLM rates states)",
     )
 
 

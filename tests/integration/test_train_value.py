@@ -70,3 +70,20 @@ def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, de
     assert t["rollout"] == "TrainedRollout"
     best = next(n for n in t["nodes"] if n["id"] == t["answer_node"])
     assert best["depth"] == 1 and best["action"]["relation"]["key"] == "~directed_by"
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_tree_search_with_the_trained_model_as_its_value_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
+    out, done = trained
+    assert done.returncode == 0, done.stderr
+    trace = tmp_path / "t.json"
+    got = traversals("ask", QUESTION, "--kg", str(SHARED / "data" / "metaqa" / "kb.txt"), "--strategy", "tree",
+                     "--value-model", str(out), "--json", "--trace", str(trace))
+    assert got.returncode == 0, got.stderr
+    answer = json.loads(got.stdout)
+    assert "The Gumball Rally" in answer["answer"] and answer["value"] > 0.8
+    t = json.loads(trace.read_text())
+    # the model's value crossed τ: the tree stopped there, and no LLM call rated a node
+    assert t["value_function"] == "TrainedValue" and t["stopped"] == "threshold"
+    assert all(n["value"] is not None for n in t["nodes"][1:])

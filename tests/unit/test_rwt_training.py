@@ -10,7 +10,12 @@ from traversals.api import SearchConfig, build_solver
 from traversals.errors import BadInput
 from traversals.eval.training import gold_reward
 from traversals.llm.scripted import ScriptedLLM
+from traversals.llm.base import Usage
 from traversals.search.kgset import KGSet
+from traversals.search.machine import Action, ActionType, Machine
+from traversals.search.subgraph import Subgraph
+from traversals.search.trained_value import TrainedValue, latest_paths
+from traversals.search.tree import TreeConfig, TreeOfTraversals
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
 from traversals.search.rwt.valuemodel import Example, features, fit, question_words
@@ -47,8 +52,6 @@ async def questions(kgs: KGSet, directors: range) -> list[TrainingQuestion]:
 
 
 def _usage():
-    from traversals.llm.base import Usage
-
     return Usage()
 
 
@@ -111,9 +114,73 @@ async def test_beam_search_answers_from_the_trained_stop_head(tmp_path):
     assert (await mcts.ask("what films did [Director 6] direct")).text == "Film 6-0, Film 6-1"
     nodes = two.trace["nodes"]
     assert all("answer_value" in n for n in nodes if n["parent"] is not None and n["entities"])
-    # build_solver reads the file; the Tree-of-Traversals strategies refuse it
+    # build_solver reads the file for the RwT strategies and for the tree; cot has no states to rate
     path = model.save(tmp_path / "v.json")
     solver = build_solver("beam", llm, [movie_kg()], SearchConfig(value_model=str(path)))
     assert isinstance(solver.rollout, TrainedRollout)
-    with pytest.raises(BadInput, match="RwT strategies"):
-        build_solver("tree", llm, [movie_kg()], SearchConfig(value_model=str(path)))
+    assert isinstance(build_solver("tree", llm, [movie_kg()], SearchConfig(value_model=str(path))).value, TrainedValue)
+    with pytest.raises(BadInput, match="'cot' does not search the KG"):
+        build_solver("cot", llm, [movie_kg()], SearchConfig(value_model=str(path)))
+
+
+async def _trained(kgs: KGSet) -> ValueModel:
+    return await Trainer(kgs, TrainConfig(rounds=2, trees=2, width=3, branch=3, max_hops=2, seed=1)).train(
+        await questions(kgs, range(6)))
+
+
+async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
+    kg = movie_kg()
+    kgs = KGSet([kg])
+    values = TrainedValue(await _trained(kgs))
+    machine = Machine(kgs)
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+
+    async def walk(node, entities, key):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), u)
+        i = next(i for i, r in enumerate(node.relation_options) if r.key == key)
+        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
+                                                     relation_key=node.relation_keys[i]), u)
+
+    async def answer(node, text):
+        return await values.evaluate(query, await machine.transition(node, Action(ActionType.ANSWER, text), u), u)
+
+    query = "what films did [Director 7] direct"
+    hop1 = await walk(root, root.subgraph.entities, "~directed_by")
+    films7 = [e for e in hop1.subgraph.entities if e.label.startswith("Film")]
+    hop2 = await walk(hop1, films7, "release_year")
+    assert latest_paths(root) == {()} and latest_paths(hop2) == {("~directed_by", "release_year")}
+    # a 1-hop question: the films are the answer, the second hop's year is not
+    film, year = await answer(hop2, "Film 7-0"), await answer(hop2, "1997")
+    assert film > 0.8 > 0.5 > year
+    # an answer that names nothing an expansion reached cannot be rated: 0, and the trace says why
+    done = await machine.transition(hop1, Action(ActionType.ANSWER, "Steven Spielberg"), u)
+    assert await values.evaluate(query, done, u) == 0.0 and "names no entity" in done.note
+    # intermediate nodes: the search value of the latest expansion (the films' path beats the years')
+    assert await values.evaluate(query, hop1, u) > await values.evaluate(query, hop2, u)
+    two = "who starred in the films directed by [Director 7]"
+    assert await values.evaluate(two, hop1, u) > 0.5  # the right way to go, though not the answer yet
+    assert u.llm_calls == 0
+
+
+async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at_the_threshold():
+    # An LLM that likes numbers: asked for an answer it prefers a year whenever the subgraph
+    # offers one (the 1.5B model's "useless second hop" failure, docs/results.md), else the
+    # newest entity group (every other option scores -1 per token; ties go to the first)
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.01 if o[:1].isdigit() else -max(1, round(len(o) / 4))) for o in options]
+
+    kg = movie_kg()
+    model = await _trained(KGSet([kg]))
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    tree = TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3), value=TrainedValue(model))
+    answer = await tree.ask("what films did [Director 7] direct")
+    assert answer.text in ("Film 7-0", "Film 7-1", "[Film 7-0, Film 7-1]") and answer.value > 0.8
+    assert answer.trace["stopped"] == "threshold" and answer.trace["value_function"] == "TrainedValue"
+    # no LLM call rated a node; every node has a value (intermediate ones too)
+    assert not [c for c in llm.score_calls if c.prefix.startswith(("RATING", "So the score"))]
+    assert all(n["value"] is not None for n in answer.trace["nodes"][1:])
+    two = await tree.ask("who starred in the films directed by [Director 7]")
+    assert two.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1")

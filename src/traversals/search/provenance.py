@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-from ..kg.base import Edge
+from typing import Iterable
+
+from ..kg.base import Edge, Entity
 from .machine import Node
-from .subgraph import Fact
+from .subgraph import Fact, Subgraph
 
 
-def answer_paths(node: Node) -> list[list[Fact]]:
-    """For each entity the answer names, the walked facts from a question entity to it."""
-    sg = node.subgraph
-    text = (node.answer or "").casefold()
+def walked_paths(subgraph: Subgraph, entities: Iterable[Entity]) -> list[list[Fact]]:
+    """For each entity an expansion reached, the walked facts from a question entity to it
+    (the facts that first reached each entity on the way); entities no fact reached (the
+    question's own) have none and are left out."""
     introduced: dict[tuple[str, str], Fact] = {}
-    for f in sg.facts:
+    for f in subgraph.facts:
         introduced.setdefault((f.target.kg, f.target.id), f)
     paths = []
-    for e in sg.entities:
-        if not e.label or e.label.casefold() not in text or (e.kg, e.id) not in introduced:
-            continue
+    for e in entities:
         path, key, seen = [], (e.kg, e.id), set()
         while key in introduced and key not in seen:
             seen.add(key)
             fact = introduced[key]
             path.append(fact)
             key = (fact.source.kg, fact.source.id)
-        paths.append(path[::-1])
+        if path:
+            paths.append(path[::-1])
     return paths
+
+
+def answer_paths(node: Node) -> list[list[Fact]]:
+    """For each entity the answer names, the walked facts from a question entity to it."""
+    text = (node.answer or "").casefold()
+    named = [e for e in node.subgraph.entities if e.label and e.label.casefold() in text]
+    return walked_paths(node.subgraph, named)
 
 
 def render_paths(node: Node, limit: int = 3) -> str:

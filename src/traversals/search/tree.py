@@ -2,7 +2,8 @@
 
 Loop: choose the unexplored node with the highest value (ties: the deepest, then the
 newest — depth first), propose k actions with the node's state prompt, apply each
-transition, evaluate every child with the LLM value function (children concurrently),
+transition, evaluate every child with the LLM value function (children concurrently;
+or with a trained model, :mod:`.trained_value`),
 collect answers. Stop when an answer's value exceeds τ, when the frontier is empty, or
 after ``max_expansions`` expansions. k = 1 is Chain-of-Traversals.
 
@@ -29,7 +30,7 @@ from .policy import Policy
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
-from .value import ValueFunction
+from .value import NodeValue, ValueFunction
 
 
 @dataclass
@@ -62,6 +63,7 @@ class TreeOfTraversals:
         *,
         name: str | None = None,
         on_event: EventSink | None = None,
+        value: NodeValue | None = None,
     ) -> None:
         self.llm = llm
         self.kgs = kgs
@@ -69,6 +71,8 @@ class TreeOfTraversals:
         self.name = name or ("chain" if self.config.k == 1 else "tree")
         #: called with each search event as it happens (see :mod:`traversals.search.events`)
         self.on_event = on_event
+        #: rates the nodes (e.g. a :class:`~.trained_value.TrainedValue`); None: the LLM (F.4/F.5)
+        self.value = value
 
     @property
     def constrained(self) -> bool:
@@ -88,10 +92,12 @@ class TreeOfTraversals:
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
         )
-        value_fn = ValueFunction(self.llm, machine, constrained=self.constrained)
+        value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
 
-        evaluate_intermediate = cfg.k > 1 if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
+        # A given value function (a trained model) costs no LLM call: rate every node.
+        default_intermediate = cfg.k > 1 or self.value is not None
+        evaluate_intermediate = default_intermediate if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
         root = machine.root(Subgraph().with_entities(entities))
@@ -165,6 +171,7 @@ class TreeOfTraversals:
             "value": answer.value,
             "strategy": self.name,
             "decoding": answer.decoding,
+            "value_function": "llm" if self.value is None else type(self.value).__name__,
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "expansions": expansions,

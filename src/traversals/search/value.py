@@ -10,6 +10,7 @@ answer, and is noted in the trace.
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
@@ -39,6 +40,13 @@ def parse_rating(text: str, *, last: bool = False) -> float | None:
         return None
     value = float(found[-1] if last else found[0])
     return min(1.0, max(0.0, value))
+
+
+class NodeValue(Protocol):
+    """What rates a tree's nodes: the LLM (:class:`ValueFunction`) or a trained model
+    (:class:`~.trained_value.TrainedValue`)."""
+
+    async def evaluate(self, query: str, node: Node, usage: Usage) -> float: ...
 
 
 class ValueFunction:

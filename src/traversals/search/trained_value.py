@@ -1,0 +1,62 @@
+"""A trained value function for Tree-of-Traversals: RwT's roll-out model
+(:class:`~.rwt.valuemodel.ValueModel`, trained by ``traversals train-value``) rates the
+tree's nodes in place of the LLM's F.4 / F.5 prompts.
+
+The model scores a relation path from the question's entities, so a node is read as the
+paths its subgraph walked:
+
+- an **answer** is worth the model's *stop* head on the path to the entity it names (the
+  best one when it names several); an answer that names no entity an expansion reached
+  (free text, or the question's own entity) is worth 0 — the model cannot rate it;
+- any other node is worth the *search* value ``max(stop, go)`` of the paths its latest
+  expansion walked (the root, before any expansion: the empty path), so best-first
+  search follows the expansion the model rates best and backtracks when an expansion
+  walks somewhere worse.
+
+No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
+answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
+action, entity, relation and answer. A model belongs to one KG schema: its features are
+the KG's relation keys.
+"""
+
+from __future__ import annotations
+
+from ..llm.base import Usage
+from .machine import Node, State
+from .provenance import answer_paths, walked_paths
+from .rwt.valuemodel import ValueModel, question_words
+from .subgraph import Fact
+
+
+def _keys(path: list[Fact]) -> tuple[str, ...]:
+    return tuple(f.relation.key for f in path)
+
+
+def latest_paths(node: Node) -> set[tuple[str, ...]]:
+    """The relation paths of the entities the node's latest expansion reached (on its
+    path from the root); ``{()}`` before any expansion."""
+    for n in reversed(node.path()):
+        if n.new_facts:
+            targets = list(dict.fromkeys(f.target for f in n.new_facts))
+            return {_keys(p) for p in walked_paths(node.subgraph, targets)} or {()}
+    return {()}
+
+
+class TrainedValue:
+    """A :class:`~.value.NodeValue` backed by a trained :class:`ValueModel`. Stateless:
+    one instance serves any number of questions."""
+
+    def __init__(self, model: ValueModel) -> None:
+        self.model = model
+
+    async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
+        if node.invalid:
+            return 0.0
+        words = question_words(query, [e.label for e in node.path()[0].subgraph.entities])
+        if node.state is State.DONE:
+            paths = {_keys(p) for p in answer_paths(node)}
+            if not paths:
+                node.note = (node.note + "; " if node.note else "") + "value 0: the answer names no entity an expansion reached"
+                return 0.0
+            return round(max(self.model.stop_value(words, list(p)) for p in paths), 4)
+        return round(max(self.model.search_value(words, list(p), final=False) for p in latest_paths(node)), 4)
