@@ -52,9 +52,7 @@ def build_solver(
     """The solver for ``strategy``. ``on_event`` receives the search's events as they
     happen (:mod:`traversals.search.events`; the KG strategies only)."""
     cfg = config or SearchConfig()
-    if strategy == "cot":
-        if cfg.value_model:
-            raise BadInput("--value-model rates KG search states; 'cot' does not search the KG")
+    if strategy == "cot":  # no KG states: a value model (e.g. a server's default) has nothing to rate
         return ChainOfThought(llm)
     if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
