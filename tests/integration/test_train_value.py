@@ -55,18 +55,23 @@ def test_training_writes_a_model_that_knows_the_relations_and_the_hop(trained, S
     assert direct["stop"] > model.predict(words, ["~directed_by", "release_year"])["stop"]
 
 
-@pytest.mark.model
-@pytest.mark.timeout(900)
-def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
+def ask_with_model(strategy: str, trained, SHARED, tmp_path) -> tuple[dict, dict]:
+    """``traversals ask QUESTION --strategy S --value-model`` with the default local model:
+    the answer and the trace."""
     out, done = trained
     assert done.returncode == 0, done.stderr
     trace = tmp_path / "t.json"
-    got = traversals("ask", QUESTION, "--kg", str(SHARED / "data" / "metaqa" / "kb.txt"), "--strategy", "beam",
+    got = traversals("ask", QUESTION, "--kg", str(SHARED / "data" / "metaqa" / "kb.txt"), "--strategy", strategy,
                      "--value-model", str(out), "--json", "--trace", str(trace))
     assert got.returncode == 0, got.stderr
-    answer = json.loads(got.stdout)
+    return json.loads(got.stdout), json.loads(trace.read_text())
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
+    answer, t = ask_with_model("beam", trained, SHARED, tmp_path)
     assert "The Gumball Rally" in answer["answer"] and answer["decoding"] == "constrained"
-    t = json.loads(trace.read_text())
     assert t["rollout"] == "TrainedRollout"
     best = next(n for n in t["nodes"] if n["id"] == t["answer_node"])
     assert best["depth"] == 1 and best["action"]["relation"]["key"] == "~directed_by"
@@ -75,15 +80,8 @@ def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, de
 @pytest.mark.model
 @pytest.mark.timeout(900)
 def test_tree_search_with_the_trained_model_as_its_value_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
-    out, done = trained
-    assert done.returncode == 0, done.stderr
-    trace = tmp_path / "t.json"
-    got = traversals("ask", QUESTION, "--kg", str(SHARED / "data" / "metaqa" / "kb.txt"), "--strategy", "tree",
-                     "--value-model", str(out), "--json", "--trace", str(trace))
-    assert got.returncode == 0, got.stderr
-    answer = json.loads(got.stdout)
+    answer, t = ask_with_model("tree", trained, SHARED, tmp_path)
     assert "The Gumball Rally" in answer["answer"] and answer["value"] > 0.8
-    t = json.loads(trace.read_text())
     # the model's value crossed τ: the tree stopped there, and no LLM call rated a node
     assert t["value_function"] == "TrainedValue" and t["stopped"] == "threshold"
     assert all(n["value"] is not None for n in t["nodes"][1:])
