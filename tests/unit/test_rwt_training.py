@@ -185,3 +185,25 @@ async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at
     assert all(n["value"] is not None for n in answer.trace["nodes"][1:])
     two = await tree.ask("who starred in the films directed by [Director 7]")
     assert two.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1")
+
+
+async def test_with_a_trained_value_an_answer_action_proposes_k_answers_and_the_value_picks():
+    # An LLM that answers with films whatever the question asks: its favourite answer to
+    # "who starred in ..." is a film group; the actors come second.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.1 if o.lstrip("[").startswith("Film") else -max(1, round(len(o) / 4))) for o in options]
+
+    kg = movie_kg()
+    model = await _trained(KGSet([kg]))
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    question = "who starred in the films directed by [Director 7]"
+    tree = TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3), value=TrainedValue(model))
+    answer = await tree.ask(question)
+    assert answer.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1") and answer.trace["stopped"] == "threshold"
+    answered = [n for n in answer.trace["nodes"] if n["state"] == "done" and n["parent"] == answer.trace["nodes"][
+        next(i for i, n in enumerate(answer.trace["nodes"]) if n["id"] == answer.trace["answer_node"])]["parent"]]
+    assert len(answered) == 3 and answered[0]["action"]["text"].lstrip("[").startswith("Film")  # the LLM's order
+    # one answer per ANSWER action: the LLM's favourite only, which the value rejects
+    one = TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3, answers=1), value=TrainedValue(model))
+    assert (await one.ask(question)).trace["stopped"] != "threshold"

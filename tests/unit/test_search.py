@@ -444,7 +444,7 @@ async def test_relations_already_expanded_are_not_offered_again_and_answers_are_
             first_keys = keys
     assert "P25" in first_keys and "P25" not in keys  # offered once, then filtered
     # answer candidates: reached entities (not the question's own), newest first
-    assert answer_candidates(node)[-1] == "Beatrice Stone" and "Bob Dylan" not in answer_candidates(node)
+    assert list(answer_candidates(node))[-1] == "Beatrice Stone" and "Bob Dylan" not in answer_candidates(node)
 
 
 async def test_a_self_loop_on_the_question_entity_is_an_answer_candidate():
@@ -459,10 +459,10 @@ async def test_a_self_loop_on_the_question_entity_is_an_answer_candidate():
     u = Usage()
     root = machine.root(Subgraph().with_entities([lost]))
 
-    assert answer_candidates(await expand(machine, root, lost, "tracks", u)) == ["Lost"]
+    assert list(answer_candidates(await expand(machine, root, lost, "tracks", u))) == ["Lost"]
     # reached back from another entity, the question's entity is still left out
     node = await expand(machine, await expand(machine, root, lost, "artist", u), kg.entities["band"], "member", u)
-    assert answer_candidates(node) == ["The Band"]
+    assert list(answer_candidates(node)) == ["The Band"]
 
 
 def test_a_sentence_naming_one_entity_is_reduced_to_it():

@@ -38,26 +38,29 @@ MAX_ANSWER_CANDIDATES = 60
 MAX_LIST_ANSWER = 20
 
 
-def answer_candidates(node: Node) -> list[str]:
-    """Entity answers the subgraph supports: each group of targets reached by one
-    relation from one entity (as a list, when several) and each single target, newest
-    first. The question's own entities (the root's) are left out — except on an edge from
-    a question entity to a question entity: a self-loop is an answer, as in PathQuestion's
-    "what is the Lost 's tracks 's tracks" (album and track share one label, hence one
-    IRI, so the gold answer is the question's entity)."""
+def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
+    """Entity answers the subgraph supports, each with the entity labels it names: each
+    group of targets reached by one relation from one entity (as a list, when several) and
+    each single target, newest first. The question's own entities (the root's) are left
+    out — except on an edge from a question entity to a question entity: a self-loop is an
+    answer, as in PathQuestion's "what is the Lost 's tracks 's tracks" (album and track
+    share one label, hence one IRI, so the gold answer is the question's entity)."""
     root = node.path()[0].subgraph
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in node.subgraph.facts:
         if fact.target in root and fact.source not in root:
             continue
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
-    out: list[str] = []
+    out: dict[str, tuple[str, ...]] = {}
     for targets in reversed(list(groups.values())):
         targets = list(dict.fromkeys(targets))
         if 1 < len(targets) <= MAX_LIST_ANSWER:
-            out.append("[" + ", ".join(targets) + "]")
-        out.extend(reversed(targets))
-    return list(dict.fromkeys(out))[:MAX_ANSWER_CANDIDATES]
+            out.setdefault("[" + ", ".join(targets) + "]", tuple(targets))
+        for t in reversed(targets):
+            out.setdefault(t, (t,))
+        if len(out) >= MAX_ANSWER_CANDIDATES:
+            break
+    return dict(list(out.items())[:MAX_ANSWER_CANDIDATES])
 
 
 _YES_NO = re.compile(r"^\W*(yes|no)\W*$", re.I)
@@ -94,6 +97,7 @@ class Policy:
         rng: random.Random | None = None,
         sample_options: bool = False,
         calibrate: bool = False,
+        answers: int = 1,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -107,6 +111,8 @@ class Policy:
         self.sample_options = sample_options
         #: constrained decoding: calibrate the relation choice against a neutral prompt
         self.calibrate = calibrate
+        #: constrained decoding: distinct answers an ANSWER proposes (the most probable first)
+        self.answers = max(1, answers)
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -114,7 +120,7 @@ class Policy:
         temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
         if force_answer or self.machine.must_answer(node):
             if self.constrained:
-                return Proposal([await self._grounded_answer(query, prompt, node, usage)])
+                return Proposal(await self._grounded_answers(query, prompt, node, usage))
             return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
         if self.constrained:
             return await self._constrained(query, prompt, node, k, usage, temperature)
@@ -128,13 +134,14 @@ class Policy:
             probs = await option_probs(self.llm, prompt, names, usage)
             priors: dict[str, float] = dict(zip(names, probs))
             ranked = [kinds[i] for i in self._draw(probs, len(kinds), temperature)]
-            actions = list(await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k])))
+            acted = await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k]))
+            actions = [a for group in acted for a in group]
             # A greedy text that is empty or repeats an earlier thought would be an
             # invalid node: the next-ranked action type takes its place.
             rest = ranked[k:]
             while rest and any(self._unusable(node, a) for a in actions):
                 actions = [a for a in actions if not self._unusable(node, a)]
-                actions.append(await self._act(query, prompt, node, rest.pop(0), usage))
+                actions.extend(await self._act(query, prompt, node, rest.pop(0), usage))
             return Proposal(actions, priors)
         options = self.machine.options(node)
         if not options:
@@ -149,10 +156,10 @@ class Policy:
         idx = self._draw(probs, k, temperature)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
 
-    async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> Action:
+    async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:
-            return await self._grounded_answer(query, prompt, node, usage)
-        return await self._free_text(prompt, node, kind, usage, temperature=0.0)
+            return await self._grounded_answers(query, prompt, node, usage)
+        return [await self._free_text(prompt, node, kind, usage, temperature=0.0)]
 
     @staticmethod
     def _unusable(node: Node, action: Action) -> bool:
@@ -162,27 +169,39 @@ class Policy:
         """Indices of ``n`` distinct options: the top n unless ``sample_options``."""
         return pick(probs, n, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
 
-    async def _grounded_answer(self, query: str, prompt: str, node: Node, usage: Usage) -> Action:
-        """An answer grounded in the KG: the free-text answer competes with the
-        subgraph's entities and entity lists, scored by mean log-probability per token
-        (free text still wins for counts, yes/no and comparisons). A bare yes/no only
-        competes when the query is a yes/no question: the small model otherwise copies
-        the preamble's example ("ANSWER: No") for "when was X released"."""
+    async def _grounded_answers(self, query: str, prompt: str, node: Node, usage: Usage) -> list[Action]:
+        """Answers grounded in the KG: the free-text answer competes with the subgraph's
+        entities and entity lists, scored by mean log-probability per token (free text
+        still wins for counts, yes/no and comparisons); the ``answers`` best distinct ones,
+        best first. A bare yes/no only competes when the query is a yes/no question: the
+        small model otherwise copies the preamble's example ("ANSWER: No") for "when was
+        X released"."""
         free = await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)
-        candidates = answer_candidates(node)
+        named = answer_candidates(node)
+        candidates = list(named)
         keep_free = free.type is ActionType.ANSWER and not (
             candidates and _YES_NO.match(free.text) and not is_yes_no_question(query)
         )
         options = list(dict.fromkeys(([free.text] if keep_free else []) + candidates))
         if not options:
-            return free
+            return [free]
         if len(options) == 1:
-            return free if keep_free else Action(ActionType.ANSWER, options[0])
+            return [free if keep_free else Action(ActionType.ANSWER, options[0])]
         scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
         usage.add_scores(scores)
         per_token = scores.per_token(options)
-        best = options[max(range(len(options)), key=lambda i: per_token[i])]
-        return Action(ActionType.ANSWER, reduce_to_entity(best, candidates))
+        chosen: list[str] = []
+        covered: set[str] = set()
+        for i in sorted(range(len(options)), key=lambda i: -per_token[i]):  # stable: ties keep the order
+            text = reduce_to_entity(options[i], candidates)
+            names = set(named.get(text, (text,)))
+            if names <= covered:  # "Film A" after "[Film A, Film B]": nothing new to value
+                continue
+            chosen.append(text)
+            covered |= names
+            if len(chosen) == self.answers:
+                break
+        return [Action(ActionType.ANSWER, t) for t in chosen]
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"

@@ -50,6 +50,10 @@ class TreeConfig:
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
     calibrate: bool = False
+    #: constrained decoding: distinct answers an ANSWER action proposes, the most probable
+    #: first. None: k with a trained value (it tells a right answer from the LLM's favourite
+    #: at no LLM cost), 1 with the LLM value
+    answers: int | None = None
 
 
 class TreeOfTraversals:
@@ -91,6 +95,7 @@ class TreeOfTraversals:
             rng=random.Random(cfg.seed),
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
+            answers=cfg.answers if cfg.answers is not None else (cfg.k if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
