@@ -207,3 +207,31 @@ async def test_with_a_trained_value_an_answer_action_proposes_k_answers_and_the_
     # one answer per ANSWER action: the LLM's favourite only, which the value rejects
     one = TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3, answers=1), value=TrainedValue(model))
     assert (await one.ask(question)).trace["stopped"] != "threshold"
+
+
+async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_reached_back():
+    # "who co-wrote films with [W1]": films → their writers reaches W1 again. W1 is not an
+    # answer (as in answer_candidates); a self-loop on the question's entity is (PathQuestion).
+    kg = DictKG([("F1", "written_by", "W1"), ("F1", "written_by", "W2"), ("F2", "written_by", "W1"),
+                 ("F2", "written_by", "W3"), ("W1", "alias", "W1")])
+    machine = Machine(KGSet([kg]))
+    values = TrainedValue(ValueModel({"stop|bias": 3.0}))  # every path a good answer
+    u = Usage()
+    root = machine.root(Subgraph().with_entities([kg.entities["W1"]]))
+
+    async def walk(node, entities, key):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), u)
+        i = next(i for i, r in enumerate(node.relation_options) if r.key == key)
+        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
+                                                     relation_key=node.relation_keys[i]), u)
+
+    async def answer(node, text):
+        return await values.evaluate("who co-wrote films with [W1]", await machine.transition(
+            node, Action(ActionType.ANSWER, text), u), u)
+
+    films = await walk(root, [kg.entities["W1"]], "~written_by")
+    writers = await walk(films, [kg.entities["F1"], kg.entities["F2"]], "written_by")
+    assert await answer(writers, "W2") > 0.9
+    assert await answer(writers, "W1 co-wrote nothing") == 0.0
+    assert await answer(await walk(root, [kg.entities["W1"]], "alias"), "W1") > 0.9

@@ -7,7 +7,7 @@ paths its subgraph walked:
 
 - an **answer** is worth the model's *stop* head on the path to the entity it names (the
   best one when it names several); an answer that names no entity an expansion reached
-  (free text, or the question's own entity) is worth 0 — the model cannot rate it;
+  (free text, or the question's own entity reached back) is worth 0 — the model cannot rate it;
 - any other node is worth the *search* value ``max(stop, go)`` of the paths its latest
   expansion walked (the root, before any expansion: the empty path), so best-first
   search follows the expansion the model rates best and backtracks when an expansion
@@ -54,7 +54,10 @@ class TrainedValue:
             return 0.0
         words = question_words(query, [e.label for e in node.path()[0].subgraph.entities])
         if node.state is State.DONE:
-            paths = {_keys(p) for p in answer_paths(node)}
+            root = node.path()[0].subgraph
+            # the question's own entity reached back ("co-writers of X" → X) is not an
+            # answer, as in answer_candidates; a self-loop on it is (PathQuestion's round trips)
+            paths = {_keys(p) for p in answer_paths(node) if p[-1].source in root or p[-1].target not in root}
             if not paths:
                 node.note = (node.note + "; " if node.note else "") + "value 0: the answer names no entity an expansion reached"
                 return 0.0
