@@ -14,6 +14,7 @@ from traversals.llm.base import Usage
 from traversals.search.cot import ChainOfThought
 from traversals.search.kgset import KGSet
 from traversals.search.machine import Action, ActionType, Machine
+from traversals.search.provenance import answer_paths
 from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals
@@ -233,5 +234,9 @@ async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_rea
     films = await walk(root, [kg.entities["W1"]], "~written_by")
     writers = await walk(films, [kg.entities["F1"], kg.entities["F2"]], "written_by")
     assert await answer(writers, "W2") > 0.9
+    # the path to W2 starts at the question's entity, not at the edge that reached it back
+    w2 = await machine.transition(writers, Action(ActionType.ANSWER, "W2"), u)
+    assert [(f.source.id, f.relation.key, f.target.id) for f in answer_paths(w2)[0]] in (
+        [("W1", "~written_by", "F1"), ("F1", "written_by", "W2")], [("W1", "~written_by", "F2"), ("F2", "written_by", "W2")])
     assert await answer(writers, "W1 co-wrote nothing") == 0.0
     assert await answer(await walk(root, [kg.entities["W1"]], "alias"), "W1") > 0.9

@@ -9,17 +9,19 @@ from .machine import Node
 from .subgraph import Fact, Subgraph
 
 
-def walked_paths(subgraph: Subgraph, entities: Iterable[Entity]) -> list[list[Fact]]:
-    """For each entity an expansion reached, the walked facts from a question entity to it
-    (the facts that first reached each entity on the way); entities no fact reached (the
-    question's own) have none and are left out."""
+def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable[Entity] = ()) -> list[list[Fact]]:
+    """For each entity an expansion reached, the walked facts from a question entity (one
+    of ``roots``) to it: the facts that first reached each entity on the way, back to a
+    question entity. Entities no fact reached (the question's own, unless an expansion
+    reached them again) have none and are left out."""
     introduced: dict[tuple[str, str], Fact] = {}
     for f in subgraph.facts:
         introduced.setdefault((f.target.kg, f.target.id), f)
+    start_keys = {(r.kg, r.id) for r in roots}
     paths = []
     for e in entities:
         path, key, seen = [], (e.kg, e.id), set()
-        while key in introduced and key not in seen:
+        while key in introduced and key not in seen and (not path or key not in start_keys):
             seen.add(key)
             fact = introduced[key]
             path.append(fact)
@@ -33,7 +35,7 @@ def answer_paths(node: Node) -> list[list[Fact]]:
     """For each entity the answer names, the walked facts from a question entity to it."""
     text = (node.answer or "").casefold()
     named = [e for e in node.subgraph.entities if e.label and e.label.casefold() in text]
-    return walked_paths(node.subgraph, named)
+    return walked_paths(node.subgraph, named, node.path()[0].subgraph.entities)
 
 
 def render_paths(node: Node, limit: int = 3) -> str:

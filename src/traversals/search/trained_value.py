@@ -38,7 +38,7 @@ def latest_paths(node: Node) -> set[tuple[str, ...]]:
     for n in reversed(node.path()):
         if n.new_facts:
             targets = list(dict.fromkeys(f.target for f in n.new_facts))
-            return {_keys(p) for p in walked_paths(node.subgraph, targets)} or {()}
+            return {_keys(p) for p in walked_paths(node.subgraph, targets, node.path()[0].subgraph.entities)} or {()}
     return {()}
 
 
