@@ -163,6 +163,9 @@ async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
     assert await values.evaluate(query, hop1, u) > await values.evaluate(query, hop2, u)
     two = "who starred in the films directed by [Director 7]"
     assert await values.evaluate(two, hop1, u) > 0.5  # the right way to go, though not the answer yet
+    # ... but the state that answers it ranks above it, so best-first search goes there next
+    actors = await walk(hop1, films7, "starred_actors")
+    assert await values.evaluate(two, actors, u) > await values.evaluate(two, hop1, u)
     assert u.llm_calls == 0
 
 

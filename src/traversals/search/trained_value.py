@@ -8,10 +8,13 @@ paths its subgraph walked:
 - an **answer** is worth the model's *stop* head on the path to the entity it names (the
   best one when it names several); an answer that names no entity an expansion reached
   (free text, or the question's own entity reached back) is worth 0 — the model cannot rate it;
-- any other node is worth the *search* value ``max(stop, go)`` of the paths its latest
-  expansion walked (the root, before any expansion: the empty path), so best-first
+- any other node is worth the *search* value ``max(stop, 0.9 · go)`` of the paths its
+  latest expansion walked (the root, before any expansion: the empty path), so best-first
   search follows the expansion the model rates best and backtracks when an expansion
-  walks somewhere worse.
+  walks somewhere worse. The go head is discounted because a shallow node's THINK,
+  EXPAND_KG and re-selection children inherit its value: undiscounted, a 2-hop question's
+  first hop (go 0.998) kept out-ranking the second (stop 0.996) and the tree spent its 20
+  expansions on the first hop's siblings.
 
 No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
 answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
@@ -26,6 +29,9 @@ from .machine import Node, State
 from .provenance import answer_paths, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
+
+#: what the go head's promise is worth against a state in hand (see TrainedValue.search_value)
+GO_DISCOUNT = 0.9
 
 
 def _keys(path: list[Fact]) -> tuple[str, ...]:
@@ -62,4 +68,11 @@ class TrainedValue:
                 node.note = (node.note + "; " if node.note else "") + "value 0: the answer names no entity an expansion reached"
                 return 0.0
             return round(max(self.model.stop_value(words, list(p)) for p in paths), 4)
-        return round(max(self.model.search_value(words, list(p), final=False) for p in latest_paths(node)), 4)
+        return round(max(self.search_value(words, p) for p in latest_paths(node)), 4)
+
+    def search_value(self, words: list[str], path: tuple[str, ...]) -> float:
+        """``max(stop, GO_DISCOUNT · go)``: a state in hand is worth a little more than the
+        same promise one expansion further (so best-first search takes the deeper state
+        instead of re-expanding the siblings of the shallower one)."""
+        heads = self.model.predict(words, list(path))
+        return max(heads["stop"], GO_DISCOUNT * heads["go"])
