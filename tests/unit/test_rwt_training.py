@@ -125,6 +125,15 @@ async def test_beam_search_answers_from_the_trained_stop_head(tmp_path):
     assert isinstance(build_solver("cot", llm, [movie_kg()], SearchConfig(value_model=str(path))), ChainOfThought)
 
 
+async def expand(machine: Machine, node, entities, key: str, usage: Usage):
+    """EXPAND_KG, select ``entities``, select the relation whose key is ``key``."""
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), usage)
+    i = next(i for i, r in enumerate(node.relation_options) if r.key == key)
+    return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
+                                                 relation_key=node.relation_keys[i]), usage)
+
+
 async def _trained(kgs: KGSet) -> ValueModel:
     return await Trainer(kgs, TrainConfig(rounds=2, trees=2, width=3, branch=3, max_hops=2, seed=1)).train(
         await questions(kgs, range(6)))
@@ -138,12 +147,8 @@ async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
     u = Usage()
     root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
 
-    async def walk(node, entities, key):
-        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), u)
-        i = next(i for i, r in enumerate(node.relation_options) if r.key == key)
-        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
-                                                     relation_key=node.relation_keys[i]), u)
+    def walk(node, entities, key):
+        return expand(machine, node, entities, key, u)
 
     async def answer(node, text):
         return await values.evaluate(query, await machine.transition(node, Action(ActionType.ANSWER, text), u), u)
@@ -223,12 +228,8 @@ async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_rea
     u = Usage()
     root = machine.root(Subgraph().with_entities([kg.entities["W1"]]))
 
-    async def walk(node, entities, key):
-        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), u)
-        i = next(i for i, r in enumerate(node.relation_options) if r.key == key)
-        return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
-                                                     relation_key=node.relation_keys[i]), u)
+    def walk(node, entities, key):
+        return expand(machine, node, entities, key, u)
 
     async def answer(node, text):
         return await values.evaluate("who co-wrote films with [W1]", await machine.transition(
