@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
+from .provenance import reached_back
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -48,7 +49,7 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
     root = node.path()[0].subgraph
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in node.subgraph.facts:
-        if fact.target in root and fact.source not in root:
+        if reached_back(fact, root):
             continue
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
     out: dict[str, tuple[str, ...]] = {}
@@ -58,8 +59,6 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
             out.setdefault("[" + ", ".join(targets) + "]", tuple(targets))
         for t in reversed(targets):
             out.setdefault(t, (t,))
-        if len(out) >= MAX_ANSWER_CANDIDATES:
-            break
     return dict(list(out.items())[:MAX_ANSWER_CANDIDATES])
 
 

@@ -9,7 +9,14 @@ from .machine import Node
 from .subgraph import Fact, Subgraph
 
 
-def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable[Entity] = ()) -> list[list[Fact]]:
+def reached_back(fact: Fact, root: Subgraph) -> bool:
+    """Does the fact reach a question entity (one of the root's) from elsewhere? That
+    entity is then no answer ("co-writers of X" reaches X again); a self-loop on it is
+    (PathQuestion's "what is the Lost 's tracks 's tracks" → Lost)."""
+    return fact.target in root and fact.source not in root
+
+
+def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable[Entity]) -> list[list[Fact]]:
     """For each entity an expansion reached, the walked facts from a question entity (one
     of ``roots``) to it: the facts that first reached each entity on the way, back to a
     question entity. Entities no fact reached (the question's own, unless an expansion

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..llm.base import Usage
 from .machine import Node, State
-from .provenance import answer_paths, walked_paths
+from .provenance import answer_paths, reached_back, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
 
@@ -61,9 +61,8 @@ class TrainedValue:
         words = question_words(query, [e.label for e in node.path()[0].subgraph.entities])
         if node.state is State.DONE:
             root = node.path()[0].subgraph
-            # the question's own entity reached back ("co-writers of X" → X) is not an
-            # answer, as in answer_candidates; a self-loop on it is (PathQuestion's round trips)
-            paths = {_keys(p) for p in answer_paths(node) if p[-1].source in root or p[-1].target not in root}
+            # the same entities answer_candidates offers: not the question's own reached back
+            paths = {_keys(p) for p in answer_paths(node) if not reached_back(p[-1], root)}
             if not paths:
                 node.note = (node.note + "; " if node.note else "") + "value 0: the answer names no entity an expansion reached"
                 return 0.0
