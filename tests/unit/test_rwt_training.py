@@ -189,9 +189,10 @@ async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at
     answer = await tree.ask("what films did [Director 7] direct")
     assert answer.text in ("Film 7-0", "Film 7-1", "[Film 7-0, Film 7-1]") and answer.value > 0.8
     assert answer.trace["stopped"] == "threshold" and answer.trace["value_function"] == "TrainedValue"
-    # no LLM call rated a node; every node has a value (intermediate ones too)
+    # no LLM call rated a node; every node has a value (intermediate ones too) but the
+    # duplicates of earlier nodes, which are neither rated nor expanded
     assert not [c for c in llm.score_calls if c.prefix.startswith(("RATING", "So the score"))]
-    assert all(n["value"] is not None for n in answer.trace["nodes"][1:])
+    assert all(n["value"] is not None for n in answer.trace["nodes"][1:] if not n.get("duplicate"))
     two = await tree.ask("who starred in the films directed by [Director 7]")
     assert two.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1")
 
@@ -244,3 +245,46 @@ async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_rea
         [("W1", "~written_by", "F1"), ("F1", "written_by", "W2")], [("W1", "~written_by", "F2"), ("F2", "written_by", "W2")])
     assert await answer(writers, "W1 co-wrote nothing") == 0.0
     assert await answer(await walk(root, [kg.entities["W1"]], "alias"), "W1") > 0.9
+
+
+async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twice():
+    # A model that rates the first hop (0.24) below the empty path (0.45) and no answer
+    # over τ: after the first hop the search backtracks to the root's THINK child. The
+    # paper's tree then walks the same EXPAND_KG, the same selection and the same relation
+    # again; with a trained value those children are duplicates, left unexpanded, so the
+    # 12 expansions reach more distinct KG states.
+    from traversals.search.tree import kg_state
+
+    def score(prompt, options, prefix):
+        table = {"THINK": -0.1, "EXPAND_KG": -0.5, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -max(1, round(len(o) / 4))) for o in options]
+
+    class Recording(TrainedValue):
+        def __init__(self, model):
+            super().__init__(model)
+            self.nodes = []
+
+        async def evaluate(self, query, node, usage):
+            self.nodes.append(node)
+            return await super().evaluate(query, node, usage)
+
+    def expanded_states(value):
+        return [kg_state(n) for n in value.nodes if n.expansion is not None and n.action.type is not ActionType.THINK]
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    flat = ValueModel({"go|bias": 0.0, "go|len=1": -1.0, "stop|bias": -5.0})
+    runs = {}
+    for merge in (True, False):
+        value = Recording(flat)
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12,
+                                merge_duplicates=None if merge else False), value=value)
+        answer = await tree.ask("who starred in the films directed by [Director 7]")
+        assert answer.trace["expansions"] == 12 and answer.trace["stopped"] == "max_expansions"
+        runs[merge] = (answer, expanded_states(value))
+    merged, states = runs[True]
+    assert len(states) == len(set(states)) and merged.trace["duplicates"] > 0
+    dups = [n for n in merged.trace["nodes"] if n.get("duplicate")]
+    assert dups and all(n["expansion"] is None and "duplicate of node" in n["note"] for n in dups)
+    paper, paper_states = runs[False]
+    assert paper.trace["duplicates"] == 0 and len(paper_states) > len(set(paper_states))
+    assert len(set(states)) > len(set(paper_states))

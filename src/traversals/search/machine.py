@@ -136,6 +136,8 @@ class Node:
     children: list["Node"] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     note: str = ""
+    #: the tree search found an earlier node with the same KG state and did not queue this one
+    duplicate: bool = False
     #: option text -> probability of the node's proposal, when options were scored
     priors: dict[str, float] | None = None
     #: (entity id, relation kg, relation key, relation label) expanded on this path
@@ -176,6 +178,8 @@ class Node:
             out["relation_options"] = len(self.relation_options)
         if self.note:
             out["note"] = self.note
+        if self.duplicate:
+            out["duplicate"] = True
         if self.priors:
             out["priors"] = {k: round(v, 4) for k, v in self.priors.items()}
         return out

@@ -7,6 +7,14 @@ or with a trained model, :mod:`.trained_value`),
 collect answers. Stop when an answer's value exceeds τ, when the frontier is empty, or
 after ``max_expansions`` expansions. k = 1 is Chain-of-Traversals.
 
+With a trained value the search is a *graph* search: a child whose KG state
+(:func:`kg_state`) equals a node's already in the tree is a duplicate and is not queued —
+the model would rate it the same and expanding it again would only repeat that node's
+children (a second EXPAND_KG of the same subgraph, the same two relations walked in the
+other order). A THINK child is the exception: its KG state is its parent's by definition,
+and the thought is what it adds (with k = 1 it is the only child). The LLM value rates the history too, so there the tree is the
+paper's tree (``TreeConfig.merge_duplicates``).
+
 Return value: the best-valued answer found. When no answer crossed τ the best one found
 is still returned (with its value, so callers can threshold it); when there is none the
 answer is "Cannot find answer" (:data:`~traversals.search.result.NO_ANSWER`).
@@ -25,7 +33,7 @@ from . import events
 from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
-from .machine import Machine, Node, State
+from .machine import ActionType, Machine, Node, State
 from .policy import Policy
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
@@ -54,6 +62,31 @@ class TreeConfig:
     #: first. None: k with a trained value (it tells a right answer from the LLM's favourite
     #: at no LLM cost), 1 with the LLM value
     answers: int | None = None
+    #: do not queue a child whose KG state equals an earlier node's (:func:`kg_state`).
+    #: None: on with a trained value (equal states get equal values), off with the LLM value
+    merge_duplicates: bool | None = None
+
+
+def _mergeable(node: Node) -> bool:
+    """A node that may be a duplicate: an expandable one, not a THINK child (whose KG
+    state is its parent's by definition — the thought is what it adds)."""
+    thought = node.action is not None and node.action.type is ActionType.THINK
+    return node.state is not State.DONE and not node.invalid and not thought
+
+
+def kg_state(node: Node) -> tuple:
+    """What a node's future holds apart from the LLM's history (its thoughts): the state,
+    the subgraph's entities and walked facts, the entities selected, and what this path
+    already expanded. Two nodes with equal KG states have the same options and, with a
+    trained value, the same value."""
+    return (
+        node.state,
+        frozenset(node.subgraph.entities),
+        frozenset(node.subgraph.facts),
+        frozenset(node.selected),
+        node.expanded,
+        node.exhausted,
+    )
 
 
 class TreeOfTraversals:
@@ -103,6 +136,7 @@ class TreeOfTraversals:
         # A given value function (a trained model) costs no LLM call: rate every node.
         default_intermediate = cfg.k > 1 or self.value is not None
         evaluate_intermediate = default_intermediate if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
+        merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
         root = machine.root(Subgraph().with_entities(entities))
@@ -113,6 +147,8 @@ class TreeOfTraversals:
         nodes: list[Node] = [root]
         frontier: list[Node] = [root]
         answers: list[Node] = []
+        seen: dict[tuple, Node] = {kg_state(root): root}  # with merge: KG state -> first node
+        duplicates = 0
         expansions = 0
         finished = False
         while frontier and not finished and expansions < cfg.max_expansions:
@@ -123,8 +159,15 @@ class TreeOfTraversals:
             emit(events.expansion(node))
             proposal = await policy.propose(question, node, cfg.k, node.usage)
             children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in proposal.actions)))
+            for child in children:
+                if merge and _mergeable(child) and (first := seen.setdefault(kg_state(child), child)) is not child:
+                    duplicates += 1
+                    child.note = (child.note + "; " if child.note else "") + f"duplicate of node {first.id}: not expanded"
+                    child.duplicate = True
 
             async def score(child: Node) -> None:
+                if child.duplicate:
+                    return
                 if child.state is State.DONE or child.invalid or evaluate_intermediate:
                     child.value = await value_fn.evaluate(question, child, child.usage)
 
@@ -138,7 +181,9 @@ class TreeOfTraversals:
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
                         finished = True
-                elif not (child.invalid and node.invalid):  # an invalid output is retried once
+                elif child.duplicate or (child.invalid and node.invalid):  # an invalid output is retried once
+                    continue
+                else:
                     frontier.append(child)
 
         if not answers and not frontier:
@@ -180,6 +225,7 @@ class TreeOfTraversals:
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "expansions": expansions,
+            "duplicates": duplicates,
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
             "usage": usage.to_json(),
             "answer_node": best.id if best is not None else None,
