@@ -288,3 +288,32 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
     paper, paper_states = runs[False]
     assert paper.trace["duplicates"] == 0 and len(paper_states) > len(set(paper_states))
     assert len(set(states)) > len(set(paper_states))
+
+
+async def test_the_llms_relation_choice_tempers_a_saturated_trained_value():
+    # A model that rates every state and answer 0.993 cannot tell the relations of "who
+    # directed [Film 7-0]" apart; the LLM can (directed_by first). With prior_weight 0 the
+    # tree walks whichever relation ties break to and answers from it; with
+    # weight 0.1 it walks the LLM's first. Answers keep the model's value.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.01 if "directed_by" in o else -4.0 if " - " in o else -1.0) for o in options]
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    saturated = ValueModel({"stop|bias": 5.0, "go|bias": 5.0})
+    question = "who directed [Film 7-0]"
+    answers = {}
+    for w in (0.0, 0.1):
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3), value=TrainedValue(saturated, prior_weight=w))
+        answers[w] = await tree.ask(question)
+        assert answers[w].trace["stopped"] == "threshold" and answers[w].trace["value_prior_weight"] == w
+    assert answers[0.0].text != "Director 7"
+    assert answers[0.1].text == "Director 7" and answers[0.1].value > 0.8
+    relations = {n["action"]["relation"]["key"]: n for n in answers[0.1].trace["nodes"]
+                 if n["action"] and n["action"]["type"] == "SELECT_RELATION"}
+    assert relations["directed_by"]["prior"] == max(n["prior"] for n in relations.values())
+    assert all(n["value"] < relations["directed_by"]["value"] and n["expansion"] is None
+               for key, n in relations.items() if key != "directed_by")
+    assert answers[0.1].value == answers[0.0].value  # the model's stop value, untempered
+    with pytest.raises(ValueError, match="prior_weight"):
+        TrainedValue(saturated, prior_weight=1.5)

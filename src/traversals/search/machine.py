@@ -140,6 +140,9 @@ class Node:
     duplicate: bool = False
     #: option text -> probability of the node's proposal, when options were scored
     priors: dict[str, float] | None = None
+    #: the probability the parent's proposal gave the action that made this node
+    #: (a scored entity or relation choice; None otherwise)
+    prior: float | None = None
     #: (entity id, relation kg, relation key, relation label) expanded on this path
     expanded: frozenset = frozenset()
     #: ids of entities whose every relation was expanded on this path (not offered again)
@@ -180,6 +183,8 @@ class Node:
             out["note"] = self.note
         if self.duplicate:
             out["duplicate"] = True
+        if self.prior is not None:
+            out["prior"] = round(self.prior, 4)
         if self.priors:
             out["priors"] = {k: round(v, 4) for k, v in self.priors.items()}
         return out

@@ -31,6 +31,8 @@ class Proposal:
     actions: list[Action]
     #: option text -> probability, when the options were scored (policy prior)
     priors: dict[str, float] | None = None
+    #: the probability of each of ``actions`` among the scored options (selection states only)
+    action_priors: list[float] | None = None
 
 
 _BARE_ACTION = re.compile(r"^\W*(THINK|EXPAND[ _]KG|ANSWER)\W*$", re.I)
@@ -146,14 +148,14 @@ class Policy:
         if not options:
             return Proposal([Action(ActionType.INVALID, "no options")])
         if len(options) == 1:  # nothing to choose: no LLM call
-            return Proposal([options[0][1]], {options[0][0]: 1.0})
+            return Proposal([options[0][1]], {options[0][0]: 1.0}, [1.0])
         texts = [t for t, _ in options]
         if node.state is State.SELECTING_RELATION and self.calibrate:
             probs = await calibrated_probs(self.llm, prompt, self.machine.neutral_prompt(node), texts, usage)
         else:
             probs = await option_probs(self.llm, prompt, texts, usage)
         idx = self._draw(probs, k, temperature)
-        return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)))
+        return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)), [probs[i] for i in idx])
 
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:

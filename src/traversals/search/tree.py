@@ -159,6 +159,9 @@ class TreeOfTraversals:
             emit(events.expansion(node))
             proposal = await policy.propose(question, node, cfg.k, node.usage)
             children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in proposal.actions)))
+            node.priors = proposal.priors
+            for child, prior in zip(children, proposal.action_priors or ()):
+                child.prior = prior
             for child in children:
                 if merge and _mergeable(child) and (first := seen.setdefault(kg_state(child), child)) is not child:
                     duplicates += 1
@@ -172,7 +175,6 @@ class TreeOfTraversals:
                     child.value = await value_fn.evaluate(question, child, child.usage)
 
             await asyncio.gather(*(score(c) for c in children))
-            node.priors = proposal.priors
             for child in children:
                 node.children.append(child)
                 nodes.append(child)
@@ -222,6 +224,7 @@ class TreeOfTraversals:
             "strategy": self.name,
             "decoding": answer.decoding,
             "value_function": "llm" if self.value is None else type(self.value).__name__,
+            **({"value_prior_weight": self.value.prior_weight} if hasattr(self.value, "prior_weight") else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "expansions": expansions,
