@@ -317,3 +317,27 @@ async def test_the_llms_relation_choice_tempers_a_saturated_trained_value():
     assert answers[0.1].value == answers[0.0].value  # the model's stop value, untempered
     with pytest.raises(ValueError, match="prior_weight"):
         TrainedValue(saturated, prior_weight=1.5)
+
+
+async def test_with_a_trained_value_the_tree_answers_from_the_best_state_when_the_expansions_run_out():
+    # The budget ends right after the walk to the actors: the state that answers the
+    # question is on the frontier, rated above every answer found, but not expanded.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.1 if "starred" in o else -1.0) for o in options]
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    model = ValueModel({"stop|path=~directed_by>starred_actors": 6.0, "stop|bias": -4.0, "go|bias": 2.0})
+    question = "who starred in the films directed by [Director 7]"
+    runs = {}
+    for at_budget in (None, False):
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=8, answer_at_budget=at_budget),
+                                value=TrainedValue(model))
+        runs[at_budget] = await tree.ask(question)
+        assert runs[at_budget].trace["stopped"] == "max_expansions"
+    answer = runs[None]
+    assert answer.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1") and answer.value > 0.8
+    node = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
+    assert "answered when the expansions ran out" in node["note"]
+    assert answer.usage.llm_calls > runs[False].usage.llm_calls  # the extra proposal is counted
+    assert not runs[False].text.startswith(("Actor", "[Actor")) and (runs[False].value or 0.0) < 0.8

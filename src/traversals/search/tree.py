@@ -65,6 +65,10 @@ class TreeConfig:
     #: do not queue a child whose KG state equals an earlier node's (:func:`kg_state`).
     #: None: on with a trained value (equal states get equal values), off with the LLM value
     merge_duplicates: bool | None = None
+    #: when the expansions run out and an unexpanded default state is rated above every
+    #: answer found, answer from it (one more proposal). None: on with a trained value
+    #: (a state's value and an answer's are on one scale), off with the LLM value
+    answer_at_budget: bool | None = None
 
 
 def _mergeable(node: Node) -> bool:
@@ -188,20 +192,34 @@ class TreeOfTraversals:
                 else:
                     frontier.append(child)
 
-        if not answers and not frontier:
-            # Every branch ended in invalid outputs or dead ends before the expansion
-            # budget ran out: answer from the deepest state reached, as at max depth.
-            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid), key=lambda n: (n.depth, n.id))
-            usage = Usage()
-            proposal = await policy.propose(question, last, 1, usage, force_answer=True)
-            child = await machine.transition(last, proposal.actions[0], usage)
-            if child.state is State.DONE:
+        async def answer_from(last: Node, why: str) -> None:
+            """Force the answers of ``last`` (one LLM proposal) and rate them."""
+            proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
+            for action in proposal.actions:
+                child = await machine.transition(last, action, last.usage)
+                if child.state is not State.DONE:
+                    continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
-                child.note = (child.note + "; " if child.note else "") + "answered when the frontier ran out"
+                child.note = (child.note + "; " if child.note else "") + why
                 last.children.append(child)
                 nodes.append(child)
                 emit(events.node(child))
                 answers.append(child)
+
+        answer_at_budget = self.value is not None if cfg.answer_at_budget is None else cfg.answer_at_budget
+        if not answers and not frontier:
+            # Every branch ended in invalid outputs or dead ends before the expansion
+            # budget ran out: answer from the deepest state reached, as at max depth.
+            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid), key=lambda n: (n.depth, n.id))
+            await answer_from(last, "answered when the frontier ran out")
+        elif not finished and answer_at_budget and expansions >= cfg.max_expansions:
+            # The budget ran out with a state on the frontier rated above every answer
+            # found: answer there (one proposal) instead of returning the worse answer.
+            best_value = max((a.value or 0.0 for a in answers), default=0.0)
+            pending = [n for n in frontier if n.state is State.DEFAULT and not n.invalid and (n.value or 0.0) > best_value]
+            if pending:
+                await answer_from(max(pending, key=lambda n: (n.value or 0.0, n.depth, n.id)),
+                                  "answered when the expansions ran out")
         best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)
         usage = Usage()
         for n in nodes:
