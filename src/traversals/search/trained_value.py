@@ -21,10 +21,10 @@ off): a node that is not an answer is then worth ``search ** (1 - w) · P ** w``
 ``P`` the product of the policy's probabilities of the relations selected on its path.
 Answers keep the model's stop value, so the prior decides which relation is walked
 first, never whether an answer crosses τ. Off by default because the evidence is mixed:
-in the MetaQA traces of the eighth session, w = 0.1 changed 10 relation choices, 6 to
-the right relation (where the model was saturated and the LLM sure: "[Frank Oz] write"
-``~written_by`` 0.9919 vs ``~directed_by`` 0.9998, LLM 0.98 vs 0.02) and 4 to a wrong one
-(where the LLM was unsure: 0.32 vs 0.15); docs/decisions.md.
+replayed on 142 MetaQA tree traces, w = 0.1 changed 15 relation choices, 9 to the right
+relation (where the model was saturated and the LLM sure: "[Frank Oz] write"
+``~written_by`` 0.9919 vs ``~directed_by`` 0.9998, LLM 0.98 vs 0.02) and 6 to a wrong one
+(mostly where the LLM was unsure: 0.72 vs 0.28); docs/decisions.md.
 
 No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
 answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
