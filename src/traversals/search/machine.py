@@ -148,6 +148,10 @@ class Node:
     #: ids of entities whose every relation was expanded on this path (not offered again)
     exhausted: frozenset = frozenset()
 
+    def add_note(self, text: str) -> None:
+        """Append ``text`` to the node's trace note."""
+        self.note = f"{self.note}; {text}" if self.note else text
+
     @property
     def is_answer(self) -> bool:
         return self.state is State.DONE and not self.invalid

@@ -97,7 +97,7 @@ class TrainedValue:
             # the same entities answer_candidates offers: not the question's own reached back
             paths = {_keys(p) for p in answer_paths(node) if not reached_back(p[-1], root)}
             if not paths:
-                node.note = (node.note + "; " if node.note else "") + "value 0: the answer names no entity an expansion reached"
+                node.add_note("value 0: the answer names no entity an expansion reached")
                 return 0.0
             return round(max(self.model.stop_value(words, list(p)) for p in paths), 4)
         return round(max(self.search_value(words, p) for p in latest_paths(node)), 4)

@@ -152,7 +152,6 @@ class TreeOfTraversals:
         frontier: list[Node] = [root]
         answers: list[Node] = []
         seen: dict[tuple, Node] = {kg_state(root): root}  # with merge: KG state -> first node
-        duplicates = 0
         expansions = 0
         finished = False
         while frontier and not finished and expansions < cfg.max_expansions:
@@ -168,8 +167,7 @@ class TreeOfTraversals:
                 child.prior = prior
             for child in children:
                 if merge and _mergeable(child) and (first := seen.setdefault(kg_state(child), child)) is not child:
-                    duplicates += 1
-                    child.note = (child.note + "; " if child.note else "") + f"duplicate of node {first.id}: not expanded"
+                    child.add_note(f"duplicate of node {first.id}: not expanded")
                     child.duplicate = True
 
             async def score(child: Node) -> None:
@@ -200,7 +198,7 @@ class TreeOfTraversals:
                 if child.state is not State.DONE:
                     continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
-                child.note = (child.note + "; " if child.note else "") + why
+                child.add_note(why)
                 last.children.append(child)
                 nodes.append(child)
                 emit(events.node(child))
@@ -246,7 +244,7 @@ class TreeOfTraversals:
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "expansions": expansions,
-            "duplicates": duplicates,
+            "duplicates": sum(n.duplicate for n in nodes),
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
             "usage": usage.to_json(),
             "answer_node": best.id if best is not None else None,

@@ -88,7 +88,7 @@ class ValueFunction:
         if node.state is State.DONE and not confirmed_by_kg(node):
             # F.5's rubric puts answers not confirmed in the KG at 0.7 at most; small
             # models do not apply it, so it is applied here, deterministically.
-            node.note = (node.note + "; " if node.note else "") + f"answer not among the entities reached: value × {UNCONFIRMED_SCALE}"
+            node.add_note(f"answer not among the entities reached: value × {UNCONFIRMED_SCALE}")
             value = round(value * UNCONFIRMED_SCALE, 4)
         return value
 
