@@ -341,3 +341,40 @@ async def test_with_a_trained_value_the_tree_answers_from_the_best_state_when_th
     assert "answered when the expansions ran out" in node["note"]
     assert answer.usage.llm_calls > runs[False].usage.llm_calls  # the extra proposal is counted
     assert not runs[False].text.startswith(("Actor", "[Actor")) and (runs[False].value or 0.0) < 0.8
+
+
+async def test_with_a_trained_value_a_selection_is_rated_by_the_best_relation_it_offers():
+    # "what other films did the director of [Film 7-0] direct": after the first hop the
+    # LLM lists the director first and the question's film second. Without the look-ahead
+    # both selections inherit the first hop's value and the tie goes to the newer one, the
+    # film, whose relations (years, actors, genres) lead nowhere; with it the director's
+    # selection is rated by the path it offers (directed_by > ~directed_by) and goes first.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        entity = [-0.2 if "Director" in o else -0.5 for o in options]
+        relation = [-0.2 if "directed" in o else -1.0 for o in options]
+        chosen = entity if all(o.startswith("E") and o[1:2].isdigit() for o in options) else relation
+        return [table.get(o, c) for o, c in zip(options, chosen)]
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    model = ValueModel({"stop|path=directed_by>~directed_by": 6.0, "stop|bias": -4.0,
+                        "go|path=directed_by": 3.0, "go|bias": -2.0})
+    question = "what other films did the director of [Film 7-0] direct"
+    runs = {}
+    for lookahead in (True, False):
+        value = TrainedValue(model, lookahead=lookahead)
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3), value=value)
+        runs[lookahead] = answer = await tree.ask(question)
+        assert answer.text == "Film 7-1" and answer.trace["stopped"] == "threshold"
+        assert answer.trace["value_lookahead"] is lookahead
+
+    def selections(answer):
+        return {n["action"]["entities"][0]["label"]: n for n in answer.trace["nodes"]
+                if n["action"] and n["action"]["type"] == "SELECT_ENTITIES" and n["depth"] > 2}
+
+    ahead, behind = selections(runs[True]), selections(runs[False])
+    assert ahead["Director 7"]["value"] > 0.8 > 0.2 > ahead["Film 7-0"]["value"]
+    assert "look-ahead: best option ~directed_by" in ahead["Director 7"]["note"]
+    assert ahead["Film 7-0"]["expansion"] is None and behind["Film 7-0"]["expansion"] is not None
+    assert behind["Director 7"]["value"] == behind["Film 7-0"]["value"]
+    assert runs[True].trace["expansions"] < runs[False].trace["expansions"]

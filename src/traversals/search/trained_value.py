@@ -14,7 +14,14 @@ paths its subgraph walked:
   walks somewhere worse. The go head is discounted because a shallow node's THINK,
   EXPAND_KG and re-selection children inherit its value: undiscounted, a 2-hop question's
   first hop (go 0.998) kept out-ranking the second (stop 0.996) and the tree spent its 20
-  expansions on the first hop's siblings.
+  expansions on the first hop's siblings;
+- a **selection** (the state after SELECT_ENTITIES, whose relation options the KG has
+  already listed) is worth the best search value among the paths its options would walk
+  from the selected entities — a one-step look-ahead at no LLM or KG cost. Without it a
+  selection inherited its parent's value, so which entity the next hop starts from was
+  left to tie-breaking: on MetaQA 3-hop the tree re-selected the question's own entity
+  for the second hop (``[Bombshell]`` → ``written_by``, then ``[Bombshell]`` →
+  ``has_tags``) and spent its 20 expansions backtracking (``lookahead=False`` restores it).
 
 Optionally the LLM's relation choices order the search (``prior_weight`` w, default 0:
 off): a node that is not an answer is then worth ``search ** (1 - w) · P ** w``, with
@@ -60,6 +67,16 @@ def _keys(path: list[Fact]) -> tuple[str, ...]:
     return tuple(f.relation.key for f in path)
 
 
+def selected_paths(node: Node) -> set[tuple[str, ...]]:
+    """The relation paths from the question's entities to the node's selected entities
+    (``()`` for a question entity itself, even when an expansion reached it again)."""
+    roots = node.path()[0].subgraph.entities
+    paths = {() for e in node.selected if e in roots}
+    others = [e for e in node.selected if e not in roots]
+    paths |= {_keys(p) for p in walked_paths(node.subgraph, others, roots)}
+    return paths or {()}
+
+
 def latest_paths(node: Node) -> set[tuple[str, ...]]:
     """The relation paths of the entities the node's latest expansion reached (on its
     path from the root); ``{()}`` before any expansion."""
@@ -74,11 +91,17 @@ class TrainedValue:
     """A :class:`~.value.NodeValue` backed by a trained :class:`ValueModel`. Stateless:
     one instance serves any number of questions."""
 
-    def __init__(self, model: ValueModel, *, prior_weight: float = PRIOR_WEIGHT) -> None:
+    def __init__(self, model: ValueModel, *, prior_weight: float = PRIOR_WEIGHT, lookahead: bool = True) -> None:
         if not 0.0 <= prior_weight <= 1.0:
             raise ValueError(f"prior_weight must be in [0, 1], not {prior_weight}")
         self.model = model
         self.prior_weight = prior_weight
+        #: rate a selection by the best path its relation options would walk (module docstring)
+        self.lookahead = lookahead
+
+    def settings(self) -> dict[str, object]:
+        """What a trace records of this value function's settings."""
+        return {"value_prior_weight": self.prior_weight, "value_lookahead": self.lookahead}
 
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
         if node.invalid:
@@ -100,7 +123,19 @@ class TrainedValue:
                 node.add_note("value 0: the answer names no entity an expansion reached")
                 return 0.0
             return round(max(self.model.stop_value(words, list(p)) for p in paths), 4)
+        if self.lookahead and node.state is State.SELECTING_RELATION and node.relation_options:
+            return self.lookahead_value(words, node)
         return round(max(self.search_value(words, p) for p in latest_paths(node)), 4)
+
+    def lookahead_value(self, words: list[str], node: Node) -> float:
+        """The best search value among the paths the selection's relation options would
+        walk; the trace notes which option it was."""
+        best, key = max(
+            (self.search_value(words, p + (r.key,)), r.key)
+            for p in selected_paths(node) for r in node.relation_options
+        )
+        node.add_note(f"look-ahead: best option {key}")
+        return round(best, 4)
 
     def search_value(self, words: list[str], path: tuple[str, ...]) -> float:
         """``max(stop, GO_DISCOUNT · go)``: a state in hand is worth a little more than the

@@ -240,7 +240,7 @@ class TreeOfTraversals:
             "strategy": self.name,
             "decoding": answer.decoding,
             "value_function": "llm" if self.value is None else type(self.value).__name__,
-            **({"value_prior_weight": self.value.prior_weight} if hasattr(self.value, "prior_weight") else {}),
+            **(self.value.settings() if hasattr(self.value, "settings") else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "expansions": expansions,
