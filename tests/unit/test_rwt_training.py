@@ -378,3 +378,48 @@ async def test_with_a_trained_value_a_selection_is_rated_by_the_best_relation_it
     assert ahead["Film 7-0"]["expansion"] is None and behind["Film 7-0"]["expansion"] is not None
     assert behind["Director 7"]["value"] == behind["Film 7-0"]["value"]
     assert runs[True].trace["expansions"] < runs[False].trace["expansions"]
+
+
+def _languages_kg() -> DictKG:
+    """Director 9's five films; only the last has a language in the KG (as in MetaQA,
+    where most films have none)."""
+    triples = [("Film 9-4", "in_language", "Hindi")]
+    for f in range(5):
+        film = f"Film 9-{f}"
+        triples += [(film, "directed_by", "Director 9"), (film, "release_year", str(2000 + f)),
+                    (film, "starred_actors", f"Actor 9-{f}")]
+    return DictKG(triples)
+
+
+async def test_with_the_look_ahead_the_tree_also_tries_what_the_trained_value_rates_best():
+    # "what languages are the films directed by [Director 9] in": the LLM selects the
+    # first films one at a time (none has a language) and proposes (k = 2) release_year
+    # and starred_actors. The
+    # trained value adds two children of its own: all five films at once (their relation
+    # options include in_language) and, at that selection, the relation it rates best.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        prefs = [-0.2 if any(f"Film 9-{f}" in o for f in range(3)) else -0.1 if "release_year" in o
+                 else -0.5 if "starred" in o else -3.0 for o in options]
+        return [table.get(o, p) for o, p in zip(options, prefs)]
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    model = ValueModel({"stop|path=~directed_by>in_language": 6.0, "stop|bias": -4.0,
+                        "go|path=~directed_by": 3.0, "go|bias": -2.0})
+    question = "what languages are the films directed by [Director 9] in"
+    runs = {}
+    for lookahead in (True, False):
+        tree = TreeOfTraversals(llm, KGSet([_languages_kg()]), TreeConfig(k=2, max_expansions=12),
+                                value=TrainedValue(model, lookahead=lookahead))
+        runs[lookahead] = await tree.ask(question)
+    answer = runs[True]
+    assert answer.text == "Hindi" and answer.trace["stopped"] == "threshold"
+    suggested = [n for n in answer.trace["nodes"] if "proposed by the trained value" in n.get("note", "")]
+    group = next(n for n in suggested if n["action"]["type"] == "SELECT_ENTITIES")
+    assert sorted(group["selected"]) == [f"Film 9-{f}" for f in range(5)] and group["expansion"] is not None
+    assert "look-ahead: best option in_language" in group["note"]
+    walked = next(n for n in suggested if n["action"]["type"] == "SELECT_RELATION")
+    assert walked["parent"] == group["id"] and walked["action"]["relation"]["key"] == "in_language"
+    assert 0.0 < walked["prior"] < 0.1  # the LLM's own probability of it, recorded
+    assert runs[False].text != "Hindi" and not any(
+        "proposed by the trained value" in n.get("note", "") for n in runs[False].trace["nodes"])

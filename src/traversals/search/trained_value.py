@@ -41,8 +41,9 @@ the KG's relation keys.
 
 from __future__ import annotations
 
+from ..kg.base import Entity
 from ..llm.base import Usage
-from .machine import ActionType, Node, State
+from .machine import Action, ActionType, Node, State
 from .provenance import answer_paths, reached_back, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
@@ -77,14 +78,25 @@ def selected_paths(node: Node) -> set[tuple[str, ...]]:
     return paths or {()}
 
 
-def latest_paths(node: Node) -> set[tuple[str, ...]]:
-    """The relation paths of the entities the node's latest expansion reached (on its
-    path from the root); ``{()}`` before any expansion."""
+def latest_targets(node: Node) -> list[Entity]:
+    """The entities the node's latest expansion (on its path from the root) reached, in
+    the order it reached them; none before any expansion."""
     for n in reversed(node.path()):
         if n.new_facts:
-            targets = list(dict.fromkeys(f.target for f in n.new_facts))
-            return {_keys(p) for p in walked_paths(node.subgraph, targets, node.path()[0].subgraph.entities)} or {()}
-    return {()}
+            return list(dict.fromkeys(f.target for f in n.new_facts))
+    return []
+
+
+def latest_paths(node: Node) -> set[tuple[str, ...]]:
+    """The relation paths of the entities the node's latest expansion reached; ``{()}``
+    before any expansion."""
+    targets = latest_targets(node)
+    return {_keys(p) for p in walked_paths(node.subgraph, targets, node.path()[0].subgraph.entities)} or {()}
+
+
+def _words(query: str, node: Node) -> list[str]:
+    """The model's question words, the question's own entities masked."""
+    return question_words(query, [e.label for e in node.path()[0].subgraph.entities])
 
 
 class TrainedValue:
@@ -114,7 +126,7 @@ class TrainedValue:
 
     def model_value(self, query: str, node: Node) -> float:
         """The trained model's rating of the node alone (no LLM prior)."""
-        words = question_words(query, [e.label for e in node.path()[0].subgraph.entities])
+        words = _words(query, node)
         if node.state is State.DONE:
             root = node.path()[0].subgraph
             # the same entities answer_candidates offers: not the question's own reached back
@@ -127,15 +139,37 @@ class TrainedValue:
             return self.lookahead_value(words, node)
         return round(max(self.search_value(words, p) for p in latest_paths(node)), 4)
 
+    def suggest(self, query: str, node: Node) -> list[Action]:
+        """With the look-ahead, what the tree should try at ``node`` even when the LLM did
+        not propose it: at a selection, the relation option the model rates best (the
+        selection's value is that option's, so it has to be walked for the value to
+        hold); when entities are to be selected, all the entities the latest expansion
+        reached at once (their relation options are the union of theirs — MetaQA's films
+        of one director have a language between them, rarely each). Nothing otherwise."""
+        if not self.lookahead or node.invalid:
+            return []
+        if node.state is State.SELECTING_RELATION and node.relation_options:
+            _, i = self._best_option(_words(query, node), node)
+            return [Action(ActionType.SELECT_RELATION, relation=node.relation_options[i], relation_key=node.relation_keys[i])]
+        if node.state is State.SELECTING_ENTITIES:
+            roots = node.path()[0].subgraph.entities
+            group = tuple(e for e in latest_targets(node) if e.id not in node.exhausted and e not in roots)
+            return [Action(ActionType.SELECT_ENTITIES, entities=group)] if len(group) > 1 else []
+        return []
+
     def lookahead_value(self, words: list[str], node: Node) -> float:
         """The best search value among the paths the selection's relation options would
         walk; the trace notes which option it was."""
-        best, key = max(
-            (self.search_value(words, p + (r.key,)), r.key)
-            for p in selected_paths(node) for r in node.relation_options
-        )
-        node.add_note(f"look-ahead: best option {key}")
+        best, i = self._best_option(words, node)
+        node.add_note(f"look-ahead: best option {node.relation_options[i].key}")
         return round(best, 4)
+
+    def _best_option(self, words: list[str], node: Node) -> tuple[float, int]:
+        """(value, index) of the selection's best relation option; ties: the first listed."""
+        paths = selected_paths(node)
+        scored = [max(self.search_value(words, p + (r.key,)) for p in paths) for r in node.relation_options]
+        best = max(range(len(scored)), key=lambda i: (scored[i], -i))
+        return scored[best], best
 
     def search_value(self, words: list[str], path: tuple[str, ...]) -> float:
         """``max(stop, GO_DISCOUNT · go)``: a state in hand is worth a little more than the

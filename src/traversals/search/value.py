@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
-from .machine import Machine, Node, State
+from .machine import Action, Machine, Node, State
 from .provenance import answer_paths, render_paths
 from .templates import render, template
 
@@ -47,6 +47,11 @@ class NodeValue(Protocol):
     (:class:`~.trained_value.TrainedValue`)."""
 
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float: ...
+
+    def suggest(self, query: str, node: Node) -> list[Action]:
+        """Actions the value function wants tried at ``node`` besides the policy's
+        proposals (none for the LLM's; see :meth:`.trained_value.TrainedValue.suggest`)."""
+        ...
 
 
 class ValueFunction:
@@ -81,6 +86,10 @@ class ValueFunction:
             )
         return render("evaluate", context=ctx)
 
+    def suggest(self, query: str, node: Node) -> list[Action]:
+        """The LLM's value adds nothing to the policy's proposals (Algorithm 1)."""
+        return []
+
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
         if node.invalid:
             return 0.0
@@ -107,13 +116,13 @@ class ValueFunction:
             tail = text.split("score for the provided answer should be")[-1]
             value = parse_rating(tail) if tail != text else parse_rating(text, last=True)
             if value is None:
-                node.note = "value: no number in the evaluator's output"
+                node.add_note("value: no number in the evaluator's output")
                 return 0.0
             return value
         gen = await self.llm.generate(prompt, prefix=RATING_PREFIX, n=1, temperature=0.0, max_tokens=6)
         usage.add_generation(gen)
         value = parse_rating(gen.texts[0] if gen.texts else "")
         if value is None:
-            node.note = "value: no number in the evaluator's output"
+            node.add_note("value: no number in the evaluator's output")
             return UNPARSEABLE_INTERMEDIATE
         return value
