@@ -21,7 +21,16 @@ paths its subgraph walked:
   selection inherited its parent's value, so which entity the next hop starts from was
   left to tie-breaking: on MetaQA 3-hop the tree re-selected the question's own entity
   for the second hop (``[Bombshell]`` → ``written_by``, then ``[Bombshell]`` →
-  ``has_tags``) and spent its 20 expansions backtracking (``lookahead=False`` restores it).
+  ``has_tags``) and spent its 20 expansions backtracking.
+
+A value that promises an option must let the search walk it, so with the look-ahead the
+model also *proposes* (:meth:`TrainedValue.suggest`, one child each, noted in the trace):
+at a selection, the relation option it rates best when the LLM's k did not include it
+(the 3-hop traces had a film whose ``in_language`` the model rated 0.97 while the LLM
+offered ``has_tags``, ``has_genre``, ``release_year``); where entities are selected, all
+the entities the latest expansion reached at once, whose relation options are the union
+of theirs (most MetaQA films have no language; one of a director's films usually has).
+``lookahead=False`` turns both off.
 
 Optionally the LLM's relation choices order the search (``prior_weight`` w, default 0:
 off): a node that is not an answer is then worth ``search ** (1 - w) · P ** w``, with
@@ -35,7 +44,7 @@ relation (where the model was saturated and the LLM sure: "[Frank Oz] write"
 
 No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
 answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
-action, entity, relation and answer. A model belongs to one KG schema: its features are
+action, entity, relation and answer; the look-ahead's suggestions come on top. A model belongs to one KG schema: its features are
 the KG's relation keys.
 """
 
