@@ -44,8 +44,8 @@ relation (where the model was saturated and the LLM sure: "[Frank Oz] write"
 
 No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
 answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
-action, entity, relation and answer; the look-ahead's suggestions come on top. A model belongs to one KG schema: its features are
-the KG's relation keys.
+action, entity, relation and answer; the look-ahead's suggestions come on top. A model
+belongs to one KG schema: its features are the KG's relation keys.
 """
 
 from __future__ import annotations
