@@ -343,28 +343,42 @@ async def test_with_a_trained_value_the_tree_answers_from_the_best_state_when_th
     assert not runs[False].text.startswith(("Actor", "[Actor")) and (runs[False].value or 0.0) < 0.8
 
 
+def _expanding_llm(option) -> ScriptedLLM:
+    """A scripted LLM that prefers EXPAND_KG, writes " x" for free text, and scores every
+    other option (entity, relation, answer) by ``option(text)``."""
+    table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+
+    def score(prompt, options, prefix):
+        return [table[o] if o in table else option(o) for o in options]
+
+    return ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+
+
+async def _with_and_without_lookahead(llm, kg, config: TreeConfig, question: str, weights: dict) -> dict:
+    """The tree's answers with a trained value (a model of ``weights``) that looks ahead
+    (key True) and one that does not (False)."""
+    runs = {}
+    for lookahead in (True, False):
+        tree = TreeOfTraversals(llm, KGSet([kg]), config, value=TrainedValue(ValueModel(weights), lookahead=lookahead))
+        runs[lookahead] = await tree.ask(question)
+    return runs
+
+
 async def test_with_a_trained_value_a_selection_is_rated_by_the_best_relation_it_offers():
     # "what other films did the director of [Film 7-0] direct": after the first hop the
     # LLM lists the director first and the question's film second. Without the look-ahead
     # both selections inherit the first hop's value and the tie goes to the newer one, the
     # film, whose relations (years, actors, genres) lead nowhere; with it the director's
     # selection is rated by the path it offers (directed_by > ~directed_by) and goes first.
-    def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
-        entity = [-0.2 if "Director" in o else -0.5 for o in options]
-        relation = [-0.2 if "directed" in o else -1.0 for o in options]
-        chosen = entity if all(o.startswith("E") and o[1:2].isdigit() for o in options) else relation
-        return [table.get(o, c) for o, c in zip(options, chosen)]
+    def option(o: str) -> float:
+        if o.startswith("E") and o[1:2].isdigit():  # an entity
+            return -0.2 if "Director" in o else -0.5
+        return -0.2 if "directed" in o else -1.0
 
-    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
-    model = ValueModel({"stop|path=directed_by>~directed_by": 6.0, "stop|bias": -4.0,
-                        "go|path=directed_by": 3.0, "go|bias": -2.0})
-    question = "what other films did the director of [Film 7-0] direct"
-    runs = {}
-    for lookahead in (True, False):
-        value = TrainedValue(model, lookahead=lookahead)
-        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3), value=value)
-        runs[lookahead] = answer = await tree.ask(question)
+    runs = await _with_and_without_lookahead(
+        _expanding_llm(option), movie_kg(), TreeConfig(k=3), "what other films did the director of [Film 7-0] direct",
+        {"stop|path=directed_by>~directed_by": 6.0, "stop|bias": -4.0, "go|path=directed_by": 3.0, "go|bias": -2.0})
+    for lookahead, answer in runs.items():
         assert answer.text == "Film 7-1" and answer.trace["stopped"] == "threshold"
         assert answer.trace["value_lookahead"] is lookahead
 
@@ -394,24 +408,18 @@ def _languages_kg() -> DictKG:
 async def test_with_the_look_ahead_the_tree_also_tries_what_the_trained_value_rates_best():
     # "what languages are the films directed by [Director 9] in": the LLM selects the
     # first films one at a time (none has a language) and proposes (k = 2) release_year
-    # and starred_actors. The
-    # trained value adds two children of its own: all five films at once (their relation
-    # options include in_language) and, at that selection, the relation it rates best.
-    def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
-        prefs = [-0.2 if any(f"Film 9-{f}" in o for f in range(3)) else -0.1 if "release_year" in o
-                 else -0.5 if "starred" in o else -3.0 for o in options]
-        return [table.get(o, p) for o, p in zip(options, prefs)]
+    # and starred_actors. The trained value adds two children of its own: all five films
+    # at once (their relation options include in_language) and, at that selection, the
+    # relation it rates best.
+    def option(o: str) -> float:
+        if any(f"Film 9-{f}" in o for f in range(3)):
+            return -0.2
+        return -0.1 if "release_year" in o else -0.5 if "starred" in o else -3.0
 
-    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
-    model = ValueModel({"stop|path=~directed_by>in_language": 6.0, "stop|bias": -4.0,
-                        "go|path=~directed_by": 3.0, "go|bias": -2.0})
-    question = "what languages are the films directed by [Director 9] in"
-    runs = {}
-    for lookahead in (True, False):
-        tree = TreeOfTraversals(llm, KGSet([_languages_kg()]), TreeConfig(k=2, max_expansions=12),
-                                value=TrainedValue(model, lookahead=lookahead))
-        runs[lookahead] = await tree.ask(question)
+    runs = await _with_and_without_lookahead(
+        _expanding_llm(option), _languages_kg(), TreeConfig(k=2, max_expansions=12),
+        "what languages are the films directed by [Director 9] in",
+        {"stop|path=~directed_by>in_language": 6.0, "stop|bias": -4.0, "go|path=~directed_by": 3.0, "go|bias": -2.0})
     answer = runs[True]
     assert answer.text == "Hindi" and answer.trace["stopped"] == "threshold"
     suggested = [n for n in answer.trace["nodes"] if "proposed by the trained value" in n.get("note", "")]
