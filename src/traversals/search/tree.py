@@ -4,9 +4,9 @@ Loop: choose the unexplored node with the highest value (ties: the deepest, then
 newest — depth first), propose k actions with the node's state prompt, apply each
 transition, evaluate every child with the LLM value function (children concurrently;
 or with a trained model, :mod:`.trained_value`),
-collect answers (a trained value may add children of its own: :meth:`~.trained_value.TrainedValue.suggest`).
-Stop when an answer's value exceeds τ, when the frontier is empty, or
-after ``max_expansions`` expansions. k = 1 is Chain-of-Traversals.
+collect answers (a trained value may add children of its own:
+:meth:`~.trained_value.TrainedValue.suggest`). Stop when an answer's value exceeds τ,
+when the frontier is empty, or after ``max_expansions`` expansions. k = 1 is Chain-of-Traversals.
 
 With a trained value the search is a *graph* search: a child whose KG state
 (:func:`kg_state`) equals a node's already in the tree is a duplicate and is not queued —
@@ -34,7 +34,7 @@ from . import events
 from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
-from .machine import ActionType, Machine, Node, State, option_line
+from .machine import ActionType, Machine, Node, State
 from .policy import Policy
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
@@ -168,10 +168,11 @@ class TreeOfTraversals:
             node.priors = proposal.priors
             for child, prior in zip(children, proposal.action_priors or ()):
                 child.prior = prior
-            for child in children[len(proposal.actions):]:
-                child.add_note("proposed by the trained value's look-ahead, not the LLM")
-                if child.action.relation is not None and proposal.priors:  # what the LLM gave it
-                    child.prior = proposal.priors.get(option_line(child.action.relation_key, child.action.relation))
+            if suggested:  # the LLM's probability of a suggested option, where it scored it
+                texts = {a: t for t, a in machine.options(node)}
+                for child in children[len(proposal.actions):]:
+                    child.add_note("proposed by the trained value's look-ahead, not the LLM")
+                    child.prior = (proposal.priors or {}).get(texts.get(child.action, ""))
             for child in children:
                 if merge and _mergeable(child) and (first := seen.setdefault(kg_state(child), child)) is not child:
                     child.add_note(f"duplicate of node {first.id}: not expanded")

@@ -49,8 +49,9 @@ class NodeValue(Protocol):
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float: ...
 
     def suggest(self, query: str, node: Node) -> list[Action]:
-        """Actions the value function wants tried at ``node`` besides the policy's
-        proposals (none for the LLM's; see :meth:`.trained_value.TrainedValue.suggest`)."""
+        """Actions the value function wants tried at ``node`` (an entity or relation
+        selection state) besides the policy's proposals (none for the LLM's; see
+        :meth:`.trained_value.TrainedValue.suggest`)."""
         ...
 
 
