@@ -16,6 +16,7 @@ from .llm.base import LLM
 from .search.cot import ChainOfThought
 from .search.events import EventSink
 from .search.kgset import KGSet
+from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
 from .search.tree import TreeConfig, TreeOfTraversals
 
@@ -37,6 +38,9 @@ class SearchConfig:
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
     max_edges: int = DEFAULT_MAX_EDGES
+    #: entities an expansion reached that are checked at once for dead ends (0: none).
+    #: None: 50 when every KG is embedded (``kg.embedded``), 0 with a remote one
+    screen_dead_ends: int | None = None
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -85,6 +89,7 @@ def build_solver(
         seed=cfg.seed,
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
+        screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
     )
     value = None
     if cfg.value_model:
@@ -93,6 +98,18 @@ def build_solver(
 
         value = TrainedValue(ValueModel.load(cfg.value_model))
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
+
+
+def screen_limit(wanted: int | None, kgs: Sequence[KnowledgeGraph]) -> int:
+    """How many entities each expansion reached the search checks for dead ends: as
+    asked, or by default :data:`DEFAULT_SCREEN_LIMIT` when all KGs are embedded (each
+    check is a ``get_relations`` call: microseconds in-process, a request to a remote
+    endpoint) and none otherwise."""
+    if wanted is not None:
+        if wanted < 0:
+            raise BadInput("--screen-dead-ends must be 0 or more")
+        return wanted
+    return DEFAULT_SCREEN_LIMIT if all(getattr(kg, "embedded", False) for kg in kgs) else 0
 
 
 async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:

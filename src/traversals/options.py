@@ -47,6 +47,17 @@ def add_value_model_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_screen_flag(p: argparse.ArgumentParser) -> None:
+    from .search.machine import DEFAULT_SCREEN_LIMIT
+
+    p.add_argument(
+        "--screen-dead-ends", type=int, default=None, metavar="N",
+        help="tree/chain: check up to N entities each expansion reached for dead ends (nothing new to expand) "
+             f"so that no selection offers them; one get_relations call each (default {DEFAULT_SCREEN_LIMIT} "
+             "when every KG is embedded, 0 with a remote endpoint)",
+    )
+
+
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decoding", choices=("auto", "constrained", "sampled"), default="auto",

@@ -92,6 +92,29 @@ async def test_inverse_directed_by_and_its_edges(metaqa):
     assert edges.omitted == 0
 
 
+async def test_a_writer_reached_from_his_only_film_is_never_offered(metaqa):
+    # MetaQA 3-hop searches picked such writers (47 of 3,600 actions were these dead ends)
+    from traversals.llm.base import Usage
+    from traversals.search.kgset import KGSet
+    from traversals.search.machine import Action, ActionType, Machine
+    from traversals.search.subgraph import Subgraph
+
+    machine = Machine(KGSet([metaqa]))
+    u = Usage()
+    film = await one(metaqa, "Hairspray")
+    node = await machine.transition(machine.root(Subgraph().with_entities([film])), Action(ActionType.EXPAND_KG, "w"), u)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(film,)), u)
+    written = next(r for r in node.relation_options if r.key == "written_by")
+    node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=written, relation_key="written_by"), u)
+    writers = {e.label: e for e in node.subgraph.entities if e != film}
+    assert {"John Waters", "Mark O'Donnell"} <= set(writers)
+    # Mark O'Donnell wrote Hairspray only: ~written_by walks back to it, nothing else is left
+    assert writers["Mark O'Donnell"].id in node.exhausted and writers["John Waters"].id not in node.exhausted
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "w"), u)
+    offered = {a.entities[0].label for _, a in machine.options(picking)}
+    assert "John Waters" in offered and "Mark O'Donnell" not in offered
+
+
 async def test_movie_forward_relations(metaqa):
     movie = await one(metaqa, "The Gumball Rally")
     rels = await metaqa.get_relations([movie])

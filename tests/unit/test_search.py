@@ -123,7 +123,11 @@ async def test_every_asm_transition_and_the_kg_calls_they_make():
     assert back.state is State.DEFAULT
     assert back.history[-1] == "SELECT RELATION: P25 - mother"
     assert [e.label for e in back.subgraph.entities] == ["Bob Dylan", "Beatrice Stone"]
-    assert u.kg_calls == 2 and back.depth == 4
+    # get_edges, then the dead-end screen of the entity it reached: get_relations of
+    # Beatrice Stone and get_edges of her ~P25 (it only walks back to Dylan; her own
+    # mother, P25, is new, so she is not a dead end)
+    assert kg.calls[-3:] == ["get_edges", "get_relations", "get_edges"] and u.kg_calls == 4
+    assert back.exhausted == frozenset() and back.depth == 4
 
     done = await machine.transition(back, Action(ActionType.ANSWER, "Beatrice Stone"), u)
     assert done.state is State.DONE and done.answer == "Beatrice Stone"
@@ -486,14 +490,21 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     from traversals.search.machine import allowed_default_actions
 
     kg = dylan_kg()
-    machine = Machine(KGSet([kg]))
     u = Usage()
     dylan, duluth = kg.entities["Q392"], kg.entities["Q485708"]
+    # Duluth's only relation, ~P19, walks back to Bob Dylan along the known edge: the
+    # expansion that reaches Duluth finds it a dead end and exhausts it at once
+    machine = Machine(KGSet([kg]))
     node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P19", u)
-    assert duluth.id not in node.exhausted and dylan.id not in node.exhausted  # Dylan has more
+    assert node.exhausted == {duluth.id}  # Dylan has more
     picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
-    # Duluth's only relation, ~P19, walks back to Bob Dylan along the known edge: it is
-    # left out, so Duluth is a dead end — exhausted, and the retry selects again
+    assert [a.entities[0].label for _, a in machine.options(picking)] == ["Bob Dylan"]
+    # without the screen (screen_limit=0) Duluth is offered; selected, it is found a dead
+    # end — exhausted, and the retry selects again
+    machine = Machine(KGSet([kg]), screen_limit=0)
+    node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P19", u)
+    assert duluth.id not in node.exhausted and dylan.id not in node.exhausted
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
     dead = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(duluth,)), u)
     assert dead.invalid and dead.state is State.SELECTING_ENTITIES and dead.exhausted == {duluth.id}
     assert "walks back" in dead.note and dead.history == picking.history

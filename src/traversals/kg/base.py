@@ -135,7 +135,11 @@ class IdentityLinks(Protocol):
 
 @runtime_checkable
 class KnowledgeGraph(Protocol):
-    """What a KG backend must offer. All methods are async (backends may do I/O)."""
+    """What a KG backend must offer. All methods are async (backends may do I/O).
+
+    A backend whose calls cost next to nothing (an embedded store) may also set
+    ``embedded = True``: the search then spends extra lookups on it that it would not
+    spend on a remote endpoint (see ``SearchConfig.screen_dead_ends``)."""
 
     name: str
 

@@ -259,6 +259,9 @@ class _RelInfo:
 class OxigraphKG:
     """A :class:`~traversals.kg.base.KnowledgeGraph` on an embedded pyoxigraph store."""
 
+    #: lookups are in-process and take microseconds (see the KnowledgeGraph protocol)
+    embedded = True
+
     def __init__(
         self,
         store: ox.Store,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Sequence
 
-from ..kg.base import Entity, Relation
+from ..kg.base import Entity, Relation, Relations
 from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph
@@ -46,6 +46,8 @@ class ActionType(str, enum.Enum):
 
 #: what stands for the query in a neutral prompt (calibration)
 NEUTRAL = "N/A"
+#: how many entities one expansion reached are checked for dead ends (= one relation's edge limit)
+DEFAULT_SCREEN_LIMIT = 50
 
 DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
 
@@ -222,9 +224,11 @@ def normalise_label(text: str) -> str:
 class Machine:
     """Builds prompts, parses outputs, lists options and applies transitions."""
 
-    def __init__(self, kgs: KGSet, *, max_depth: int = 7) -> None:
+    def __init__(self, kgs: KGSet, *, max_depth: int = 7, screen_limit: int = DEFAULT_SCREEN_LIMIT) -> None:
         self.kgs = kgs
         self.max_depth = max_depth
+        #: how many entities an expansion reached are checked for dead ends (0: none)
+        self.screen_limit = screen_limit
         self._ids = count()
 
     # -- nodes -----------------------------------------------------------------
@@ -418,11 +422,7 @@ class Machine:
             child.state, child.answer = State.DONE, action.text
             return child
         if node.state is State.SELECTING_ENTITIES and t is ActionType.SELECT_ENTITIES:
-            rels = await self.kgs.get_relations(action.entities, usage)
-            # A relation already expanded for every selected entity would add nothing.
-            done = {x[:3] for x in node.expanded}
-            fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in action.entities))
-            fresh, back = await self._drop_walks_back(action.entities, fresh, node.subgraph, usage)
+            rels, fresh, back = await self._fresh_relations(action.entities, node.subgraph, node.expanded, usage)
             child.selected = action.entities
             if not fresh:
                 # A dead end: the entities are exhausted, and the retry of this invalid
@@ -462,12 +462,46 @@ class Machine:
             child.subgraph = node.subgraph.extend(facts, omitted)
             child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
             await self.kgs.link([f.target for f in child.new_facts], usage)
+            dead = await self._dead_ends(child, usage)
+            if dead:
+                child.exhausted = child.exhausted | dead
             if not facts:
                 child.note = "no edges"
             return child
         child.invalid = True
         child.note = f"action {t.value} is not allowed in state {node.state.value}"
         return child
+
+    async def _fresh_relations(
+        self, entities: Sequence[Entity], subgraph: Subgraph, expanded: frozenset, usage: Usage
+    ) -> tuple[Relations, tuple[Relation, ...], list[str]]:
+        """The KG's relations of ``entities``, those of them a selection could still
+        expand (not expanded for every one of the entities on this path, not only walking
+        back along known edges), and the keys left out as walking back."""
+        rels = await self.kgs.get_relations(entities, usage)
+        # A relation already expanded for every selected entity would add nothing.
+        done = {x[:3] for x in expanded}
+        fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in entities))
+        fresh, back = await self._drop_walks_back(entities, fresh, subgraph, usage)
+        return rels, fresh, back
+
+    async def _dead_ends(self, node: Node, usage: Usage) -> frozenset[str]:
+        """Ids of the entities an expansion just reached that a selection could take
+        nowhere new — e.g. a writer reached from his one film, whose only relation walks
+        back to it. They are exhausted at once, so no selection offers them (before, the
+        LLM picked them, the node was a dead end and the choice was retried: 47 of 3,600
+        actions on MetaQA 3-hop). At most :attr:`screen_limit` new entities, newest
+        first, are checked (one ``get_relations`` each, concurrently); the others are
+        still caught when selected."""
+        if self.screen_limit <= 0:
+            return frozenset()
+        known = {e.id for e in node.parent.subgraph.entities} if node.parent is not None else set()
+        new = list(dict.fromkeys(f.target for f in node.new_facts if f.target.id not in known))
+        new = [e for e in new if e.id not in node.exhausted][: self.screen_limit]
+        found = await asyncio.gather(
+            *(self._fresh_relations((e,), node.subgraph, node.expanded, usage) for e in new)
+        )
+        return frozenset(e.id for e, (_, fresh, _) in zip(new, found) if not fresh)
 
     async def _drop_walks_back(
         self, entities: Sequence[Entity], relations: tuple[Relation, ...], subgraph: Subgraph, usage: Usage

@@ -34,7 +34,7 @@ from . import events
 from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
-from .machine import ActionType, Machine, Node, State
+from .machine import DEFAULT_SCREEN_LIMIT, ActionType, Machine, Node, State
 from .policy import Policy
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
@@ -59,6 +59,9 @@ class TreeConfig:
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
     calibrate: bool = False
+    #: entities an expansion reached that are checked at once for dead ends, so that no
+    #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
+    screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
     #: constrained decoding: distinct answers an ANSWER action proposes, the most probable
     #: first. None: k with a trained value (it tells a right answer from the LLM's favourite
     #: at no LLM cost), 1 with the LLM value
@@ -123,7 +126,7 @@ class TreeOfTraversals:
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         cfg = self.config
         started = time.perf_counter()
-        machine = Machine(self.kgs, max_depth=cfg.max_depth)
+        machine = Machine(self.kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends)
         policy = Policy(
             self.llm,
             machine,
