@@ -525,6 +525,20 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     assert ActionType.EXPAND_KG not in allowed_default_actions(done)
 
 
+def test_dead_ends_are_screened_by_default_only_when_every_kg_is_embedded():
+    from traversals.api import screen_limit
+    from traversals.errors import BadInput
+    from traversals.search.machine import DEFAULT_SCREEN_LIMIT
+
+    local, remote = dylan_kg(), dylan_kg()
+    local.embedded = True  # what the pyoxigraph store declares
+    assert screen_limit(None, [local]) == DEFAULT_SCREEN_LIMIT
+    assert screen_limit(None, [local, remote]) == 0  # a request per entity to an endpoint
+    assert screen_limit(7, [remote]) == 7 and screen_limit(0, [local]) == 0
+    with pytest.raises(BadInput):
+        screen_limit(-1, [local])
+
+
 async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ranked_action():
     score = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
 
