@@ -3,6 +3,7 @@ what it is for (action choice, thought, relation choice, calibration, answer, va
 
     python bench/where_time_goes.py                          # chain, 5 MetaQA 1-hop dev questions
     python bench/where_time_goes.py --strategy tree --hops 2 --limit 2 --calibrate
+    python bench/where_time_goes.py --calibrate --value-model models/metaqa-value.json
 
 Prints one row per kind of call: calls, prompt tokens the model computed (the rest came
 from its KV cache), tokens generated, seconds and their share. Figures, not assertions;
@@ -69,7 +70,7 @@ async def main(args: argparse.Namespace) -> None:
     questions = sample_questions(dataset.questions, args.limit, 233)
     llm = TimedLLM(open_llm(args.llm))
     kgs = [open_kg(dataset.kg_spec)]
-    config = SearchConfig(calibrate=args.calibrate, max_depth=12 if args.hops == 3 else 7)
+    config = SearchConfig(calibrate=args.calibrate, max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
     solver = build_solver(args.strategy, llm, kgs, config)
     try:
         load = getattr(llm.inner, "load", None)
@@ -99,5 +100,6 @@ if __name__ == "__main__":
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
     ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     asyncio.run(main(ap.parse_args()))

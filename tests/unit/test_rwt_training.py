@@ -431,3 +431,45 @@ async def test_with_the_look_ahead_the_tree_also_tries_what_the_trained_value_ra
     assert 0.0 < walked["prior"] < 0.1  # the LLM's own probability of it, recorded
     assert runs[False].text != "Hindi" and not any(
         "proposed by the trained value" in n.get("note", "") for n in runs[False].trace["nodes"])
+
+
+async def test_a_state_the_trained_value_rates_above_the_threshold_is_answered_at_once():
+    # "what films did [Director 7] direct" with an LLM that always prefers EXPAND_KG (the
+    # 1.5B model's useless second hop): once ~directed_by is walked the model's stop head
+    # rates the state above τ, so the chain asks for the answer there instead of expanding.
+    weights = {"stop|path=~directed_by": 6.0, "stop|bias": -4.0, "go|bias": -2.0}
+    question = "what films did [Director 7] direct"
+
+    def option(o: str) -> float:
+        return -0.1 if "Film 7" in o or "~directed_by" in o else -1.0
+
+    def chain(answer_when_rated: bool, llm) -> TreeOfTraversals:
+        config = TreeConfig(k=1, answer_when_rated=answer_when_rated)
+        return TreeOfTraversals(llm, KGSet([movie_kg()]), config, value=TrainedValue(ValueModel(weights)))
+
+    at_once = await chain(True, _expanding_llm(option)).ask(question)
+    usual = await chain(False, _expanding_llm(option)).ask(question)
+    for answer in (at_once, usual):
+        assert answer.text.strip("[]").split(", ")[0] in films(7) and answer.trace["stopped"] == "threshold"
+    nodes = {n["id"]: n for n in at_once.trace["nodes"]}
+    state = nodes[nodes[at_once.trace["answer_node"]]["parent"]]
+    assert nodes[state["id"]]["action"]["type"] == "SELECT_RELATION"  # answered right after the first hop
+    assert "answer asked at once" in state["note"]
+    assert at_once.usage.llm_calls < usual.usage.llm_calls
+    assert not any(n["action"] and n["action"]["type"] == "SELECT_RELATION" and n["id"] != state["id"]
+                   for n in at_once.trace["nodes"])
+
+    # an answer the model cannot rate (free text, no entity) does not end the search: the
+    # state is queued again and expanded as usual
+    def free_text_first(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -0.01}
+        return [table[o] if o in table else option(o) for o in options]
+
+    stubborn = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")],
+                           score=free_text_first)
+    answer = await chain(True, stubborn).ask(question)
+    nodes = answer.trace["nodes"]
+    asked = [n for n in nodes if "answer asked at once" in n.get("note", "")]
+    assert asked and asked[0]["action"]["type"] == "SELECT_RELATION"
+    kids = [n for n in nodes if n["parent"] == asked[0]["id"]]
+    assert [k["action"]["type"] for k in kids][:2] == ["ANSWER", "EXPAND_KG"] and kids[0]["value"] == 0.0

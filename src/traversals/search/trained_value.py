@@ -166,6 +166,18 @@ class TrainedValue:
             return [Action(ActionType.SELECT_ENTITIES, entities=group)] if len(group) > 1 else []
         return []
 
+    def answer_now(self, query: str, node: Node, threshold: float) -> bool:
+        """Whether the model's *stop* head rates a path the latest expansion walked above
+        ``threshold`` (τ) at ``node``, a default state after an expansion: the answer is
+        in hand, so the tree asks for it at once instead of letting the LLM choose. The
+        1.5B model rarely chooses ANSWER there: MetaQA 1-hop chains rated 0.98 after
+        ``~directed_by`` went on to THINK, EXPAND_KG and a second relation (~5 LLM calls)
+        before answering (``TreeConfig.answer_when_rated``)."""
+        if node.invalid or node.state is not State.DEFAULT or not latest_targets(node):
+            return False
+        words = _words(query, node)
+        return max(self.model.stop_value(words, list(p)) for p in latest_paths(node)) > threshold
+
     def lookahead_value(self, words: list[str], node: Node) -> float:
         """The best search value among the paths the selection's relation options would
         walk; the trace notes which option it was."""

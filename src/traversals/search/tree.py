@@ -14,7 +14,10 @@ the model would rate it the same and expanding it again would only repeat that n
 children (a second EXPAND_KG of the same subgraph, the same two relations walked in the
 other order). A THINK child is the exception: its KG state is its parent's by definition,
 and the thought is what it adds (with k = 1 it is the only child). The LLM value rates the history too, so there the tree is the
-paper's tree (``TreeConfig.merge_duplicates``).
+paper's tree (``TreeConfig.merge_duplicates``). It also ends a walk where the model says
+the answer is in hand: a default state whose stop head is above τ is asked for its answer
+at once (``TreeConfig.answer_when_rated``) instead of letting the LLM choose THINK or
+EXPAND_KG there.
 
 Return value: the best-valued answer found. When no answer crossed τ the best one found
 is still returned (with its value, so callers can threshold it); when there is none the
@@ -73,6 +76,11 @@ class TreeConfig:
     #: answer found, answer from it (one more proposal). None: on with a trained value
     #: (a state's value and an answer's are on one scale), off with the LLM value
     answer_at_budget: bool | None = None
+    #: ask for the answer at once at a default state whose value function says the answer
+    #: is in hand (:meth:`~.value.NodeValue.answer_now`: a trained model's stop head above
+    #: τ), instead of the policy's action choice; if no answer then crosses τ the state is
+    #: queued again and expanded as usual. None: on with a trained value
+    answer_when_rated: bool | None = None
 
 
 def _mergeable(node: Node) -> bool:
@@ -145,6 +153,8 @@ class TreeOfTraversals:
         default_intermediate = cfg.k > 1 or self.value is not None
         evaluate_intermediate = default_intermediate if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
+        answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
+        asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
         root = machine.root(Subgraph().with_entities(entities))
@@ -164,8 +174,16 @@ class TreeOfTraversals:
             expansions += 1
             node.expansion = expansions
             emit(events.expansion(node))
-            proposal = await policy.propose(question, node, cfg.k, node.usage)
-            suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
+            early = (answer_when_rated and node.state is State.DEFAULT and node.id not in asked_early
+                     and not machine.must_answer(node) and value_fn.answer_now(question, node, cfg.threshold))
+            if early:
+                asked_early.add(node.id)
+                node.add_note("answer asked at once: the value function rates the state above τ")
+                proposal = await policy.propose(question, node, cfg.k, node.usage, force_answer=True)
+                suggested = []
+            else:
+                proposal = await policy.propose(question, node, cfg.k, node.usage)
+                suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
             actions = [*proposal.actions, *suggested]
             children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in actions)))
             node.priors = proposal.priors
@@ -200,6 +218,8 @@ class TreeOfTraversals:
                     continue
                 else:
                     frontier.append(child)
+            if early and not finished:  # no answer crossed τ: the state is expanded as usual later
+                frontier.append(node)
 
         async def answer_from(last: Node, why: str) -> None:
             """Force the answers of ``last`` (one LLM proposal) and rate them."""

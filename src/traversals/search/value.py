@@ -54,6 +54,12 @@ class NodeValue(Protocol):
         :meth:`.trained_value.TrainedValue.suggest`)."""
         ...
 
+    def answer_now(self, query: str, node: Node, threshold: float) -> bool:
+        """Whether the tree should ask for the answer at ``node`` (a default state) instead
+        of letting the policy pick THINK / EXPAND_KG / ANSWER (never for the LLM's; see
+        :meth:`.trained_value.TrainedValue.answer_now`)."""
+        ...
+
 
 class ValueFunction:
     """Values the nodes of one search. Constrained ratings are remembered by prompt: a tree
@@ -90,6 +96,10 @@ class ValueFunction:
     def suggest(self, query: str, node: Node) -> list[Action]:
         """The LLM's value adds nothing to the policy's proposals (Algorithm 1)."""
         return []
+
+    def answer_now(self, query: str, node: Node, threshold: float) -> bool:
+        """The LLM's value of a state says nothing about stopping (Algorithm 1)."""
+        return False
 
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
         if node.invalid:
