@@ -490,9 +490,9 @@ class Machine:
         nowhere new — e.g. a writer reached from his one film, whose only relation walks
         back to it. They are exhausted at once, so no selection offers them (before, the
         LLM picked them, the node was a dead end and the choice was retried: 47 of 3,600
-        actions on MetaQA 3-hop). At most :attr:`screen_limit` new entities, newest
-        first, are checked (one ``get_relations`` each, concurrently); the others are
-        still caught when selected."""
+        actions on MetaQA 3-hop). At most :attr:`screen_limit` new entities, in the order
+        the expansion reached them, are checked (one ``get_relations`` each,
+        concurrently); the others are still caught when selected."""
         if self.screen_limit <= 0:
             return frozenset()
         known = {e.id for e in node.parent.subgraph.entities} if node.parent is not None else set()
