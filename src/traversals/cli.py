@@ -21,7 +21,7 @@ from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_screen_flag, add_value_model_flag, open_llm_from_args,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_model_flag, open_llm_from_args,
     prepare_llm,
     remote_kg_options,
 )
@@ -34,7 +34,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-expansions", type=int, default=20)
     p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
     p.add_argument("--simulations", type=int, default=16, help="mcts: simulations per question (default 16)")
-    add_screen_flag(p)
+    add_tree_flags(p)
     add_decoding_flag(p)
     add_value_model_flag(p)
     p.add_argument("--seed", type=int, default=0)
@@ -66,6 +66,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         simulations=args.simulations,
         value_model=args.value_model,
         screen_dead_ends=args.screen_dead_ends,
+        prior_weight=args.prior_weight if args.prior_weight is not None else 0.0,
     )
 
 

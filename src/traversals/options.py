@@ -47,7 +47,8 @@ def add_value_model_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_screen_flag(p: argparse.ArgumentParser) -> None:
+def add_tree_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of the tree/chain search beyond the paper's hyper-parameters."""
     from .search.machine import DEFAULT_SCREEN_LIMIT
 
     p.add_argument(
@@ -55,6 +56,11 @@ def add_screen_flag(p: argparse.ArgumentParser) -> None:
         help="tree/chain: check up to N entities each expansion reached for dead ends (nothing new to expand) "
              f"so that no selection offers them; one get_relations call each (default {DEFAULT_SCREEN_LIMIT} "
              "when every KG is embedded, 0 with a remote endpoint)",
+    )
+    p.add_argument(
+        "--prior-weight", type=float, default=None, metavar="W",
+        help="tree/chain: expand the node with the highest logit(value) + W·log(LLM probability of its action) "
+             "instead of the highest value (default 0: value alone, the paper's order; docs/decisions.md)",
     )
 
 

@@ -4,6 +4,9 @@ tests/integration/test_train_value.py)."""
 
 from __future__ import annotations
 
+import math
+import types
+
 import pytest
 
 from traversals.api import SearchConfig, build_solver
@@ -17,7 +20,7 @@ from traversals.search.machine import Action, ActionType, Machine
 from traversals.search.provenance import answer_paths
 from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
-from traversals.search.tree import TreeConfig, TreeOfTraversals
+from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
 from traversals.search.rwt.valuemodel import Example, features, fit, question_words
@@ -473,3 +476,49 @@ async def test_a_state_the_trained_value_rates_above_the_threshold_is_answered_a
     assert asked and asked[0]["action"]["type"] == "SELECT_RELATION"
     kids = [n for n in nodes if n["parent"] == asked[0]["id"]]
     assert [k["action"]["type"] for k in kids][:2] == ["ANSWER", "EXPAND_KG"] and kids[0]["value"] == 0.0
+
+
+async def test_with_a_prior_weight_the_llms_choice_breaks_a_near_tie_of_the_trained_value():
+    # "which movie did [Kenneth Johnson] write" (MetaQA dev 9132): the trained value rates
+    # both walks above τ, ~directed_by a little higher; the LLM is sure of ~written_by.
+    # By value alone the tree answers with the film he directed; with prior_weight = 1
+    # (logit(value) + log(prior)) it walks ~written_by first and answers Steel.
+    kg = DictKG([("Short Circuit 2", "directed_by", "Kenneth Johnson"), ("Steel", "directed_by", "Kenneth Johnson"),
+                 ("Steel", "written_by", "Kenneth Johnson"), ("Steel", "release_year", "1997")])
+    weights = {"stop|path=~directed_by": 6.2, "stop|path=~written_by": 6.0, "stop|bias": -4.0, "go|bias": -2.0}
+
+    def option(o: str) -> float:
+        return -0.1 if "~written_by" in o or "Kenneth" in o else -4.0 if "~directed_by" in o else -0.5
+
+    async def ask(prior_weight: float):
+        config = TreeConfig(k=2, prior_weight=prior_weight)
+        tree = TreeOfTraversals(_expanding_llm(option), KGSet([kg]), config, value=TrainedValue(ValueModel(weights)))
+        answer = await tree.ask("which movie did [Kenneth Johnson] write")
+        walks = {n["action"]["relation"]["key"]: n for n in answer.trace["nodes"]
+                 if n["action"] and n["action"]["type"] == "SELECT_RELATION"}
+        return answer, walks
+
+    by_value, walks = await ask(0.0)
+    assert walks["~directed_by"]["value"] > walks["~written_by"]["value"] > 0.8
+    assert walks["~written_by"]["prior"] > 0.9 > 0.1 > walks["~directed_by"]["prior"]
+    assert walks["~directed_by"]["expansion"] is not None and walks["~written_by"]["expansion"] is None
+    assert "Short Circuit 2" in by_value.text
+    with_prior, walks = await ask(1.0)
+    assert walks["~written_by"]["expansion"] is not None and walks["~directed_by"]["expansion"] is None
+    assert with_prior.text.strip("[]") == "Steel" and with_prior.trace["config"]["prior_weight"] == 1.0
+
+
+def test_the_frontier_key_adds_the_weighted_log_prior_to_the_log_odds():
+    def node(value, prior, depth=1, id_=1):
+        return types.SimpleNamespace(value=value, prior=prior, depth=depth, id=id_)
+
+    assert frontier_key(node(0.9, 0.01)) == (0.9, 1, 1)  # weight 0: the value alone
+    assert frontier_key(node(None, None)) == (1.0, 1, 1)
+    assert frontier_key(node(0.9, 0.5), 1.0)[0] == pytest.approx(math.log(9) + math.log(0.5))
+    assert frontier_key(node(0.9, None), 2.0)[0] == pytest.approx(math.log(9))  # no scored choice: no term
+    assert frontier_key(node(1.0, 0.0), 1.0)[0] == pytest.approx(0.0, abs=1e-4)  # clipped: log-odds 13.8, log prior -13.8
+
+
+def test_a_negative_prior_weight_is_refused():
+    with pytest.raises(BadInput, match="prior-weight"):
+        build_solver("tree", ScriptedLLM(responses=["x"]), [movie_kg()], SearchConfig(prior_weight=-1.0))

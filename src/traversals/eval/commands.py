@@ -14,7 +14,7 @@ from typing import Any
 from ..api import SearchConfig
 from ..errors import BadInput
 from ..options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_screen_flag, add_value_model_flag, open_llm_from_args,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_model_flag, open_llm_from_args,
     prepare_llm, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
@@ -53,7 +53,7 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
     ev.add_argument("--threshold", type=float, default=None, metavar="X", help="answer threshold τ (default 0.8)")
     ev.add_argument("--simulations", type=int, default=None, metavar="N", help="mcts: simulations per question (default 16)")
-    add_screen_flag(ev)
+    add_tree_flags(ev)
     ev.add_argument("--out", required=True, metavar="DIR", help="run directory")
     ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="questions answered at once (default 1)")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping answered questions")
@@ -83,6 +83,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
+              "prior_weight": args.prior_weight,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 

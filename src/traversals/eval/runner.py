@@ -50,7 +50,7 @@ ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, 
 RESUME_MUST_MATCH = (
     "dataset", "split", "answerable_only", "seed", "strategy", "llm",
     "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed", "calibrate",
-    "simulations", "value_model", "screen_dead_ends",
+    "simulations", "value_model", "screen_dead_ends", "prior_weight",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")

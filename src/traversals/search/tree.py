@@ -1,7 +1,9 @@
 """Tree-of-Traversals best-first search (Algorithm 1, §2.3, Appendix B.1–B.2).
 
 Loop: choose the unexplored node with the highest value (ties: the deepest, then the
-newest — depth first), propose k actions with the node's state prompt, apply each
+newest — depth first; with ``TreeConfig.prior_weight`` the value's log-odds plus that
+weight times the log of the LLM's probability of the node's action, :func:`frontier_key`),
+propose k actions with the node's state prompt, apply each
 transition, evaluate every child with the LLM value function (children concurrently;
 or with a trained model, :mod:`.trained_value`),
 collect answers (a trained value may add children of its own:
@@ -27,6 +29,7 @@ answer is "Cannot find answer" (:data:`~traversals.search.result.NO_ANSWER`).
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -81,6 +84,31 @@ class TreeConfig:
     #: τ), instead of the policy's action choice; if no answer then crosses τ the state is
     #: queued again and expanded as usual. None: on with a trained value
     answer_when_rated: bool | None = None
+    #: frontier order: 0 ranks nodes by value alone (the paper); w > 0 ranks them by
+    #: logit(value) + w·log(prior), the prior being the LLM's probability of the node's
+    #: action among its siblings' (constrained decoding). The two are experts that fail on
+    #: different cases (a trained value rating ~directed_by for "what did X write"): w = 1
+    #: is their product
+    prior_weight: float = 0.0
+
+
+#: values and priors are clipped to [EPS, 1 - EPS] before taking logs
+EPS = 1e-6
+
+
+def frontier_key(node: Node, prior_weight: float = 0.0) -> tuple:
+    """Sort key of a frontier node (largest first): its value (an unrated node counts as
+    1.0), or with ``prior_weight`` > 0 its value's log-odds plus ``prior_weight`` times
+    the log of its prior (a node without a prior — no scored choice made it — adds
+    nothing); ties go to the deepest, then the newest node."""
+    value = node.value if node.value is not None else 1.0
+    if prior_weight:
+        value = min(max(value, EPS), 1.0 - EPS)
+        score = math.log(value / (1.0 - value))
+        if node.prior is not None:
+            score += prior_weight * math.log(max(node.prior, EPS))
+        return (score, node.depth, node.id)
+    return (value, node.depth, node.id)
 
 
 def _mergeable(node: Node) -> bool:
@@ -169,7 +197,7 @@ class TreeOfTraversals:
         expansions = 0
         finished = False
         while frontier and not finished and expansions < cfg.max_expansions:
-            node = max(frontier, key=lambda n: (n.value if n.value is not None else 1.0, n.depth, n.id))
+            node = max(frontier, key=lambda n: frontier_key(n, cfg.prior_weight))
             frontier.remove(node)
             expansions += 1
             node.expansion = expansions
