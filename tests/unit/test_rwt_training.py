@@ -508,15 +508,19 @@ async def test_with_a_prior_weight_the_llms_choice_breaks_a_near_tie_of_the_trai
     assert with_prior.text.strip("[]") == "Steel" and with_prior.trace["config"]["prior_weight"] == 1.0
 
 
-def test_the_frontier_key_adds_the_weighted_log_prior_to_the_log_odds():
-    def node(value, prior, depth=1, id_=1):
-        return types.SimpleNamespace(value=value, prior=prior, depth=depth, id=id_)
+def test_the_frontier_key_adds_the_weighted_log_prior_relative_to_the_favourite_to_the_log_odds():
+    parent = types.SimpleNamespace(priors={"a": 0.5, "b": 0.25, "c": 0.25})
+
+    def node(value, prior, depth=1, id_=1, parent=parent):
+        return types.SimpleNamespace(value=value, prior=prior, depth=depth, id=id_, parent=parent)
 
     assert frontier_key(node(0.9, 0.01)) == (0.9, 1, 1)  # weight 0: the value alone
     assert frontier_key(node(None, None)) == (1.0, 1, 1)
-    assert frontier_key(node(0.9, 0.5), 1.0)[0] == pytest.approx(math.log(9) + math.log(0.5))
+    assert frontier_key(node(0.9, 0.5), 1.0)[0] == pytest.approx(math.log(9))  # the favourite: no term
+    assert frontier_key(node(0.9, 0.25), 2.0)[0] == pytest.approx(math.log(9) + 2 * math.log(0.5))
     assert frontier_key(node(0.9, None), 2.0)[0] == pytest.approx(math.log(9))  # no scored choice: no term
-    assert frontier_key(node(1.0, 0.0), 1.0)[0] == pytest.approx(0.0, abs=1e-4)  # clipped: log-odds 13.8, log prior -13.8
+    assert frontier_key(node(0.9, 0.2, parent=None), 1.0)[0] == pytest.approx(math.log(9))
+    assert frontier_key(node(1.0, 0.0), 1.0)[0] == pytest.approx(math.log(1e6 - 1) + math.log(1e-6 / 0.5))  # clipped
 
 
 def test_a_negative_prior_weight_is_refused():

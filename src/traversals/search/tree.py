@@ -85,10 +85,12 @@ class TreeConfig:
     #: queued again and expanded as usual. None: on with a trained value
     answer_when_rated: bool | None = None
     #: frontier order: 0 ranks nodes by value alone (the paper); w > 0 ranks them by
-    #: logit(value) + w·log(prior), the prior being the LLM's probability of the node's
-    #: action among its siblings' (constrained decoding). The two are experts that fail on
-    #: different cases (a trained value rating ~directed_by for "what did X write"): w = 1
-    #: is their product
+    #: logit(value) + w·log(prior / best prior), the prior being the LLM's probability of
+    #: the node's action and the best that of its favourite option at the parent
+    #: (constrained decoding; 0 for the favourite, so an uncertain parent costs its
+    #: children nothing against other branches). The value and the LLM are experts that
+    #: fail on different cases (a trained value rating ~directed_by for "what did X
+    #: write"): w = 1 is their product
     prior_weight: float = 0.0
 
 
@@ -99,16 +101,19 @@ EPS = 1e-6
 def frontier_key(node: Node, prior_weight: float = 0.0) -> tuple:
     """Sort key of a frontier node (largest first): its value (an unrated node counts as
     1.0), or with ``prior_weight`` > 0 its value's log-odds plus ``prior_weight`` times
-    the log of its prior (a node without a prior — no scored choice made it — adds
-    nothing); ties go to the deepest, then the newest node."""
+    the log of its prior relative to the best prior among its parent's options (a node
+    without a prior — no scored choice made it — adds nothing); ties go to the deepest,
+    then the newest node."""
     value = node.value if node.value is not None else 1.0
-    if prior_weight:
-        value = min(max(value, EPS), 1.0 - EPS)
-        score = math.log(value / (1.0 - value))
-        if node.prior is not None:
-            score += prior_weight * math.log(max(node.prior, EPS))
-        return (score, node.depth, node.id)
-    return (value, node.depth, node.id)
+    if not prior_weight:
+        return (value, node.depth, node.id)
+    value = min(max(value, EPS), 1.0 - EPS)
+    score = math.log(value / (1.0 - value))
+    if node.prior is not None:
+        options = node.parent.priors if node.parent is not None and node.parent.priors else {}
+        best = max([node.prior, *options.values()])
+        score += prior_weight * math.log(max(node.prior, EPS) / max(best, EPS))
+    return (score, node.depth, node.id)
 
 
 def _mergeable(node: Node) -> bool:
