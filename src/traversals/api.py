@@ -41,8 +41,9 @@ class SearchConfig:
     #: entities an expansion reached that are checked at once for dead ends (0: none).
     #: None: 50 when every KG is embedded (``kg.embedded``), 0 with a remote one
     screen_dead_ends: int | None = None
-    #: tree/chain frontier order: logit(value) + w·log(LLM prior) (0: value alone, the paper's)
-    prior_weight: float = 0.0
+    #: tree/chain frontier order: logit(value) + w·log(prior / best prior) (0: value alone,
+    #: the paper's). None: 1 with a value model, 0 with the LLM value
+    prior_weight: float | None = None
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -79,7 +80,7 @@ def build_solver(
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
-    if not cfg.prior_weight >= 0:
+    if cfg.prior_weight is not None and not cfg.prior_weight >= 0:
         raise BadInput(f"--prior-weight must be 0 or more, got {cfg.prior_weight}")
     if strategy == "chain" and k != 1:
         raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")

@@ -66,7 +66,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         simulations=args.simulations,
         value_model=args.value_model,
         screen_dead_ends=args.screen_dead_ends,
-        prior_weight=args.prior_weight if args.prior_weight is not None else 0.0,
+        prior_weight=args.prior_weight,
     )
 
 

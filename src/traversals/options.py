@@ -60,7 +60,8 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prior-weight", type=float, default=None, metavar="W",
         help="tree/chain: expand the node with the highest logit(value) + W·log(LLM probability of its action) "
-             "instead of the highest value (default 0: value alone, the paper's order; docs/decisions.md)",
+             "instead of the highest value (default 1 with --value-model, 0 with the LLM value: the paper's order; "
+             "docs/decisions.md)",
     )
 
 

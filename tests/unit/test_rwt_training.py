@@ -279,7 +279,7 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
     runs = {}
     for merge in (True, False):
         value = Recording(flat)
-        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12,
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12, prior_weight=0.0,
                                 merge_duplicates=None if merge else False), value=value)
         answer = await tree.ask("who starred in the films directed by [Director 7]")
         assert answer.trace["expansions"] == 12 and answer.trace["stopped"] == "max_expansions"
@@ -293,11 +293,11 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
     assert len(set(states)) > len(set(paper_states))
 
 
-async def test_the_llms_relation_choice_tempers_a_saturated_trained_value():
+async def test_the_llms_relation_choice_breaks_the_ties_of_a_saturated_trained_value():
     # A model that rates every state and answer 0.993 cannot tell the relations of "who
     # directed [Film 7-0]" apart; the LLM can (directed_by first). With prior_weight 0 the
-    # tree walks whichever relation ties break to and answers from it; with
-    # weight 0.1 it walks the LLM's first. Answers keep the model's value.
+    # tree walks whichever relation ties break to and answers from it; by default (1 with
+    # a trained value) it walks the LLM's first. Answers keep the model's value.
     def score(prompt, options, prefix):
         table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
         return [table.get(o, -0.01 if "directed_by" in o else -4.0 if " - " in o else -1.0) for o in options]
@@ -306,20 +306,18 @@ async def test_the_llms_relation_choice_tempers_a_saturated_trained_value():
     saturated = ValueModel({"stop|bias": 5.0, "go|bias": 5.0})
     question = "who directed [Film 7-0]"
     answers = {}
-    for w in (0.0, 0.1):
-        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3), value=TrainedValue(saturated, prior_weight=w))
+    for w in (0.0, None):
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, prior_weight=w), value=TrainedValue(saturated))
         answers[w] = await tree.ask(question)
-        assert answers[w].trace["stopped"] == "threshold" and answers[w].trace["value_prior_weight"] == w
+        assert answers[w].trace["stopped"] == "threshold" and answers[w].trace["prior_weight"] == (w if w == 0.0 else 1.0)
     assert answers[0.0].text != "Director 7"
-    assert answers[0.1].text == "Director 7" and answers[0.1].value > 0.8
-    relations = {n["action"]["relation"]["key"]: n for n in answers[0.1].trace["nodes"]
+    assert answers[None].text == "Director 7" and answers[None].value > 0.8
+    relations = {n["action"]["relation"]["key"]: n for n in answers[None].trace["nodes"]
                  if n["action"] and n["action"]["type"] == "SELECT_RELATION"}
     assert relations["directed_by"]["prior"] == max(n["prior"] for n in relations.values())
-    assert all(n["value"] < relations["directed_by"]["value"] and n["expansion"] is None
+    assert all(n["value"] == relations["directed_by"]["value"] and n["expansion"] is None
                for key, n in relations.items() if key != "directed_by")
-    assert answers[0.1].value == answers[0.0].value  # the model's stop value, untempered
-    with pytest.raises(ValueError, match="prior_weight"):
-        TrainedValue(saturated, prior_weight=1.5)
+    assert answers[None].value == answers[0.0].value  # the model's stop value, untempered
 
 
 async def test_with_a_trained_value_the_tree_answers_from_the_best_state_when_the_expansions_run_out():
@@ -379,7 +377,8 @@ async def test_with_a_trained_value_a_selection_is_rated_by_the_best_relation_it
         return -0.2 if "directed" in o else -1.0
 
     runs = await _with_and_without_lookahead(
-        _expanding_llm(option), movie_kg(), TreeConfig(k=3), "what other films did the director of [Film 7-0] direct",
+        _expanding_llm(option), movie_kg(), TreeConfig(k=3, prior_weight=0.0),  # the value's tie, not the LLM's
+        "what other films did the director of [Film 7-0] direct",
         {"stop|path=directed_by>~directed_by": 6.0, "stop|bias": -4.0, "go|path=directed_by": 3.0, "go|bias": -2.0})
     for lookahead, answer in runs.items():
         assert answer.text == "Film 7-1" and answer.trace["stopped"] == "threshold"
@@ -482,7 +481,8 @@ async def test_with_a_prior_weight_the_llms_choice_breaks_a_near_tie_of_the_trai
     # "which movie did [Kenneth Johnson] write" (MetaQA dev 9132): the trained value rates
     # both walks above τ, ~directed_by a little higher; the LLM is sure of ~written_by.
     # By value alone the tree answers with the film he directed; with prior_weight = 1
-    # (logit(value) + log(prior)) it walks ~written_by first and answers Steel.
+    # (logit(value) + log(prior / best prior), the default with a trained value) it walks
+    # ~written_by first and answers Steel.
     kg = DictKG([("Short Circuit 2", "directed_by", "Kenneth Johnson"), ("Steel", "directed_by", "Kenneth Johnson"),
                  ("Steel", "written_by", "Kenneth Johnson"), ("Steel", "release_year", "1997")])
     weights = {"stop|path=~directed_by": 6.2, "stop|path=~written_by": 6.0, "stop|bias": -4.0, "go|bias": -2.0}
@@ -490,7 +490,7 @@ async def test_with_a_prior_weight_the_llms_choice_breaks_a_near_tie_of_the_trai
     def option(o: str) -> float:
         return -0.1 if "~written_by" in o or "Kenneth" in o else -4.0 if "~directed_by" in o else -0.5
 
-    async def ask(prior_weight: float):
+    async def ask(prior_weight: float | None):
         config = TreeConfig(k=2, prior_weight=prior_weight)
         tree = TreeOfTraversals(_expanding_llm(option), KGSet([kg]), config, value=TrainedValue(ValueModel(weights)))
         answer = await tree.ask("which movie did [Kenneth Johnson] write")
@@ -503,9 +503,10 @@ async def test_with_a_prior_weight_the_llms_choice_breaks_a_near_tie_of_the_trai
     assert walks["~written_by"]["prior"] > 0.9 > 0.1 > walks["~directed_by"]["prior"]
     assert walks["~directed_by"]["expansion"] is not None and walks["~written_by"]["expansion"] is None
     assert "Short Circuit 2" in by_value.text
-    with_prior, walks = await ask(1.0)
-    assert walks["~written_by"]["expansion"] is not None and walks["~directed_by"]["expansion"] is None
-    assert with_prior.text.strip("[]") == "Steel" and with_prior.trace["config"]["prior_weight"] == 1.0
+    for weight in (1.0, None):  # None: 1 with a trained value
+        with_prior, walks = await ask(weight)
+        assert walks["~written_by"]["expansion"] is not None and walks["~directed_by"]["expansion"] is None
+        assert with_prior.text.strip("[]") == "Steel" and with_prior.trace["prior_weight"] == 1.0
 
 
 def test_the_frontier_key_adds_the_weighted_log_prior_relative_to_the_favourite_to_the_log_odds():

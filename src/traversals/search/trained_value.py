@@ -32,15 +32,9 @@ the entities the latest expansion reached at once, whose relation options are th
 of theirs (most MetaQA films have no language; one of a director's films usually has).
 ``lookahead=False`` turns both off.
 
-Optionally the LLM's relation choices order the search (``prior_weight`` w, default 0:
-off): a node that is not an answer is then worth ``search ** (1 - w) · P ** w``, with
-``P`` the product of the policy's probabilities of the relations selected on its path.
-Answers keep the model's stop value, so the prior decides which relation is walked
-first, never whether an answer crosses τ. Off by default because the evidence is mixed:
-replayed on 142 MetaQA tree traces, w = 0.1 changed 15 relation choices, 9 to the right
-relation (where the model was saturated and the LLM sure: "[Frank Oz] write"
-``~written_by`` 0.9919 vs ``~directed_by`` 0.9998, LLM 0.98 vs 0.02) and 6 to a wrong one
-(mostly where the LLM was unsure: 0.72 vs 0.28); docs/decisions.md.
+The LLM's own preference among the options is not mixed into the value: the tree's
+frontier order weighs the two (``TreeConfig.prior_weight``, on by default with a trained
+value; :func:`~.tree.frontier_key`).
 
 No LLM call, so every node is rated (intermediate ones too, also for k = 1), and an
 answer that crosses τ ends the search as in Algorithm 1. The LLM still proposes every
@@ -59,18 +53,6 @@ from .subgraph import Fact
 
 #: what the go head's promise is worth against a state in hand (see TrainedValue.search_value)
 GO_DISCOUNT = 0.9
-#: the default weight of the LLM's relation choices in a node's value (module docstring)
-PRIOR_WEIGHT = 0.0
-
-
-def relation_prior(node: Node) -> float:
-    """The product of the policy's probabilities of the relations selected on the node's
-    path (1.0 where none was scored)."""
-    p = 1.0
-    for n in node.path():
-        if n.prior is not None and n.action is not None and n.action.type is ActionType.SELECT_RELATION:
-            p *= n.prior
-    return p
 
 
 def _keys(path: list[Fact]) -> tuple[str, ...]:
@@ -112,26 +94,19 @@ class TrainedValue:
     """A :class:`~.value.NodeValue` backed by a trained :class:`ValueModel`. Stateless:
     one instance serves any number of questions."""
 
-    def __init__(self, model: ValueModel, *, prior_weight: float = PRIOR_WEIGHT, lookahead: bool = True) -> None:
-        if not 0.0 <= prior_weight <= 1.0:
-            raise ValueError(f"prior_weight must be in [0, 1], not {prior_weight}")
+    def __init__(self, model: ValueModel, *, lookahead: bool = True) -> None:
         self.model = model
-        self.prior_weight = prior_weight
         #: rate a selection by the best path its relation options would walk (module docstring)
         self.lookahead = lookahead
 
     def settings(self) -> dict[str, object]:
         """What a trace records of this value function's settings."""
-        return {"value_prior_weight": self.prior_weight, "value_lookahead": self.lookahead}
+        return {"value_lookahead": self.lookahead}
 
     async def evaluate(self, query: str, node: Node, usage: Usage) -> float:
         if node.invalid:
             return 0.0
-        w = self.prior_weight
-        model_value = self.model_value(query, node)
-        if w == 0.0 or model_value == 0.0 or node.state is State.DONE:
-            return model_value
-        return round(model_value ** (1.0 - w) * relation_prior(node) ** w, 4)
+        return self.model_value(query, node)
 
     def model_value(self, query: str, node: Node) -> float:
         """The trained model's rating of the node alone (no LLM prior)."""

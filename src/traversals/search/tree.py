@@ -90,8 +90,9 @@ class TreeConfig:
     #: (constrained decoding; 0 for the favourite, so an uncertain parent costs its
     #: children nothing against other branches). The value and the LLM are experts that
     #: fail on different cases (a trained value rating ~directed_by for "what did X
-    #: write"): w = 1 is their product
-    prior_weight: float = 0.0
+    #: write"): w = 1 is their product. None: 1 with a trained value (measured: MetaQA
+    #: 1/2-hop, docs/results.md), 0 with the LLM value (the paper's tree)
+    prior_weight: float | None = None
 
 
 #: values and priors are clipped to [EPS, 1 - EPS] before taking logs
@@ -187,6 +188,7 @@ class TreeOfTraversals:
         evaluate_intermediate = default_intermediate if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
+        prior_weight = (1.0 if self.value is not None else 0.0) if cfg.prior_weight is None else cfg.prior_weight
         asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
@@ -202,7 +204,7 @@ class TreeOfTraversals:
         expansions = 0
         finished = False
         while frontier and not finished and expansions < cfg.max_expansions:
-            node = max(frontier, key=lambda n: frontier_key(n, cfg.prior_weight))
+            node = max(frontier, key=lambda n: frontier_key(n, prior_weight))
             frontier.remove(node)
             expansions += 1
             node.expansion = expansions
@@ -307,6 +309,7 @@ class TreeOfTraversals:
             **(self.value.settings() if hasattr(self.value, "settings") else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
+            "prior_weight": prior_weight,
             "expansions": expansions,
             "duplicates": sum(n.duplicate for n in nodes),
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
