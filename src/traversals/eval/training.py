@@ -138,7 +138,7 @@ async def _train(args: argparse.Namespace) -> int:
 
         await Trainer(kgs, cfg).train(train, heldout, on_round=done, on_question=progress)
         print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "
-              f"--strategy beam --value-model {out}")
+              f"--value-model {out} (strategies tree, chain, beam, mcts)")
         return 0
     finally:
         for kg in kgs_list:
