@@ -250,6 +250,21 @@ async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_rea
     assert await answer(await walk(root, [kg.entities["W1"]], "alias"), "W1") > 0.9
 
 
+async def test_the_trained_value_rates_a_round_trip_back_to_the_question_entity():
+    # "what is the heir of mother of frits_philips ?" → frits_philips: PathQuestion stores
+    # parents and children both ways, and the step back reaches the question's entity alone.
+    kg = DictKG([("frits", "parents", "anton"), ("anton", "children", "frits")])
+    machine = Machine(KGSet([kg]))
+    values = TrainedValue(ValueModel({"stop|bias": 3.0}))
+    u = Usage()
+    root = machine.root(Subgraph().with_entities([kg.entities["frits"]]))
+    mother = await expand(machine, root, [kg.entities["frits"]], "parents", u)
+    heirs = await expand(machine, mother, [kg.entities["anton"]], "children", u)
+    done = await machine.transition(heirs, Action(ActionType.ANSWER, "frits"), u)
+    assert await values.evaluate("what is the heir of mother of [frits]", done, u) > 0.9
+    assert [f.relation.key for f in answer_paths(done)[0]] == ["parents", "children"]
+
+
 async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twice():
     # A model that rates the first hop (0.24) below the empty path (0.45) and no answer
     # over τ: after the first hop the search backtracks to the root's THINK child. The

@@ -464,9 +464,43 @@ async def test_a_self_loop_on_the_question_entity_is_an_answer_candidate():
     root = machine.root(Subgraph().with_entities([lost]))
 
     assert list(answer_candidates(await expand(machine, root, lost, "tracks", u))) == ["Lost"]
-    # reached back from another entity, the question's entity is still left out
-    node = await expand(machine, await expand(machine, root, lost, "artist", u), kg.entities["band"], "member", u)
-    assert list(answer_candidates(node)) == ["The Band"]
+    # reached back alone by another stored edge (a round trip), it is an answer too
+    band = await expand(machine, root, lost, "artist", u)
+    assert list(answer_candidates(await expand(machine, band, kg.entities["band"], "member", u))) == ["Lost", "The Band"]
+
+
+async def test_the_question_entity_reached_back_is_an_answer_only_on_a_round_trip():
+    # "who is the offspring of tasha_tudor 's mom ?" → tasha_tudor: PathQuestion stores
+    # parents and children both ways. "co-stars of X" meets X among others, and walking
+    # back along the edge the walk came by (MetaQA stores each fact one way) is no answer.
+    from traversals.search.policy import answer_candidates
+    from traversals.search.provenance import reached_back
+    from traversals.search.subgraph import Fact
+
+    kg = DictKG([("tasha", "parents", "william"), ("william", "children", "tasha"),
+                 ("film", "starring", "x"), ("film", "starring", "y"), ("film2", "directed_by", "d"), ("film2", "written_by", "d")],
+                labels={"tasha": "Tasha Tudor", "william": "William Burgess", "x": "Actor X", "y": "Actor Y",
+                        "film": "Film", "film2": "Film Two", "d": "Director D"}, relation_labels={})
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+
+    def ask_about(key):
+        return machine.root(Subgraph().with_entities([kg.entities[key]]))
+
+    mom = await expand(machine, ask_about("tasha"), kg.entities["tasha"], "parents", u)
+    assert "Tasha Tudor" in answer_candidates(await expand(machine, mom, kg.entities["william"], "children", u))
+    films = await expand(machine, ask_about("x"), kg.entities["x"], "~starring", u)
+    costars = answer_candidates(await expand(machine, films, kg.entities["film"], "starring", u))
+    assert "Actor Y" in costars and "Actor X" not in costars
+    # MetaQA stores film -> person only: back along the same edge, or along another edge
+    # stored the same way ("the writers of the films directed by [D]", D wrote them too)
+    directors = await expand(machine, ask_about("film2"), kg.entities["film2"], "directed_by", u)
+    (came_by,) = directors.new_facts
+    walked_back = Fact(came_by.target, came_by.relation.reversed(), came_by.source)
+    assert reached_back(walked_back, directors.path()[0].subgraph, directors.subgraph.extend([walked_back]))
+    films = await expand(machine, ask_about("d"), kg.entities["d"], "~directed_by", u)
+    writers = await expand(machine, films, kg.entities["film2"], "written_by", u)
+    assert "Director D" not in answer_candidates(writers)
 
 
 def test_a_sentence_naming_one_entity_is_reduced_to_it():

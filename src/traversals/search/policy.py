@@ -45,13 +45,15 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
     """Entity answers the subgraph supports, each with the entity labels it names: each
     group of targets reached by one relation from one entity (as a list, when several) and
     each single target, newest first. The question's own entities (the root's) are left
-    out — except on an edge from a question entity to a question entity: a self-loop is an
-    answer, as in PathQuestion's "what is the Lost 's tracks 's tracks" (album and track
-    share one label, hence one IRI, so the gold answer is the question's entity)."""
+    out where a step reached them back among others ("co-writers of X" meets X) or along
+    edges stored the same way (MetaQA); reached alone by an edge stored the other way ("the
+    wife of X's husband") or by a self-loop (PathQuestion's "what is the Lost 's tracks 's tracks":
+    album and track share one label, hence one IRI) they are answers
+    (:func:`~.provenance.reached_back`)."""
     root = node.path()[0].subgraph
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in node.subgraph.facts:
-        if reached_back(fact, root):
+        if reached_back(fact, root, node.subgraph):
             continue
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
     out: dict[str, tuple[str, ...]] = {}

@@ -9,11 +9,37 @@ from .machine import Node
 from .subgraph import Fact, Subgraph
 
 
-def reached_back(fact: Fact, root: Subgraph) -> bool:
-    """Does the fact reach a question entity (one of the root's) from elsewhere? That
-    entity is then no answer ("co-writers of X" reaches X again); a self-loop on it is
-    (PathQuestion's "what is the Lost 's tracks 's tracks" → Lost)."""
-    return fact.target in root and fact.source not in root
+def reached_back(fact: Fact, root: Subgraph, subgraph: Subgraph) -> bool:
+    """Does the fact reach a question entity (one of the root's) back from elsewhere in a
+    way that makes it no answer? It is no answer
+
+    - as one of several targets of its step: "co-writers of X" walks X's films' writers and
+      meets X among them (a step whose edges the KG cut short, ``omitted``, counts as
+      several);
+    - alone, when the KG stores the edges between the two entities one way only: MetaQA
+      stores ``film -> person`` facts, so ``F -directed_by-> D -~directed_by-> F`` or
+      ``D -~directed_by-> F -written_by-> D`` come back along edges that point the same
+      way, and MetaQA leaves the question's entity out of its answers.
+
+    It is an answer when the walk came back by an edge that points the other way: "the
+    wife of X's husband" is X (``X -spouse-> H``, ``H -spouse-> X``; PathQuestion stores
+    such pairs both ways and asks round trips, 6 % of PQ-2H), as is a self-loop on it
+    ("what is the Lost 's tracks 's tracks" → Lost)."""
+    if fact.target not in root or fact.source in root:
+        return False
+    step = (fact.source.kg, fact.source.id, fact.relation.key)
+    if any((fact.source.id, fact.relation.key) == (src, rel) for src, rel, _ in subgraph.omitted):
+        return True
+    if any((f.source.kg, f.source.id, f.relation.key) == step and f.target != fact.target for f in subgraph.facts):
+        return True
+    subject, obj = _ends(fact)
+    return not any(_ends(f) == (obj, subject) for f in subgraph.facts)
+
+
+def _ends(fact: Fact) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(subject, object) of the stored edge a fact walks, whichever way it walks it."""
+    e = fact.edge()
+    return (e.subject.kg, e.subject.id), (e.object.kg, e.object.id)
 
 
 def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable[Entity]) -> list[list[Fact]]:

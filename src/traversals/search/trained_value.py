@@ -7,7 +7,8 @@ paths its subgraph walked:
 
 - an **answer** is worth the model's *stop* head on the path to the entity it names (the
   best one when it names several); an answer that names no entity an expansion reached
-  (free text, or the question's own entity reached back) is worth 0 — the model cannot rate it;
+  (free text, or the question's own entity where :func:`~.provenance.reached_back` rules
+  it out) is worth 0 — the model cannot rate it;
 - any other node is worth the *search* value ``max(stop, 0.9 · go)`` of the paths its
   latest expansion walked (the root, before any expansion: the empty path), so best-first
   search follows the expansion the model rates best and backtracks when an expansion
@@ -113,8 +114,8 @@ class TrainedValue:
         words = _words(query, node)
         if node.state is State.DONE:
             root = node.path()[0].subgraph
-            # the same entities answer_candidates offers: not the question's own reached back
-            paths = {_keys(p) for p in answer_paths(node) if not reached_back(p[-1], root)}
+            # the same entities answer_candidates offers (provenance.reached_back)
+            paths = {_keys(p) for p in answer_paths(node) if not reached_back(p[-1], root, node.subgraph)}
             if not paths:
                 node.add_note("value 0: the answer names no entity an expansion reached")
                 return 0.0
