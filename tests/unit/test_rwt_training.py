@@ -263,6 +263,11 @@ async def test_the_trained_value_rates_a_round_trip_back_to_the_question_entity(
     done = await machine.transition(heirs, Action(ActionType.ANSWER, "frits"), u)
     assert await values.evaluate("what is the heir of mother of [frits]", done, u) > 0.9
     assert [f.relation.key for f in answer_paths(done)[0]] == ["parents", "children"]
+    # a sentence naming the question's entity beside the mother answers with the mother,
+    # which a model that rates only the round trip rejects
+    restated = await machine.transition(heirs, Action(ActionType.ANSWER, "the mother of frits is anton"), u)
+    round_trip = TrainedValue(ValueModel({"stop|bias": 3.0, "stop|path=parents": -9.0}))
+    assert await round_trip.evaluate("q", done, u) > 0.9 and await round_trip.evaluate("q", restated, u) < 0.1
 
 
 async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twice():

@@ -115,7 +115,11 @@ class TrainedValue:
         if node.state is State.DONE:
             root = node.path()[0].subgraph
             # the same entities answer_candidates offers (provenance.reached_back)
-            paths = {_keys(p) for p in answer_paths(node) if not reached_back(p[-1], root, node.subgraph)}
+            walked = [p for p in answer_paths(node) if not reached_back(p[-1], root, node.subgraph)]
+            # a sentence that restates the question's entity beside another answers with the
+            # other: "Tasha Tudor's mother is William Burgess" is no round trip to Tasha Tudor
+            others = [p for p in walked if p[-1].target not in root]
+            paths = {_keys(p) for p in (others or walked)}
             if not paths:
                 node.add_note("value 0: the answer names no entity an expansion reached")
                 return 0.0
