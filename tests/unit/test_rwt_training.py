@@ -220,6 +220,10 @@ async def test_with_a_trained_value_an_answer_action_proposes_k_answers_and_the_
     # one answer per ANSWER action: the LLM's favourite only, which the value rejects
     one = TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3, answers=1), value=TrainedValue(model))
     assert (await one.ask(question)).trace["stopped"] != "threshold"
+    # a chain (k = 1) walks one action per state, but its answer too is picked among three
+    chain = await TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=1), value=TrainedValue(model)).ask(question)
+    assert chain.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1") and chain.trace["stopped"] == "threshold"
+    assert all(n["action"]["type"] != "ANSWER" for n in chain.trace["nodes"][1:] if n["state"] != "done")
 
 
 async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_reached_back():
@@ -465,8 +469,8 @@ async def test_a_state_the_trained_value_rates_above_the_threshold_is_answered_a
     def option(o: str) -> float:
         return -0.1 if "Film 7" in o or "~directed_by" in o else -1.0
 
-    def chain(answer_when_rated: bool, llm) -> TreeOfTraversals:
-        config = TreeConfig(k=1, answer_when_rated=answer_when_rated)
+    def chain(answer_when_rated: bool, llm, answers: int | None = None) -> TreeOfTraversals:
+        config = TreeConfig(k=1, answer_when_rated=answer_when_rated, answers=answers)
         return TreeOfTraversals(llm, KGSet([movie_kg()]), config, value=TrainedValue(ValueModel(weights)))
 
     at_once = await chain(True, _expanding_llm(option)).ask(question)
@@ -481,15 +485,15 @@ async def test_a_state_the_trained_value_rates_above_the_threshold_is_answered_a
     assert not any(n["action"] and n["action"]["type"] == "SELECT_RELATION" and n["id"] != state["id"]
                    for n in at_once.trace["nodes"])
 
-    # an answer the model cannot rate (free text, no entity) does not end the search: the
-    # state is queued again and expanded as usual
+    # an answer the model cannot rate (free text, no entity; the only one proposed) does not
+    # end the search: the state is queued again and expanded as usual
     def free_text_first(prompt, options, prefix):
         table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -0.01}
         return [table[o] if o in table else option(o) for o in options]
 
     stubborn = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")],
                            score=free_text_first)
-    answer = await chain(True, stubborn).ask(question)
+    answer = await chain(True, stubborn, answers=1).ask(question)
     nodes = answer.trace["nodes"]
     asked = [n for n in nodes if "answer asked at once" in n.get("note", "")]
     assert asked and asked[0]["action"]["type"] == "SELECT_RELATION"

@@ -85,9 +85,10 @@ def scripted(default=grandmother_policy, *, answer_value="1.0", rating="0.8", en
 
 
 async def expand(machine, node, entity, key, usage):
-    """EXPAND_KG, select ``entity``, select the relation with option key ``key``."""
+    """EXPAND_KG, select ``entity`` (or a tuple of entities), select the relation with option key ``key``."""
+    entities = entity if isinstance(entity, tuple) else (entity,)
     node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
-    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=entities), usage)
     rel = next(r for r, k in zip(node.relation_options, node.relation_keys) if k == key)
     return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), usage)
 
@@ -501,6 +502,26 @@ async def test_the_question_entity_reached_back_is_an_answer_only_on_a_round_tri
     films = await expand(machine, ask_about("d"), kg.entities["d"], "~directed_by", u)
     writers = await expand(machine, films, kg.entities["film2"], "written_by", u)
     assert "Director D" not in answer_candidates(writers)
+
+
+async def test_what_one_step_reached_from_several_entities_is_offered_as_one_answer():
+    # "what are the genres of the films X starred in": the answer is the union of the
+    # films' genres, the one most of them have first, not one film's genres
+    from traversals.search.policy import answer_candidates
+
+    kg = DictKG([("a", "starring", "x"), ("b", "starring", "x"), ("a", "has_genre", "comedy"),
+                 ("a", "has_genre", "drama"), ("b", "has_genre", "drama"), ("b", "has_genre", "mystery")],
+                labels={"x": "Actor X", "a": "Film A", "b": "Film B", "comedy": "Comedy", "drama": "Drama",
+                        "mystery": "Mystery"}, relation_labels={})
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+    films = await expand(machine, machine.root(Subgraph().with_entities([kg.entities["x"]])), kg.entities["x"],
+                         "~starring", u)
+    assert list(answer_candidates(films))[0] == "[Film A, Film B]"  # one source: no union, the group as before
+    genres = answer_candidates(await expand(machine, films, (kg.entities["a"], kg.entities["b"]), "has_genre", u))
+    assert list(genres)[0] == "[Drama, Comedy, Mystery]" and genres["[Drama, Comedy, Mystery]"] == (
+        "Drama", "Comedy", "Mystery")
+    assert "[Film A, Film B]" in genres and "[Drama, Mystery]" in genres and "Comedy" in genres
 
 
 def test_a_sentence_naming_one_entity_is_reduced_to_it():

@@ -22,6 +22,7 @@ from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
 from .provenance import reached_back
+from .subgraph import Subgraph
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -42,21 +43,26 @@ MAX_LIST_ANSWER = 20
 
 
 def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
-    """Entity answers the subgraph supports, each with the entity labels it names: each
-    group of targets reached by one relation from one entity (as a list, when several) and
-    each single target, newest first. The question's own entities (the root's) are left
-    out where a step reached them back among others ("co-writers of X" meets X) or along
-    edges stored the same way (MetaQA); reached alone by an edge stored the other way ("the
-    wife of X's husband") or by a self-loop (PathQuestion's "what is the Lost 's tracks 's tracks":
-    album and track share one label, hence one IRI) they are answers
-    (:func:`~.provenance.reached_back`)."""
-    root = node.path()[0].subgraph
+    """Entity answers the subgraph supports, each with the entity labels it names: the
+    targets each expansion reached by one relation from several entities, as one list
+    (:func:`step_unions`), newest first; then each group of targets reached by one relation
+    from one entity (as a list, when several) and each single target, newest first. The
+    question's own entities (the root's) are left out where a step reached them back among
+    others ("co-writers of X" meets X) or along edges stored the same way (MetaQA); reached
+    alone by an edge stored the other way ("the wife of X's husband") or by a self-loop
+    (PathQuestion's "what is the Lost 's tracks 's tracks": album and track share one
+    label, hence one IRI) they are answers (:func:`~.provenance.reached_back`)."""
+    path = node.path()
+    root = path[0].subgraph
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in node.subgraph.facts:
         if reached_back(fact, root, node.subgraph):
             continue
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
     out: dict[str, tuple[str, ...]] = {}
+    for step in reversed(path):
+        for targets in step_unions(step, root, node.subgraph):
+            out.setdefault("[" + ", ".join(targets) + "]", targets)
     for targets in reversed(list(groups.values())):
         targets = list(dict.fromkeys(targets))
         if 1 < len(targets) <= MAX_LIST_ANSWER:
@@ -64,6 +70,25 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
         for t in reversed(targets):
             out.setdefault(t, (t,))
     return dict(list(out.items())[:MAX_ANSWER_CANDIDATES])
+
+
+def step_unions(step: Node, root: Subgraph, subgraph: Subgraph) -> list[tuple[str, ...]]:
+    """The targets one expansion reached by one relation from several entities, as one
+    list answer ("the genres of the films whose actors also appear in X" is the union of
+    the films' genres): the targets most of the sources reached first, then in the order
+    reached; none when one entity was the source or the union is longer than
+    :data:`MAX_LIST_ANSWER`."""
+    by_relation: dict[str, dict[str, set[str]]] = {}
+    for fact in step.new_facts:
+        if reached_back(fact, root, subgraph):
+            continue
+        by_relation.setdefault(fact.relation.key, {}).setdefault(fact.target.label, set()).add(fact.source.id)
+    out = []
+    for reached in by_relation.values():
+        if len(set().union(*reached.values())) < 2 or not 1 < len(reached) <= MAX_LIST_ANSWER:
+            continue
+        out.append(tuple(sorted(reached, key=lambda t: -len(reached[t]))))  # stable: ties keep the order
+    return out
 
 
 _YES_NO = re.compile(r"^\W*(yes|no)\W*$", re.I)

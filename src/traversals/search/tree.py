@@ -69,8 +69,9 @@ class TreeConfig:
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
     #: constrained decoding: distinct answers an ANSWER action proposes, the most probable
-    #: first. None: k with a trained value (it tells a right answer from the LLM's favourite
-    #: at no LLM cost), 1 with the LLM value
+    #: first. None: with a trained value k, at least :data:`RATED_ANSWERS` (it tells a right
+    #: answer from the LLM's favourite at no LLM cost, so a chain's k = 1 walk keeps one
+    #: action per state but its answer is picked among three), 1 with the LLM value
     answers: int | None = None
     #: do not queue a child whose KG state equals an earlier node's (:func:`kg_state`).
     #: None: on with a trained value (equal states get equal values), off with the LLM value
@@ -94,6 +95,12 @@ class TreeConfig:
     #: 1/2-hop, docs/results.md), 0 with the LLM value (the paper's tree)
     prior_weight: float | None = None
 
+
+#: answers an ANSWER action proposes with a trained value when ``TreeConfig.answers`` is None
+#: (at least; k when larger). One was too few for a chain: on MetaQA 3-hop, 24 of its 51
+#: failures answered the LLM's favourite (the previous hop's films) at a value near 0 from a
+#: state rated above 0.8, where the right entities were among the candidates
+RATED_ANSWERS = 3
 
 #: values and priors are clipped to [EPS, 1 - EPS] before taking logs
 EPS = 1e-6
@@ -178,7 +185,7 @@ class TreeOfTraversals:
             rng=random.Random(cfg.seed),
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
-            answers=cfg.answers if cfg.answers is not None else (cfg.k if self.value is not None else 1),
+            answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
