@@ -64,9 +64,11 @@ def client(transport, **kw) -> tuple[HttpClient, Sleeps]:
 
 def test_default_user_agent_follows_wikimedia_policy() -> None:
     ua = default_user_agent("ops@example.org")
-    assert re.fullmatch(r"traversals/\S+ \(https?://\S+; ops@example\.org\) httpx/\S+", ua), ua
-    assert default_user_agent().startswith("traversals/")
-    assert f"httpx/{httpx.__version__}" in default_user_agent()
+    assert re.fullmatch(r"traversals/\S+ \(ops@example\.org\) httpx/\S+", ua), ua
+    assert re.fullmatch(r"traversals/\S+ \(https://x\.test; ops@example\.org\) httpx/\S+",
+                        default_user_agent("ops@example.org", url="https://x.test"))
+    # no contact given: no made-up address either
+    assert re.fullmatch(rf"traversals/\S+ httpx/{re.escape(httpx.__version__)}", default_user_agent())
 
 
 async def test_user_agent_is_sent_and_configurable() -> None:

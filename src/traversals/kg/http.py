@@ -36,10 +36,6 @@ import httpx
 from ..errors import KGError, KGQueryError, KGTimeout, KGUnavailable
 from ..retry import backoff_delay, parse_retry_after
 
-#: Project URL placed in the default User-Agent (Wikimedia asks for a way to learn about
-#: the tool). PLACEHOLDER: set the real repository address when the project is published.
-PROJECT_URL = "https://github.com/traversals/traversals"
-
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -52,15 +48,18 @@ def _package_version() -> str:
         return "0"
 
 
-def default_user_agent(contact: str | None = None, *, url: str = PROJECT_URL) -> str:
-    """``traversals/<version> (<url>; <contact>) httpx/<version>``.
+def default_user_agent(contact: str | None = None, *, url: str | None = None) -> str:
+    """``traversals/<version> (<url>; <contact>) httpx/<version>``, leaving out what is
+    not given.
 
-    Wikimedia's User-Agent policy asks bots for a tool name and version, a URL and a way
-    to contact the operator; pass ``contact`` (an e-mail address or a user page) when you
-    run against public Wikimedia services.
+    Wikimedia's User-Agent policy asks bots for a tool name and version and a way to
+    contact the operator (a URL, an e-mail address or a user page); pass ``contact`` when
+    you run against public Wikimedia services. The project has no published address, so
+    no URL is named unless you pass one: a made-up one would send Wikimedia's operators
+    to a page that does not exist.
     """
-    inside = url if not contact else f"{url}; {contact}"
-    return f"traversals/{_package_version()} ({inside}) httpx/{httpx.__version__}"
+    inside = "; ".join(part for part in (url, contact) if part)
+    return f"traversals/{_package_version()}{f' ({inside})' if inside else ''} httpx/{httpx.__version__}"
 
 
 @dataclass(frozen=True)
