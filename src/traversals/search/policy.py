@@ -22,7 +22,7 @@ from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
 from .provenance import reached_back
-from .subgraph import Subgraph
+from .subgraph import Fact
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -54,35 +54,39 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
     label, hence one IRI) they are answers (:func:`~.provenance.reached_back`)."""
     path = node.path()
     root = path[0].subgraph
+    kept = [f for f in node.subgraph.facts if not reached_back(f, root, node.subgraph)]
     groups: dict[tuple[str, str], list[str]] = {}
-    for fact in node.subgraph.facts:
-        if reached_back(fact, root, node.subgraph):
-            continue
+    for fact in kept:
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
     out: dict[str, tuple[str, ...]] = {}
+    answerable = set(kept)
     for step in reversed(path):
-        for targets in step_unions(step, root, node.subgraph):
-            out.setdefault("[" + ", ".join(targets) + "]", targets)
+        for targets in step_unions(step, answerable):
+            out.setdefault(_as_list(targets), targets)
     for targets in reversed(list(groups.values())):
         targets = list(dict.fromkeys(targets))
         if 1 < len(targets) <= MAX_LIST_ANSWER:
-            out.setdefault("[" + ", ".join(targets) + "]", tuple(targets))
+            out.setdefault(_as_list(targets), tuple(targets))
         for t in reversed(targets):
             out.setdefault(t, (t,))
     return dict(list(out.items())[:MAX_ANSWER_CANDIDATES])
 
 
-def step_unions(step: Node, root: Subgraph, subgraph: Subgraph) -> list[tuple[str, ...]]:
+def _as_list(labels) -> str:
+    return "[" + ", ".join(labels) + "]"
+
+
+def step_unions(step: Node, answerable: set[Fact]) -> list[tuple[str, ...]]:
     """The targets one expansion reached by one relation from several entities, as one
     list answer ("the genres of the films whose actors also appear in X" is the union of
     the films' genres): the targets most of the sources reached first, then in the order
     reached; none when one entity was the source or the union is longer than
-    :data:`MAX_LIST_ANSWER`."""
+    :data:`MAX_LIST_ANSWER`. Only the step's facts in ``answerable`` count (those
+    :func:`answer_candidates` keeps)."""
     by_relation: dict[str, dict[str, set[str]]] = {}
     for fact in step.new_facts:
-        if reached_back(fact, root, subgraph):
-            continue
-        by_relation.setdefault(fact.relation.key, {}).setdefault(fact.target.label, set()).add(fact.source.id)
+        if fact in answerable:
+            by_relation.setdefault(fact.relation.key, {}).setdefault(fact.target.label, set()).add(fact.source.id)
     out = []
     for reached in by_relation.values():
         if len(set().union(*reached.values())) < 2 or not 1 < len(reached) <= MAX_LIST_ANSWER:
