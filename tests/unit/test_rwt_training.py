@@ -223,7 +223,10 @@ async def test_with_a_trained_value_an_answer_action_proposes_k_answers_and_the_
     # a chain (k = 1) walks one action per state, but its answer too is picked among three
     chain = await TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=1), value=TrainedValue(model)).ask(question)
     assert chain.text.strip("[]").split(", ")[0] in ("Actor 7-0", "Actor 7-1") and chain.trace["stopped"] == "threshold"
-    assert all(n["action"]["type"] != "ANSWER" for n in chain.trace["nodes"][1:] if n["state"] != "done")
+    nodes = {n["id"]: n for n in chain.trace["nodes"]}
+    picked_from = [n for n in nodes.values() if n["state"] == "done"
+                   and n["parent"] == nodes[chain.trace["answer_node"]]["parent"]]
+    assert len(picked_from) == 3 and picked_from[0]["action"]["text"].lstrip("[").startswith("Film")
 
 
 async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_reached_back():
