@@ -7,11 +7,12 @@
   which needs no model and catches "Florence Stone" vs "Florence Stone (1883)" but not
   synonyms).
 - **Roll-out model**: anything with ``value(question, node, hops_left, usage)`` in [0, 1].
-  The paper trains one (LLaMA3-8B) on its own search trees; until one is trained here,
+  The paper trains one (LLaMA3-8B) on its own search trees; here ``traversals train-value``
+  trains :class:`~.valuemodel.ValueModel` (:mod:`.train`), and without one
   :class:`LLMRollout` asks the policy LLM to rate the state (the expectation of its rating
   tokens under constrained decoding, a parsed number otherwise).
-- **Outcome reward** ``r`` (μ = 1 on terminal states) needs gold answers: it belongs to
-  value-model training, which is not implemented yet; at inference μ = 0, as in the paper.
+- **Outcome reward** ``r`` (μ = 1 on terminal states) needs gold answers: it is used where
+  they exist, in value-model training (:mod:`.train`); at inference μ = 0, as in the paper.
 """
 
 from __future__ import annotations
