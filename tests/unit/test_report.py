@@ -181,3 +181,64 @@ async def test_a_trained_value_model_labels_its_run(tmp_path):
     assert "| beam | 25.0 / 25.0 (n=4) |" in text
     assert "| beam + metaqa-value | 25.0 / 25.0 (n=4) |" in text
     assert "| toy | beam vs beam + metaqa-value | 4 |" in text
+
+
+def llm_valued_trace(answer_values, *, final, threshold=0.8, value_function="llm"):
+    """A chain of expansions 1, 2, ...: node i (expanded at i) proposes one answer rated
+    ``answer_values[i - 1]``; every node's usage is 3 LLM calls (an answer's: 1)."""
+    nodes = [{**node(0, None, 1), "usage": {"llm_calls": 3}}]
+    for i, v in enumerate(answer_values, 1):
+        if i > 1:
+            nodes.append({**node(len(nodes), nodes[-2]["id"] if i > 2 else 0, i, 0.5), "usage": {"llm_calls": 3}})
+        parent = nodes[-1]["id"]
+        nodes.append({**node(len(nodes), parent, None, v, f"A{i}"), "usage": {"llm_calls": 1}})
+    return {"answer": final, "value_function": value_function, "config": {"threshold": threshold}, "nodes": nodes}
+
+
+def test_an_llm_valued_search_is_replayed_at_a_lower_threshold():
+    from traversals.eval.report import threshold_cut
+
+    # answers born at expansions 1, 2, 3 rated 0.3, 0.6, 0.5; none crossed the run's 0.8
+    trace = llm_valued_trace([0.3, 0.6, 0.5], final="A2")
+    cut = threshold_cut(trace, 0.5)  # stops after expansion 2 (0.6 > 0.5)
+    assert cut.answer == "A2" and cut.stopped_early
+    # calls: root (3) + answer A1 (1) + node expanded at 2 (3) + answer A2 (1) + the rating
+    # of the node born at 2 and expanded at 3 (1, not its 3)
+    assert cut.llm_calls == 9
+    cut = threshold_cut(trace, 0.2)  # stops after expansion 1 with the only answer born by then
+    assert (cut.answer, cut.stopped_early, cut.llm_calls) == ("A1", True, 5)  # root, A1, node 2's rating
+    cut = threshold_cut(trace, 0.7)  # nothing crosses: the search as it ran
+    assert (cut.answer, cut.stopped_early, cut.llm_calls) == ("A2", False, 12)
+    # the best answer born by the stop, not the one that crossed: 0.6 at 1, 0.9 at 2
+    cut = threshold_cut(llm_valued_trace([0.6, 0.9, 0.1], final="A2", threshold=0.95), 0.5)
+    assert cut.answer == "A1"
+    assert threshold_cut(llm_valued_trace([0.7, 0.9], final="A2", threshold=0.95), 0.65).answer == "A1"
+    # not replayable: above the run's own τ (that search stopped there), a trained value
+    assert threshold_cut(trace, 0.9) is None
+    assert threshold_cut(llm_valued_trace([0.3], final="A1", value_function="TrainedValue"), 0.2) is None
+    assert threshold_cut({"nodes": []}, 0.5) is None
+
+
+async def test_the_report_replays_llm_valued_runs_at_lower_thresholds(tmp_path):
+    ds = dataset()
+    gold = {"q0": "Rome", "q1": "Oslo", "q2": "Lima", "q3": "Kiev"}
+
+    class Replayable(TraceSolver):
+        async def ask(self, question, *, topic_entities=None):
+            answer = await super().ask(question)
+            answer.trace.update(self.plans[question][1])
+            return answer
+
+    # q0: right at once (0.6), the search ran on and answered a wrong, higher-rated answer
+    plans = {q: ("Wrong", llm_valued_trace([0.6, 0.7], final="Wrong")) for q in gold}
+    plans["q0"][1]["nodes"][1]["answer"] = "Rome"
+    for q in ("q1", "q2", "q3"):  # the others: wrong both ways
+        plans[q][1]["nodes"][1]["answer"] = "Nope"
+    for q, (final, trace) in plans.items():
+        trace["nodes"][-1]["answer"] = final
+    await run_eval(ds, Replayable(plans), tmp_path / "t", progress=False,
+                   config={"strategy": "tree", "llm": "fake", "k": 3, "threshold": 0.8})
+    text = write_report([tmp_path / "t"]).read_text().split("## Answer threshold replayed (LLM value)")[1]
+    assert "| tree · toy | 0.5 | 4 | 25.0 | 25.0 | 5.0 | 4 |" in text  # stopped at expansion 1
+    assert "| tree · toy | 0.8 | 4 | 0.0 | 0.0 | 8.0 | 0 |" in text  # the run as it was
+    assert "| tree · toy | 0.6 |" not in text  # nothing stops earlier at 0.6 (0.7 crosses at 2, the end)
