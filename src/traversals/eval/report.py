@@ -328,18 +328,18 @@ def threshold_table(run: Run, thresholds: Sequence[float] = THRESHOLDS) -> list[
     taus = sorted({*thresholds, *([float(own)] if isinstance(own, (int, float)) else [])})
     out = []
     for tau in taus:
-        cuts = [threshold_cut(t, tau) for t in traces]
-        if not cuts or any(c is None for c in cuts):
+        cuts = [c for t in traces if (c := threshold_cut(t, tau)) is not None]
+        if not cuts or len(cuts) < len(traces):
             continue
-        if tau != own and not any(c.stopped_early for c in cuts):  # type: ignore[union-attr]
+        if tau != own and not any(c.stopped_early for c in cuts):
             continue
         n = len(cuts)
         out.append(ThresholdRow(
             tau, n,
-            sum(hits_at_1(c.answer, r.get("gold")) for c, r in zip(cuts, rows)) / n,  # type: ignore[union-attr]
-            sum(em_in(c.answer, r.get("gold")) for c, r in zip(cuts, rows)) / n,  # type: ignore[union-attr]
-            sum(c.llm_calls for c in cuts) / n,  # type: ignore[union-attr]
-            sum(c.stopped_early for c in cuts),  # type: ignore[union-attr]
+            sum(hits_at_1(c.answer, r.get("gold")) for c, r in zip(cuts, rows)) / n,
+            sum(em_in(c.answer, r.get("gold")) for c, r in zip(cuts, rows)) / n,
+            sum(c.llm_calls for c in cuts) / n,
+            sum(c.stopped_early for c in cuts),
         ))  # fmt: skip
     return out
 
