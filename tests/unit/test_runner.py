@@ -460,3 +460,41 @@ def test_calibrate_flag_reaches_the_search_config():
     assert _search_config(build_parser().parse_args(base)).calibrate is False
     assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate is True
     assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate is True
+
+
+def test_code_revision_names_the_commit_and_whether_files_differ(tmp_path):
+    import shutil
+    import subprocess
+
+    from traversals.eval.runner import code_revision
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    assert code_revision(tmp_path) is None  # not a checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert code_revision(tmp_path) == {"commit": sha, "dirty": False}
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_revision(tmp_path) == {"commit": sha, "dirty": True}
+    (tmp_path / "site").mkdir()  # a package installed inside someone's repository is not its code
+    (tmp_path / "site" / "b.py").write_text("")
+    assert code_revision(tmp_path / "site") is None
+
+
+async def test_run_json_records_the_code_of_the_run_and_of_each_resume(tmp_path):
+    from traversals.eval.runner import code_revision
+
+    ds = make_dataset(4)
+    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert "code" in run and run["code"] == code_revision()
+    run["code"] = {"commit": "0" * 40, "dirty": False}  # as if an older commit had started it
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2, resume=True)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["code"] == {"commit": "0" * 40, "dirty": False}
+    assert run["resumed_code"] == [code_revision()] and len(run["resumed"]) == 1

@@ -3,7 +3,8 @@
 Files in ``out_dir``:
 
 - ``run.json`` -- the run's configuration (dataset, split, strategy, LLM spec, seed,
-  limit, search hyper-parameters, version, start time, resumes).
+  limit, search hyper-parameters, version, the git commit of the code when it runs from a
+  checkout (:func:`code_revision`), start time, resumes and their code).
 - ``results.jsonl`` -- one JSON object per answered question, appended as each finishes
   with a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``: a line is
   either entirely there or (after a crash mid-write) a truncated tail that ``resume``
@@ -25,6 +26,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import time
 import traceback
@@ -313,6 +315,27 @@ def _version() -> str:
         return "unknown"
 
 
+def code_revision(source: Path | None = None) -> dict[str, Any] | None:
+    """The git commit of the code that runs (``{"commit": sha, "dirty": bool}``, dirty when
+    the package's files differ from it), or None when the package is not in a git checkout
+    (an installed wheel, even inside the user's own repository: ``version`` says what ran)
+    or git is missing. Recorded in ``run.json`` so that a
+    published figure names the code behind it."""
+    src = source or Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)  # fmt: skip
+        tracked = subprocess.run(["git", "-C", str(src), "ls-files", "--", "."], capture_output=True, text=True,
+                                 timeout=10)  # fmt: skip
+        if commit.returncode != 0 or not tracked.stdout.strip():  # not a checkout, or one the package is not in
+            return None
+        status = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                                capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
 def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
     diffs = [
         f"{k}: {old[k]!r} (recorded) vs {new[k]!r} (now)"
@@ -422,6 +445,7 @@ async def run_eval(
         }
     )
     cfg.setdefault("version", _version())
+    code = code_revision()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
     if results_path.exists() and results_path.stat().st_size > 0 and not resume:
@@ -437,10 +461,13 @@ async def run_eval(
         _check_resume(old, cfg, run_path)
         cfg["started"] = old.get("started", now)
         cfg["resumed"] = [*old.get("resumed", []), now]
+        cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
+        cfg["resumed_code"] = [*old.get("resumed_code", []), code]
         if "command" in old:
             cfg["command"] = old["command"]
     else:
         cfg["started"] = now
+        cfg["code"] = code
 
     rows = read_results(results_path, repair=True) if resume else []
     done = {r["id"] for r in rows}
