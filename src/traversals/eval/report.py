@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -50,6 +50,8 @@ class Run:
     rows: list[dict]
     summary: Summary
     label: str = ""
+    #: traces read so far (every report section reads them; each file is read once)
+    _traces: dict = field(default_factory=dict, repr=False)
 
     @property
     def dataset(self) -> str:
@@ -68,11 +70,12 @@ class Run:
 
     def trace(self, row: dict) -> dict | None:
         rel = row.get("trace") or f"{TRACES}/{safe_id(str(row.get('id', '')))}.json"
-        path = self.dir / rel
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        if rel not in self._traces:
+            try:
+                self._traces[rel] = json.loads((self.dir / rel).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self._traces[rel] = None
+        return self._traces[rel]
 
 
 def load_run(run_dir: str | Path) -> Run:

@@ -325,9 +325,11 @@ def code_revision(source: Path | None = None) -> dict[str, Any] | None:
     try:
         commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10)  # fmt: skip
+        if commit.returncode != 0:  # not a checkout
+            return None
         tracked = subprocess.run(["git", "-C", str(src), "ls-files", "--", "."], capture_output=True, text=True,
                                  timeout=10)  # fmt: skip
-        if commit.returncode != 0 or not tracked.stdout.strip():  # not a checkout, or one the package is not in
+        if not tracked.stdout.strip():  # a checkout the package is not part of
             return None
         status = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no", "--", "."],
                                 capture_output=True, text=True, timeout=10)  # fmt: skip
