@@ -18,7 +18,7 @@ from .search.events import EventSink
 from .search.kgset import KGSet
 from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
-from .search.tree import TreeConfig, TreeOfTraversals
+from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
 
 STRATEGIES = ("tree", "chain", "cot", "mcts", "beam")
 
@@ -44,6 +44,9 @@ class SearchConfig:
     #: tree/chain frontier order: logit(value) + w·log(prior / best prior) (0: value alone,
     #: the paper's). None: 1 with a value model, 0 with the LLM value
     prior_weight: float | None = None
+    #: tree/chain: the answer returned when none crossed τ: "value" (the best-valued) or
+    #: "support" (values pooled per answer). None: "support" with the LLM value, "value" with a value model
+    answer_choice: str | None = None
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -82,6 +85,8 @@ def build_solver(
         raise BadInput("--k must be at least 1")
     if cfg.prior_weight is not None and not cfg.prior_weight >= 0:
         raise BadInput(f"--prior-weight must be 0 or more, got {cfg.prior_weight}")
+    if cfg.answer_choice is not None and cfg.answer_choice not in ANSWER_CHOICES:
+        raise BadInput(f"unknown answer choice {cfg.answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
     if strategy == "chain" and k != 1:
         raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")
     tree_cfg = TreeConfig(
@@ -96,6 +101,7 @@ def build_solver(
         calibrate=cfg.calibrate,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
+        answer_choice=cfg.answer_choice,
     )
     value = None
     if cfg.value_model:

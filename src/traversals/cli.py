@@ -67,6 +67,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         value_model=args.value_model,
         screen_dead_ends=args.screen_dead_ends,
         prior_weight=args.prior_weight,
+        answer_choice=args.answer_choice,
     )
 
 

@@ -63,6 +63,12 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
              "instead of the highest value (default 1 with --value-model, 0 with the LLM value: the paper's order; "
              "docs/decisions.md)",
     )
+    p.add_argument(
+        "--answer-choice", choices=("value", "support"), default=None,
+        help="tree/chain: the answer returned when no answer's value crossed the threshold: the best-valued "
+             "(value, the paper's) or the one whose proposals' values sum highest (support) "
+             "(default support with the LLM value, value with --value-model; docs/decisions.md)",
+    )
 
 
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:

@@ -242,3 +242,41 @@ async def test_the_report_replays_llm_valued_runs_at_lower_thresholds(tmp_path):
     assert "| tree · toy | 0.5 | 4 | 25.0 | 25.0 | 5.0 | 4 |" in text  # stopped at expansion 1
     assert "| tree · toy | 0.8 | 4 | 0.0 | 0.0 | 8.0 | 0 |" in text  # the run as it was
     assert "| tree · toy | 0.6 |" not in text  # nothing stops earlier at 0.6 (0.7 crosses at 2, the end)
+
+
+def test_the_answer_choice_is_replayed_from_the_proposed_answers():
+    from traversals.eval.report import choice_cut
+
+    trace = llm_valued_trace([0.4, 0.5, 0.3], final="A2")
+    trace["nodes"][-1]["answer"] = "a1"  # the third proposal names the first answer again
+    trace["stopped"] = "max_expansions"
+    assert choice_cut(trace, "value") == "A2"
+    assert choice_cut(trace, "support") == "A1"  # 0.4 + 0.3 > 0.5; its better-valued proposal
+    assert choice_cut({**trace, "stopped": "threshold"}, "support") == "A2"  # stopped at τ: as it ran
+    assert choice_cut({"nodes": trace["nodes"]}, "value") is None  # no search config: not a tree trace
+    assert choice_cut(None, "value") is None
+
+
+async def test_the_report_replays_each_run_with_both_answer_choices(tmp_path):
+    ds = dataset()
+    gold = {"q0": "Rome", "q1": "Oslo", "q2": "Lima", "q3": "Kiev"}
+
+    class Replayable(TraceSolver):
+        async def ask(self, question, *, topic_entities=None):
+            answer = await super().ask(question)
+            answer.trace.update(self.plans[question][1])
+            return answer
+
+    plans = {}
+    for q, right in gold.items():  # right twice at 0.4 and 0.3, wrong once at 0.5: the run said wrong
+        trace = llm_valued_trace([0.4, 0.5, 0.3], final="Wrong")
+        trace["stopped"] = "max_expansions"
+        for n, text in zip((n for n in trace["nodes"] if "answer" in n), (right, "Wrong", right)):
+            n["answer"] = text
+        plans[q] = ("Wrong", trace)
+    plans["q3"][1]["stopped"] = "threshold"  # stopped at τ: keeps its answer either way
+    await run_eval(ds, Replayable(plans), tmp_path / "t", progress=False,
+                   config={"strategy": "tree", "llm": "fake", "k": 3, "threshold": 0.8})
+    text = write_report([tmp_path / "t"]).read_text().split("## Answer choice replayed")[1]
+    assert "| tree · toy | value (the run's) | 4 | 0.0 | 0.0 | 0 |" in text
+    assert "| tree · toy | support | 4 | 75.0 | 75.0 | 3 |" in text

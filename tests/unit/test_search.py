@@ -207,6 +207,48 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     assert chosen["answer"] == "Florence Stone"  # the trace names the node the answer came from
 
 
+def test_choose_answer_by_value_or_by_pooled_support():
+    from traversals.search.tree import choose_answer
+
+    proposals = [("Beatrice Stone", 0.35), ("Sara Dylan", 0.42), ("beatrice  stone", 0.36), ("Sara Dylan", None)]
+    assert choose_answer(proposals, "value") == 1
+    # the two Beatrice proposals pool 0.71 > 0.42; the better-valued of them is returned
+    assert choose_answer(proposals, "support") == 2
+    assert choose_answer([("A", 0.4), ("B", 0.4)], "support") == 0  # ties: the answer proposed first
+    assert choose_answer([("A", 0.4), ("B", 0.5)], "support") == 1  # one proposal each: the value decides
+    assert choose_answer([], "support") is None
+    with pytest.raises(ValueError, match="support"):
+        choose_answer(proposals, "votes")
+
+
+async def test_without_an_answer_over_the_threshold_the_llm_valued_tree_returns_the_best_supported_answer():
+    # Root: two guesses and a thought; after the thought the first guess comes back. Neither
+    # guess is in the KG (value × 0.7): Beatrice 0.5 → 0.35 twice, Sara 0.6 → 0.42 once.
+    def default(prompt, prefix, n, t):
+        if not history(prompt):
+            return ["ANSWER: Beatrice Stone", "ANSWER: Sara Dylan", "THINK: a"]
+        return ["ANSWER: Beatrice Stone", "THINK: b", "EXPAND_KG: go"]
+
+    def answer_value(prompt, prefix, n, t):
+        return f"So the score for the provided answer should be {0.5 if 'Provided answer: Beatrice' in prompt else 0.6}"
+
+    def run(**cfg):
+        llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, "0.5"), (ENTITIES, "Q392"),
+                                 (RELATION, "P25"), (DEFAULT, default)])
+        return solver(llm, k=3, max_expansions=2, **cfg).ask("Who is Bob Dylan's mother?")
+
+    supported = await run()
+    assert supported.text == "Beatrice Stone" and supported.value == pytest.approx(0.35)
+    assert supported.trace["answer_choice"] == "support" and supported.trace["stopped"] == "max_expansions"
+    proposed = [n["answer"] for n in supported.trace["nodes"] if "answer" in n]
+    assert sorted(proposed) == ["Beatrice Stone", "Beatrice Stone", "Sara Dylan"]
+    best_valued = await run(answer_choice="value")
+    assert best_valued.text == "Sara Dylan" and best_valued.value == pytest.approx(0.42)
+    # an answer over τ is returned as soon as it is found, whatever the choice
+    crossing = await run(threshold=0.4)
+    assert crossing.text == "Sara Dylan" and crossing.trace["stopped"] == "threshold"
+
+
 async def test_the_search_reports_its_events_as_it_goes():
     events = []
     cfg = SearchConfig(k=2, decoding="sampled")
@@ -382,6 +424,8 @@ def test_build_solver_rejects_bad_configuration():
         build_solver("tree", llm, [])
     with pytest.raises(BadInput, match="k = 1"):  # a k = 3 search must not be reported as "chain"
         build_solver("chain", llm, [dylan_kg()], SearchConfig(k=3))
+    with pytest.raises(BadInput, match="answer choice"):
+        build_solver("tree", llm, [dylan_kg()], SearchConfig(answer_choice="votes"))
 
 
 def test_chain_and_tree_get_their_branching_factor_from_the_command_line():

@@ -83,7 +83,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
-              "prior_weight": args.prior_weight,
+              "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 

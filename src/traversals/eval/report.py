@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import BadInput
+from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
 from .metrics import em_in, hits_at_1
 from .runner import RESULTS, RUN, TRACES, Summary, read_results, safe_id, summarize
 from .stats import paired, wilson_interval
@@ -347,6 +348,54 @@ def threshold_table(run: Run, thresholds: Sequence[float] = THRESHOLDS) -> list[
     return out
 
 
+def choice_cut(trace: dict | None, how: str) -> str | None:
+    """The answer a tree or chain search would have returned with answer choice ``how``
+    (``TreeConfig.answer_choice``), replayed exactly: the choice decides only which answer
+    a search returns when none crossed τ, never what it expands. A search that stopped at
+    τ keeps its answer. None for a trace without search nodes (CoT, no trace)."""
+    nodes = _nodes(trace)
+    if not trace or not nodes or "config" not in trace:
+        return None
+    if trace.get("stopped") == "threshold":
+        return str(trace.get("answer", ""))
+    answers = sorted(proposed_answers(trace), key=lambda n: n["id"])
+    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how)
+    return answers[chosen]["answer"] if chosen is not None else str(trace.get("answer", ""))
+
+
+@dataclass(frozen=True)
+class ChoiceRow:
+    choice: str
+    #: the choice the run was made with (traces before the option: "value")
+    own: bool
+    n: int
+    hits_at_1: float
+    em_in: float
+    #: questions whose answer differs from the run's
+    changed: int
+
+
+def choice_table(run: Run) -> list[ChoiceRow]:
+    """Hits@1 and EM-in of ``run`` with each answer choice, replayed from its traces; empty
+    unless every question's search can be replayed (tree and chain runs with traces)."""
+    rows = [r for r in run.rows if not r.get("error")]
+    traces = [run.trace(r) for r in rows]
+    if not traces or any(choice_cut(t, "value") is None for t in traces):
+        return []
+    own = {(t or {}).get("answer_choice", "value") for t in traces}
+    out = []
+    for how in ANSWER_CHOICES:
+        answers = [choice_cut(t, how) or "" for t in traces]
+        n = len(rows)
+        out.append(ChoiceRow(
+            how, own == {how}, n,
+            sum(hits_at_1(a, r.get("gold")) for a, r in zip(answers, rows)) / n,
+            sum(em_in(a, r.get("gold")) for a, r in zip(answers, rows)) / n,
+            sum(answer_key(a) != answer_key(str(r.get("answer", ""))) for a, r in zip(answers, rows)),
+        ))  # fmt: skip
+    return out
+
+
 # --------------------------------------------------------------------------- plots
 
 
@@ -630,6 +679,24 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
             "Nothing to replay: only tree and chain runs with the LLM as the value function can be "
             "replayed at another threshold (a trained value's early answers depend on τ)."
         )
+    lines.append("")
+
+    # the answer choice replayed
+    lines += ["## Answer choice replayed", ""]
+    crows = [[f"{r.label} · {r.dataset}", row.choice + (" (the run's)" if row.own else ""), str(row.n),
+              _pct(row.hits_at_1), _pct(row.em_in), str(row.changed)]
+             for r in runs for row in choice_table(r)]
+    if crows:
+        lines += [
+            "When no answer's value crossed τ a search returns either the best-valued answer "
+            "(`value`, Algorithm 1) or the answer whose proposals' values sum highest (`support`; "
+            "`--answer-choice`). The choice does not change what a search expands, so each run is "
+            "replayed exactly with both; changed: questions whose answer would differ from the run's.",
+            "",
+        ]
+        lines += _table(["run", "answer choice", "n", "Hits@1 %", "EM-in %", "changed"], crows)
+    else:
+        lines.append("Nothing to replay: only tree and chain runs with traces choose among proposed answers.")
     lines.append("")
     md.write_text("\n".join(lines), encoding="utf-8")
     return md

@@ -21,9 +21,13 @@ the answer is in hand: a default state whose stop head is above τ is asked for 
 at once (``TreeConfig.answer_when_rated``) instead of letting the LLM choose THINK or
 EXPAND_KG there.
 
-Return value: the best-valued answer found. When no answer crossed τ the best one found
-is still returned (with its value, so callers can threshold it); when there is none the
-answer is "Cannot find answer" (:data:`~traversals.search.result.NO_ANSWER`).
+Return value: the answer whose value crossed τ. When none did, the search still answers
+(with a value, so callers can threshold it): by default with the LLM value the answer with
+the most *support* — the proposals naming the same answer pool their values, so an answer
+the tree reached on several branches beats one rated a little higher once — and with a
+trained value the best-valued one, Algorithm 1's choice (``TreeConfig.answer_choice``,
+:func:`choose_answer`). When there is no answer at all it is "Cannot find answer"
+(:data:`~traversals.search.result.NO_ANSWER`).
 """
 
 from __future__ import annotations
@@ -94,6 +98,45 @@ class TreeConfig:
     #: write"): w = 1 is their product. None: 1 with a trained value (measured: MetaQA
     #: 1/2-hop, docs/results.md), 0 with the LLM value (the paper's tree)
     prior_weight: float | None = None
+    #: the answer returned when no answer's value crossed τ (:func:`choose_answer`):
+    #: "value", the best-valued answer (Algorithm 1), or "support", the answer whose
+    #: proposals' values sum highest. None: "support" with the LLM value (its ratings are
+    #: nearly flat; measured on MetaQA, docs/decisions.md), "value" with a trained value
+    answer_choice: str | None = None
+
+
+#: the ways of choosing the answer when none crossed τ (``TreeConfig.answer_choice``)
+ANSWER_CHOICES = ("value", "support")
+
+
+def answer_key(text: str) -> str:
+    """What makes two proposed answers the same answer: the text, case and spacing aside."""
+    return " ".join(text.casefold().split())
+
+
+def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value") -> int | None:
+    """Index of the answer to return among ``(text, value)`` proposals (None if empty).
+
+    "value": the best-valued proposal (ties: the first). "support": proposals naming the
+    same answer (:func:`answer_key`) pool their values — self-consistency over the tree:
+    an answer reached on several branches is better supported than one rated a little
+    higher once — and the best-valued proposal of the answer with the largest sum is
+    returned (ties: the answer proposed first)."""
+    if how not in ANSWER_CHOICES:
+        raise ValueError(f"unknown answer choice {how!r}; choose one of {', '.join(ANSWER_CHOICES)}")
+    if not answers:
+        return None
+    if how == "support":
+        pooled: dict[str, float] = {}
+        for text, value in answers:
+            key = answer_key(text)
+            pooled[key] = pooled.get(key, 0.0) + (value or 0.0)
+        top = max(pooled.values())
+        winner = next(answer_key(t) for t, _ in answers if pooled[answer_key(t)] == top)
+        candidates = [i for i, (t, _) in enumerate(answers) if answer_key(t) == winner]
+    else:
+        candidates = list(range(len(answers)))
+    return max(candidates, key=lambda i: (answers[i][1] or 0.0, -i))
 
 
 #: answers an ANSWER action proposes with a trained value when ``TreeConfig.answers`` is None
@@ -197,6 +240,9 @@ class TreeOfTraversals:
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
         prior_weight = (1.0 if self.value is not None else 0.0) if cfg.prior_weight is None else cfg.prior_weight
+        answer_choice = cfg.answer_choice or ("value" if self.value is not None else "support")
+        if answer_choice not in ANSWER_CHOICES:
+            raise ValueError(f"unknown answer choice {answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
         asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
@@ -292,7 +338,10 @@ class TreeOfTraversals:
             if pending:
                 await answer_from(max(pending, key=lambda n: (n.value or 0.0, n.depth, n.id)),
                                   "answered when the expansions ran out")
-        best = max(answers, key=lambda n: (n.value or 0.0, -n.id), default=None)
+        answers.sort(key=lambda n: n.id)
+        # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
+        chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else answer_choice)
+        best = answers[chosen] if chosen is not None else None
         usage = Usage()
         for n in nodes:
             usage.merge(n.usage)
@@ -318,6 +367,7 @@ class TreeOfTraversals:
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "prior_weight": prior_weight,
+            "answer_choice": answer_choice,
             "expansions": expansions,
             "duplicates": sum(n.duplicate for n in nodes),
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
