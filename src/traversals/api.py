@@ -45,8 +45,8 @@ class SearchConfig:
     #: the paper's). None: 1 with a value model, 0 with the LLM value
     prior_weight: float | None = None
     #: tree/chain: the answer returned when none crossed τ: "value" (the best-valued) or
-    #: "support" (values pooled per answer). None: "support" with the LLM value, "value" with a value model
-    answer_choice: str | None = None
+    #: "support" (values pooled per answer)
+    answer_choice: str = "value"
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -85,7 +85,7 @@ def build_solver(
         raise BadInput("--k must be at least 1")
     if cfg.prior_weight is not None and not cfg.prior_weight >= 0:
         raise BadInput(f"--prior-weight must be 0 or more, got {cfg.prior_weight}")
-    if cfg.answer_choice is not None and cfg.answer_choice not in ANSWER_CHOICES:
+    if cfg.answer_choice not in ANSWER_CHOICES:
         raise BadInput(f"unknown answer choice {cfg.answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
     if strategy == "chain" and k != 1:
         raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")

@@ -64,10 +64,10 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
              "docs/decisions.md)",
     )
     p.add_argument(
-        "--answer-choice", choices=("value", "support"), default=None,
+        "--answer-choice", choices=("value", "support"), default="value",
         help="tree/chain: the answer returned when no answer's value crossed the threshold: the best-valued "
              "(value, the paper's) or the one whose proposals' values sum highest (support) "
-             "(default support with the LLM value, value with --value-model; docs/decisions.md)",
+             "(default value; docs/decisions.md)",
     )
 
 

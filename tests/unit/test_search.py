@@ -221,7 +221,7 @@ def test_choose_answer_by_value_or_by_pooled_support():
         choose_answer(proposals, "votes")
 
 
-async def test_without_an_answer_over_the_threshold_the_llm_valued_tree_returns_the_best_supported_answer():
+async def test_without_an_answer_over_the_threshold_the_tree_returns_the_best_valued_or_the_best_supported_answer():
     # Root: two guesses and a thought; after the thought the first guess comes back. Neither
     # guess is in the KG (value × 0.7): Beatrice 0.5 → 0.35 twice, Sara 0.6 → 0.42 once.
     def default(prompt, prefix, n, t):
@@ -237,15 +237,16 @@ async def test_without_an_answer_over_the_threshold_the_llm_valued_tree_returns_
                                  (RELATION, "P25"), (DEFAULT, default)])
         return solver(llm, k=3, max_expansions=2, **cfg).ask("Who is Bob Dylan's mother?")
 
-    supported = await run()
+    best_valued = await run()  # the default: Algorithm 1's best-valued answer
+    assert best_valued.text == "Sara Dylan" and best_valued.value == pytest.approx(0.42)
+    assert best_valued.trace["answer_choice"] == "value"
+    supported = await run(answer_choice="support")
     assert supported.text == "Beatrice Stone" and supported.value == pytest.approx(0.35)
     assert supported.trace["answer_choice"] == "support" and supported.trace["stopped"] == "max_expansions"
     proposed = [n["answer"] for n in supported.trace["nodes"] if "answer" in n]
     assert sorted(proposed) == ["Beatrice Stone", "Beatrice Stone", "Sara Dylan"]
-    best_valued = await run(answer_choice="value")
-    assert best_valued.text == "Sara Dylan" and best_valued.value == pytest.approx(0.42)
     # an answer over τ is returned as soon as it is found, whatever the choice
-    crossing = await run(threshold=0.4)
+    crossing = await run(threshold=0.4, answer_choice="support")
     assert crossing.text == "Sara Dylan" and crossing.trace["stopped"] == "threshold"
 
 

@@ -22,11 +22,10 @@ at once (``TreeConfig.answer_when_rated``) instead of letting the LLM choose THI
 EXPAND_KG there.
 
 Return value: the answer whose value crossed τ. When none did, the search still answers
-(with a value, so callers can threshold it): by default with the LLM value the answer with
-the most *support* — the proposals naming the same answer pool their values, so an answer
-the tree reached on several branches beats one rated a little higher once — and with a
-trained value the best-valued one, Algorithm 1's choice (``TreeConfig.answer_choice``,
-:func:`choose_answer`). When there is no answer at all it is "Cannot find answer"
+(with a value, so callers can threshold it): by default the best-valued answer found,
+Algorithm 1's choice, or, opt-in, the answer with the most *support* — the proposals naming
+the same answer pool their values (``TreeConfig.answer_choice``, :func:`choose_answer`).
+When there is no answer at all it is "Cannot find answer"
 (:data:`~traversals.search.result.NO_ANSWER`).
 """
 
@@ -100,9 +99,10 @@ class TreeConfig:
     prior_weight: float | None = None
     #: the answer returned when no answer's value crossed τ (:func:`choose_answer`):
     #: "value", the best-valued answer (Algorithm 1), or "support", the answer whose
-    #: proposals' values sum highest. None: "support" with the LLM value (its ratings are
-    #: nearly flat; measured on MetaQA, docs/decisions.md), "value" with a trained value
-    answer_choice: str | None = None
+    #: proposals' values sum highest — better on MetaQA 1-hop with the 1.5B model's flat
+    #: ratings, worse on 2-hop, where the first hop's entities are proposed most often
+    #: (docs/decisions.md)
+    answer_choice: str = "value"
 
 
 #: the ways of choosing the answer when none crossed τ (``TreeConfig.answer_choice``)
@@ -240,7 +240,7 @@ class TreeOfTraversals:
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
         prior_weight = (1.0 if self.value is not None else 0.0) if cfg.prior_weight is None else cfg.prior_weight
-        answer_choice = cfg.answer_choice or ("value" if self.value is not None else "support")
+        answer_choice = cfg.answer_choice
         if answer_choice not in ANSWER_CHOICES:
             raise ValueError(f"unknown answer choice {answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
         asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
