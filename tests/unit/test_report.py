@@ -195,6 +195,15 @@ def llm_valued_trace(answer_values, *, final, threshold=0.8, value_function="llm
     return {"answer": final, "value_function": value_function, "config": {"threshold": threshold}, "nodes": nodes}
 
 
+class Replayable(TraceSolver):
+    """Answers with the planned trace's every key (stop reason, config, value function)."""
+
+    async def ask(self, question, *, topic_entities=None):
+        answer = await super().ask(question)
+        answer.trace.update(self.plans[question][1])
+        return answer
+
+
 def test_an_llm_valued_search_is_replayed_at_a_lower_threshold():
     from traversals.eval.report import threshold_cut
 
@@ -222,12 +231,6 @@ def test_an_llm_valued_search_is_replayed_at_a_lower_threshold():
 async def test_the_report_replays_llm_valued_runs_at_lower_thresholds(tmp_path):
     ds = dataset()
     gold = {"q0": "Rome", "q1": "Oslo", "q2": "Lima", "q3": "Kiev"}
-
-    class Replayable(TraceSolver):
-        async def ask(self, question, *, topic_entities=None):
-            answer = await super().ask(question)
-            answer.trace.update(self.plans[question][1])
-            return answer
 
     # q0: right at once (0.6), the search ran on and answered a wrong, higher-rated answer
     plans = {q: ("Wrong", llm_valued_trace([0.6, 0.7], final="Wrong")) for q in gold}
@@ -260,12 +263,6 @@ def test_the_answer_choice_is_replayed_from_the_proposed_answers():
 async def test_the_report_replays_each_run_with_both_answer_choices(tmp_path):
     ds = dataset()
     gold = {"q0": "Rome", "q1": "Oslo", "q2": "Lima", "q3": "Kiev"}
-
-    class Replayable(TraceSolver):
-        async def ask(self, question, *, topic_entities=None):
-            answer = await super().ask(question)
-            answer.trace.update(self.plans[question][1])
-            return answer
 
     plans = {}
     for q, right in gold.items():  # right twice at 0.4 and 0.3, wrong once at 0.5: the run said wrong
