@@ -239,10 +239,10 @@ async def test_without_an_answer_over_the_threshold_the_tree_returns_the_best_va
 
     best_valued = await run()  # the default: Algorithm 1's best-valued answer
     assert best_valued.text == "Sara Dylan" and best_valued.value == pytest.approx(0.42)
-    assert best_valued.trace["answer_choice"] == "value"
+    assert best_valued.trace["config"]["answer_choice"] == "value"
     supported = await run(answer_choice="support")
     assert supported.text == "Beatrice Stone" and supported.value == pytest.approx(0.35)
-    assert supported.trace["answer_choice"] == "support" and supported.trace["stopped"] == "max_expansions"
+    assert supported.trace["config"]["answer_choice"] == "support" and supported.trace["stopped"] == "max_expansions"
     proposed = [n["answer"] for n in supported.trace["nodes"] if "answer" in n]
     assert sorted(proposed) == ["Beatrice Stone", "Beatrice Stone", "Sara Dylan"]
     # an answer over τ is returned as soon as it is found, whatever the choice

@@ -382,7 +382,7 @@ def choice_table(run: Run) -> list[ChoiceRow]:
     traces = [run.trace(r) for r in rows]
     if not traces or any(choice_cut(t, "value") is None for t in traces):
         return []
-    own = {(t or {}).get("answer_choice", "value") for t in traces}
+    own = {((t or {}).get("config") or {}).get("answer_choice", "value") for t in traces}
     out = []
     for how in ANSWER_CHOICES:
         answers = [choice_cut(t, how) or "" for t in traces]

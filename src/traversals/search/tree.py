@@ -367,7 +367,6 @@ class TreeOfTraversals:
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
             "prior_weight": prior_weight,
-            "answer_choice": answer_choice,
             "expansions": expansions,
             "duplicates": sum(n.duplicate for n in nodes),
             "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
