@@ -380,13 +380,13 @@ def choice_table(run: Run) -> list[ChoiceRow]:
     unless every question's search can be replayed (tree and chain runs with traces)."""
     rows = [r for r in run.rows if not r.get("error")]
     traces = [run.trace(r) for r in rows]
-    if not traces or any(choice_cut(t, "value") is None for t in traces):
+    cuts = {how: [choice_cut(t, how) for t in traces] for how in ANSWER_CHOICES}
+    if not traces or any(a is None for answers in cuts.values() for a in answers):
         return []
     own = {((t or {}).get("config") or {}).get("answer_choice", "value") for t in traces}
     out = []
-    for how in ANSWER_CHOICES:
-        answers = [choice_cut(t, how) or "" for t in traces]
-        n = len(rows)
+    n = len(rows)
+    for how, answers in cuts.items():
         out.append(ChoiceRow(
             how, own == {how}, n,
             sum(hits_at_1(a, r.get("gold")) for a, r in zip(answers, rows)) / n,

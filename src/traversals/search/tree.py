@@ -104,6 +104,10 @@ class TreeConfig:
     #: (docs/decisions.md)
     answer_choice: str = "value"
 
+    def __post_init__(self) -> None:
+        if self.answer_choice not in ANSWER_CHOICES:
+            raise ValueError(f"unknown answer choice {self.answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
+
 
 #: the ways of choosing the answer when none crossed τ (``TreeConfig.answer_choice``)
 ANSWER_CHOICES = ("value", "support")
@@ -240,9 +244,6 @@ class TreeOfTraversals:
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
         prior_weight = (1.0 if self.value is not None else 0.0) if cfg.prior_weight is None else cfg.prior_weight
-        answer_choice = cfg.answer_choice
-        if answer_choice not in ANSWER_CHOICES:
-            raise ValueError(f"unknown answer choice {answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
         asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
         init_usage = Usage()
         entities = await linker.initialize(question, init_usage, topic_entities)
@@ -340,7 +341,7 @@ class TreeOfTraversals:
                                   "answered when the expansions ran out")
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
-        chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else answer_choice)
+        chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice)
         best = answers[chosen] if chosen is not None else None
         usage = Usage()
         for n in nodes:
