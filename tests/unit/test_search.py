@@ -657,6 +657,41 @@ async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ra
 
 
 
+async def test_a_tree_resamples_a_repeated_thought_instead_of_keeping_an_invalid_node():
+    # k = 3 proposes every action type, so no other type can take a repeated greedy
+    # thought's place: the thought is sampled again, and dropped if it still repeats
+    table = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
+
+    def score(prompt, options, prefix):  # values favour the branch that thought first
+        if prefix.startswith(("RATING", "So the score")):
+            want = "1.0" if "THINK: the same thought" in prompt else "0.5"
+            return [0.0 if o == want else -5.0 for o in options]
+        return table(prompt, options, prefix)
+
+    def thoughts(nodes):
+        return [n["action"]["text"] for n in nodes if n["action"] and n["action"]["type"] == "THINK"]
+
+    async def run(think):
+        llm = scripted(score=score, answer_value="0.5", extra=[
+            (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+            (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+            (lambda text: text.endswith("THINK:"), think),
+        ])
+        s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=3, decoding="constrained", max_expansions=8))
+        return llm, (await s.ask("Who is Bob Dylan's maternal grandmother?")).trace["nodes"]
+
+    fresh = iter(range(1, 100))
+    llm, nodes = await run(lambda p, x, n, t: " the same thought" if t == 0 else f" fresh thought {next(fresh)}")
+    assert not [n for n in nodes if n.get("note") == "repeated thought"]
+    assert thoughts(nodes).count("the same thought") == 1 and "fresh thought 1" in thoughts(nodes)
+    assert [c.temperature > 0 for c in llm.generate_calls if c.prefix == "THINK:"] == [False, False, True]
+    # a thought that keeps repeating is dropped: the other action types stay
+    llm, nodes = await run(" the same thought")
+    assert not [n for n in nodes if n.get("note") == "repeated thought"]
+    assert thoughts(nodes) == ["the same thought"]
+    assert sum(c.temperature > 0 for c in llm.generate_calls if c.prefix == "THINK:") == 2  # THOUGHT_RETRIES
+
+
 def test_yes_no_questions_are_told_apart_from_wh_questions():
     from traversals.search.policy import is_yes_no_question
 

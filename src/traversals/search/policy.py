@@ -40,6 +40,8 @@ _BARE_ACTION = re.compile(r"^\W*(THINK|EXPAND[ _]KG|ANSWER)\W*$", re.I)
 ANSWER_PREFIX = "ANSWER: "
 MAX_ANSWER_CANDIDATES = 60
 MAX_LIST_ANSWER = 20
+#: sampled retries of a greedy thought that repeats an earlier one (see Policy._fresh_thoughts)
+THOUGHT_RETRIES = 2
 
 
 def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
@@ -174,6 +176,8 @@ class Policy:
             while rest and any(self._unusable(node, a) for a in actions):
                 actions = [a for a in actions if not self._unusable(node, a)]
                 actions.extend(await self._act(query, prompt, node, rest.pop(0), usage))
+            if any(self._unusable(node, a) for a in actions):
+                actions = await self._fresh_thoughts(prompt, node, actions, usage)
             return Proposal(actions, priors)
         options = self.machine.options(node)
         if not options:
@@ -192,6 +196,24 @@ class Policy:
         if kind is ActionType.ANSWER:
             return await self._grounded_answers(query, prompt, node, usage)
         return [await self._free_text(prompt, node, kind, usage, temperature=0.0)]
+
+    async def _fresh_thoughts(self, prompt: str, node: Node, actions: list[Action], usage: Usage) -> list[Action]:
+        """Every action type is proposed already (k covers them all, as in a tree with
+        k = 3) and a greedy thought repeats an earlier one: sample the thought again at
+        ``diverse_temperature``, up to :data:`THOUGHT_RETRIES` times. A thought that
+        still repeats is dropped while another action remains, so it never becomes an
+        invalid node; other unusable outputs stay (visible and retried)."""
+        out: list[Action] = []
+        for a in actions:
+            if not repeats_thought(node, a):
+                out.append(a)
+                continue
+            for _ in range(THOUGHT_RETRIES):
+                again = await self._free_text(prompt, node, ActionType.THINK, usage, temperature=self.diverse_temperature)
+                if not self._unusable(node, again) and again not in actions and again not in out:
+                    out.append(again)
+                    break
+        return out or actions
 
     @staticmethod
     def _unusable(node: Node, action: Action) -> bool:
