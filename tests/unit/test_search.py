@@ -657,6 +657,23 @@ async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ra
 
 
 
+async def test_an_expansion_right_after_a_thought_carries_that_thought_without_a_call():
+    score = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
+    llm = scripted(score=score, extra=[
+        (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+        (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        (lambda text: text.endswith("THINK:"), " first the mother of Bob Dylan"),
+    ])
+    s = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="constrained", max_depth=9))
+    nodes = (await s.ask("Who is Bob Dylan's maternal grandmother?")).trace["nodes"]
+    acts = [(n["action"]["type"], n["action"]["text"]) for n in nodes if n["action"]]
+    assert acts[:2] == [("THINK", "first the mother of Bob Dylan"), ("EXPAND_KG", "first the mother of Bob Dylan")]
+    # the second expansion follows a SELECT RELATION, not a thought: its text is generated
+    assert ("EXPAND_KG", "look up the mother") in acts
+    gens = [c for c in llm.generate_calls if c.prefix == "EXPAND_KG:"]
+    assert gens and all("THINK:" not in history(c.prompt)[-1] for c in gens)
+
+
 async def test_a_tree_resamples_a_repeated_thought_instead_of_keeping_an_invalid_node():
     # k = 3 proposes every action type, so no other type can take a repeated greedy
     # thought's place: the thought is sampled again, and dropped if it still repeats

@@ -69,6 +69,12 @@ def repeats_thought(node: "Node", action: "Action") -> bool:
     return action.type is ActionType.THINK and action.history_line(node.subgraph) in node.history
 
 
+def last_thought(node: "Node") -> str:
+    """The thought of the node's last action when that action is a THINK, else ""."""
+    last = node.history[-1] if node.history else ""
+    return last.split(":", 1)[1].strip() if last.startswith("THINK:") else ""
+
+
 def expansion_goal(history: Sequence[str]) -> str:
     """What the current expansion is for: the thought right before EXPAND_KG if there is
     one (the 1.5B model's EXPAND_KG text often copies the prompt's example, "the country

@@ -8,7 +8,10 @@ Two decodings:
 * ``constrained`` — for backends that expose token log-probabilities: every valid option
   (action type, entity, relation) is scored, k distinct ones are drawn from that
   distribution, so no invalid or invented choice can appear. Free text (a thought, an
-  answer) is then generated greedily after the chosen action word.
+  answer) is then generated greedily after the chosen action word; an EXPAND_KG right
+  after a THINK carries that thought (it is the expansion's goal) instead of a generated
+  text, and a greedy thought that repeats an earlier one is replaced by the next-ranked
+  action type or, when every type is proposed already, sampled again.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, option_probs, pick
-from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, repeats_thought
+from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, last_thought, repeats_thought
 from .provenance import reached_back
 from .subgraph import Fact
 
@@ -195,6 +198,11 @@ class Policy:
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:
             return await self._grounded_answers(query, prompt, node, usage)
+        thought = last_thought(node)
+        if kind is ActionType.EXPAND_KG and thought:
+            # The thought just written is the expansion's goal (machine.expansion_goal)
+            # and the model's EXPAND_KG text mostly copies a thought: no call for it.
+            return [Action(ActionType.EXPAND_KG, thought)]
         return [await self._free_text(prompt, node, kind, usage, temperature=0.0)]
 
     async def _fresh_thoughts(self, prompt: str, node: Node, actions: list[Action], usage: Usage) -> list[Action]:
