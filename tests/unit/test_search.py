@@ -639,14 +639,21 @@ def test_dead_ends_are_screened_by_default_only_when_every_kg_is_embedded():
         screen_limit(-1, [local])
 
 
-async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ranked_action():
-    score = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
+#: the 1.5B model's habit: THINK first, EXPAND_KG next
+THINK_FIRST = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
 
-    llm = scripted(score=score, extra=[
+
+def thinking_llm(thought, score=THINK_FIRST, **kw):
+    """A scripted model that prefers to think; ``thought`` is its THINK text (or a rule)."""
+    return scripted(score=score, **kw, extra=[
         (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
         (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
-        (lambda text: text.endswith("THINK:"), " the same thought"),
+        (lambda text: text.endswith("THINK:"), thought),
     ])
+
+
+async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ranked_action():
+    llm = thinking_llm(" the same thought")
     s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=12))
     answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
     nodes = answer.trace["nodes"]
@@ -656,14 +663,8 @@ async def test_constrained_decoding_replaces_a_repeated_thought_with_the_next_ra
     assert [n["action"]["relation"]["key"] for n in nodes if n["action"] and n["action"]["type"] == "SELECT_RELATION"][:2] == ["P25", "P25"]
 
 
-
 async def test_an_expansion_right_after_a_thought_carries_that_thought_without_a_call():
-    score = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
-    llm = scripted(score=score, extra=[
-        (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
-        (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
-        (lambda text: text.endswith("THINK:"), " first the mother of Bob Dylan"),
-    ])
+    llm = thinking_llm(" first the mother of Bob Dylan")
     s = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="constrained", max_depth=9))
     nodes = (await s.ask("Who is Bob Dylan's maternal grandmother?")).trace["nodes"]
     acts = [(n["action"]["type"], n["action"]["text"]) for n in nodes if n["action"]]
@@ -677,23 +678,17 @@ async def test_an_expansion_right_after_a_thought_carries_that_thought_without_a
 async def test_a_tree_resamples_a_repeated_thought_instead_of_keeping_an_invalid_node():
     # k = 3 proposes every action type, so no other type can take a repeated greedy
     # thought's place: the thought is sampled again, and dropped if it still repeats
-    table = table_score({"THINK": -0.1, "EXPAND_KG": -1.0, "ANSWER": -3.0, "Florence Stone": -0.1})
-
     def score(prompt, options, prefix):  # values favour the branch that thought first
         if prefix.startswith(("RATING", "So the score")):
             want = "1.0" if "THINK: the same thought" in prompt else "0.5"
             return [0.0 if o == want else -5.0 for o in options]
-        return table(prompt, options, prefix)
+        return THINK_FIRST(prompt, options, prefix)
 
     def thoughts(nodes):
         return [n["action"]["text"] for n in nodes if n["action"] and n["action"]["type"] == "THINK"]
 
     async def run(think):
-        llm = scripted(score=score, answer_value="0.5", extra=[
-            (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
-            (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
-            (lambda text: text.endswith("THINK:"), think),
-        ])
+        llm = thinking_llm(think, score=score, answer_value="0.5")
         s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=3, decoding="constrained", max_expansions=8))
         return llm, (await s.ask("Who is Bob Dylan's maternal grandmother?")).trace["nodes"]
 
