@@ -47,6 +47,8 @@ class SearchConfig:
     #: tree/chain: the answer returned when none crossed τ: "value" (the best-valued) or
     #: "support" (values pooled per answer)
     answer_choice: str = "value"
+    #: tree/chain: selections also offer all the entities the latest expansion reached as one option
+    group_selection: bool = False
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -102,6 +104,7 @@ def build_solver(
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,
+        group_selection=cfg.group_selection,
     )
     value = None
     if cfg.value_model:

@@ -69,6 +69,11 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
              "(value, the paper's) or the one whose proposals' values sum highest (support) "
              "(default value; docs/decisions.md)",
     )
+    p.add_argument(
+        "--group-selection", action=argparse.BooleanOptionalAction, default=None,
+        help="tree/chain: entity selections also offer all the entities the latest expansion reached as one "
+             "option (the paper's several IDs; default off; docs/decisions.md)",
+    )
 
 
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:

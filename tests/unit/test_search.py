@@ -784,3 +784,77 @@ async def test_a_repeated_answer_on_the_same_path_is_valued_once():
     assert len({*first}) == 1 and len(llm.score_calls) == 1
     await values.evaluate(query, await machine.transition(root, Action(ActionType.ANSWER, "Sara Dylan"), u), u)
     assert len(llm.score_calls) == 2  # another answer is another prompt
+
+
+def films_kg() -> DictKG:
+    """Actor X starred in films A and B; their genres."""
+    return DictKG([("a", "starring", "x"), ("b", "starring", "x"), ("a", "has_genre", "comedy"),
+                   ("a", "has_genre", "drama"), ("b", "has_genre", "drama"), ("b", "has_genre", "mystery")],
+                  labels={"x": "Actor X", "a": "Film A", "b": "Film B", "comedy": "Comedy", "drama": "Drama",
+                          "mystery": "Mystery"}, relation_labels={})
+
+
+async def test_a_selection_offers_what_the_latest_expansion_reached_as_one_option():
+    # the paper's LLM may select "E2, E3"; option scoring offers what the machine lists
+    kg = films_kg()
+    u = Usage()
+    for group_option in (True, False):
+        machine = Machine(KGSet([kg]), group_option=group_option)
+        films = await expand(machine, machine.root(Subgraph().with_entities([kg.entities["x"]])), kg.entities["x"],
+                             "~starring", u)
+        selecting = await machine.transition(films, Action(ActionType.EXPAND_KG, "go"), u)
+        options = machine.options(selecting)
+        singles = [a.entities for _, a in options if len(a.entities) == 1]
+        assert sorted(e.label for (e,) in singles) == ["Film A", "Film B"]  # Actor X: exhausted
+        groups = [(t, a.entities) for t, a in options if len(a.entities) > 1]
+        if not group_option:
+            assert groups == []
+            continue
+        # first, the question's own entity left out; the prompt lists it among the options
+        (text, entities), = groups
+        assert options[0][1].entities == entities and {e.label for e in entities} == {"Film A", "Film B"}
+        handles = ", ".join(selecting.subgraph.handle(e) for e in entities)
+        assert text == handles  # the IDs, as the paper's LLM writes a selection of several
+        assert text in machine.prompt("what genres are the films of [Actor X]", selecting)
+        # selected, its relation options are the films' own together
+        chosen = await machine.transition(selecting, options[0][1], u)
+        assert chosen.selected == entities and {r.key for r in chosen.relation_options} >= {"has_genre"}
+        # after one film's genres, the group is what that expansion reached, not the films
+        one = await expand(machine, films, kg.entities["a"], "has_genre", u)
+        again = await machine.transition(one, Action(ActionType.EXPAND_KG, "go"), u)
+        assert [{e.label for e in a.entities} for _, a in machine.options(again) if len(a.entities) > 1] in (
+            [], [{"Comedy", "Drama"}])
+
+
+async def test_a_chain_that_selects_the_group_answers_with_the_union_of_its_targets():
+    # "what are the genres of the films X starred in", scored options: the group preferred
+    kg = films_kg()
+
+    def score(prompt, options, prefix):
+        hops = sum(ln.startswith("SELECT RELATION") for ln in history(prompt)) if "Previous Actions:" in prompt else 0
+        table = {"EXPAND_KG": -0.1 if hops < 2 else -3.0, "THINK": -3.0, "ANSWER": -2.0 if hops < 2 else -0.1,
+                 "~starring": -0.1, "has_genre": -0.1}
+        out = []
+        for o in options:
+            if prefix.startswith(("RATING", "So the score")):
+                out.append(0.0 if o == "1.0" else -5.0)
+            elif ENTITIES in prompt.rsplit("Current task", 1)[-1]:
+                out.append(-0.5 if "," in o else -1.0 if "Actor X" in o and "already" not in o else -2.0)
+            else:
+                out.append(table.get(o, -6.0))
+        return out
+
+    llm = scripted(score=score, extra=[
+        (lambda text: text.endswith("ANSWER:"), " Drama"),
+        (lambda text: text.endswith("EXPAND_KG:"), " the genres"),
+    ])
+    for group_selection in (True, False):
+        s = build_solver("chain", llm, [kg], SearchConfig(decoding="constrained", group_selection=group_selection))
+        answer = await s.ask("what are the genres of the films [Actor X] starred in", topic_entities=["Actor X"])
+        nodes = answer.trace["nodes"]
+        selections = [[e["label"] for e in n["action"]["entities"]] for n in nodes
+                      if n["action"] and n["action"]["type"] == "SELECT_ENTITIES"]
+        if group_selection:  # the second hop starts from both films: their genres, the commonest first
+            assert selections == [["Actor X"], ["Film A", "Film B"]] and answer.text == "[Drama, Comedy, Mystery]"
+        else:  # one film at a time: the second hop reaches one film's genres
+            assert selections[1] in (["Film A"], ["Film B"]) and answer.text != "[Drama, Comedy, Mystery]"

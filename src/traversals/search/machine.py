@@ -50,6 +50,8 @@ NEUTRAL = "N/A"
 DEFAULT_SCREEN_LIMIT = 50
 
 DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
+#: the most entities the group option of a selection names (:func:`selection_group`)
+MAX_GROUP = 20
 
 
 def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
@@ -85,6 +87,25 @@ def expansion_goal(history: Sequence[str]) -> str:
             source = before if before.startswith("THINK:") else history[i]
             return source.split(":", 1)[1].strip()
     return ""
+
+
+def latest_targets(node: "Node") -> list[Entity]:
+    """The entities the node's latest expansion (on its path from the root) reached, in
+    the order it reached them; none before any expansion."""
+    for n in reversed(node.path()):
+        if n.new_facts:
+            return list(dict.fromkeys(f.target for f in n.new_facts))
+    return []
+
+
+def selection_group(node: "Node", limit: int | None = MAX_GROUP) -> tuple[Entity, ...]:
+    """All the entities the latest expansion reached that are still worth expanding (not
+    exhausted, not the question's own), as one selection — the paper's "E2, E3, E4": the
+    second hop of "the actors in the films directed by X" starts from every film. Empty
+    when fewer than two, or more than ``limit``."""
+    roots = node.path()[0].subgraph.entities
+    group = tuple(e for e in latest_targets(node) if e.id not in node.exhausted and e not in roots)
+    return group if len(group) > 1 and (limit is None or len(group) <= limit) else ()
 
 
 def option_line(key: str, relation: Relation) -> str:
@@ -230,11 +251,15 @@ def normalise_label(text: str) -> str:
 class Machine:
     """Builds prompts, parses outputs, lists options and applies transitions."""
 
-    def __init__(self, kgs: KGSet, *, max_depth: int = 7, screen_limit: int = DEFAULT_SCREEN_LIMIT) -> None:
+    def __init__(
+        self, kgs: KGSet, *, max_depth: int = 7, screen_limit: int = DEFAULT_SCREEN_LIMIT, group_option: bool = False
+    ) -> None:
         self.kgs = kgs
         self.max_depth = max_depth
         #: how many entities an expansion reached are checked for dead ends (0: none)
         self.screen_limit = screen_limit
+        #: selections offer the latest expansion's entities as one option too (:func:`selection_group`)
+        self.group_option = group_option
         self._ids = count()
 
     # -- nodes -----------------------------------------------------------------
@@ -305,11 +330,19 @@ class Machine:
                 note = f"; already expanded: {', '.join(done[e.id])}" if e.id in done else ""
                 return f"{node.subgraph.handle(e)} ({e.label}{note})"
 
-            return [
+            singles = [
                 (text(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
                 for e in reversed(node.subgraph.entities)
                 if e.id not in node.exhausted
             ]
+            group = selection_group(node) if self.group_option else ()
+            if not group:
+                return singles
+            # IDs only, as the paper's LLM writes them: scored as a sum of token log-probs,
+            # a list of labels after them would cost the group its chance (2-hop probes:
+            # the group the model's first choice 1 of 6 times with labels, 4 of 6 without)
+            handles = ", ".join(node.subgraph.handle(e) for e in group)
+            return [(handles, Action(ActionType.SELECT_ENTITIES, entities=group)), *singles]
         if node.state is State.SELECTING_RELATION:
             return [
                 (option_line(k, r), Action(ActionType.SELECT_RELATION, relation=r, relation_key=k))

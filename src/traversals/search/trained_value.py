@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from ..kg.base import Entity
 from ..llm.base import Usage
-from .machine import Action, ActionType, Node, State
+from .machine import Action, ActionType, Node, State, latest_targets, selection_group
 from .provenance import answer_paths, reached_back, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
@@ -68,15 +68,6 @@ def selected_paths(node: Node) -> set[tuple[str, ...]]:
     others = [e for e in node.selected if e not in roots]
     paths |= {_keys(p) for p in walked_paths(node.subgraph, others, roots)}
     return paths or {()}
-
-
-def latest_targets(node: Node) -> list[Entity]:
-    """The entities the node's latest expansion (on its path from the root) reached, in
-    the order it reached them; none before any expansion."""
-    for n in reversed(node.path()):
-        if n.new_facts:
-            return list(dict.fromkeys(f.target for f in n.new_facts))
-    return []
 
 
 def latest_paths(node: Node) -> set[tuple[str, ...]]:
@@ -141,9 +132,8 @@ class TrainedValue:
             _, i = self._best_option(_words(query, node), node)
             return [Action(ActionType.SELECT_RELATION, relation=node.relation_options[i], relation_key=node.relation_keys[i])]
         if node.state is State.SELECTING_ENTITIES:
-            roots = node.path()[0].subgraph.entities
-            group = tuple(e for e in latest_targets(node) if e.id not in node.exhausted and e not in roots)
-            return [Action(ActionType.SELECT_ENTITIES, entities=group)] if len(group) > 1 else []
+            group = selection_group(node, limit=None)
+            return [Action(ActionType.SELECT_ENTITIES, entities=group)] if group else []
         return []
 
     def answer_now(self, query: str, node: Node, threshold: float) -> bool:

@@ -103,6 +103,10 @@ class TreeConfig:
     #: ratings, worse on 2-hop, where the first hop's entities are proposed most often
     #: (docs/decisions.md)
     answer_choice: str = "value"
+    #: constrained decoding: a selection offers all the entities the latest expansion
+    #: reached as one option besides each alone (:func:`~.machine.selection_group`; the
+    #: paper's LLM may select several IDs, option scoring otherwise offers one at a time)
+    group_selection: bool = False
 
     def __post_init__(self) -> None:
         if self.answer_choice not in ANSWER_CHOICES:
@@ -223,7 +227,9 @@ class TreeOfTraversals:
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         cfg = self.config
         started = time.perf_counter()
-        machine = Machine(self.kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends)
+        machine = Machine(
+            self.kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends, group_option=cfg.group_selection
+        )
         policy = Policy(
             self.llm,
             machine,
