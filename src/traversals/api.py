@@ -49,6 +49,9 @@ class SearchConfig:
     answer_choice: str = "value"
     #: tree/chain: selections also offer all the entities the latest expansion reached as one option
     group_selection: bool = False
+    #: tree/chain, constrained decoding: distinct answers an ANSWER proposes, each rated by the
+    #: value. None: k and at least 3 with a value model, 1 with the LLM value
+    answers: int | None = None
     simulations: int = 16  # mcts: simulations per question
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -89,6 +92,8 @@ def build_solver(
         raise BadInput(f"--prior-weight must be 0 or more, got {cfg.prior_weight}")
     if cfg.answer_choice not in ANSWER_CHOICES:
         raise BadInput(f"unknown answer choice {cfg.answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
+    if cfg.answers is not None and cfg.answers < 1:
+        raise BadInput(f"--answers must be at least 1, got {cfg.answers}")
     if strategy == "chain" and k != 1:
         raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")
     tree_cfg = TreeConfig(
@@ -105,6 +110,7 @@ def build_solver(
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,
         group_selection=cfg.group_selection,
+        answers=cfg.answers,
     )
     value = None
     if cfg.value_model:

@@ -69,6 +69,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         prior_weight=args.prior_weight,
         answer_choice=args.answer_choice,
         **({} if args.group_selection is None else {"group_selection": args.group_selection}),
+        answers=args.answers,
     )
 
 

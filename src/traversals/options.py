@@ -74,6 +74,11 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
         help="tree/chain: entity selections also offer all the entities the latest expansion reached as one "
              "option (the paper's several IDs; default off; docs/decisions.md)",
     )
+    p.add_argument(
+        "--answers", type=int, default=None, metavar="N",
+        help="tree/chain, constrained decoding: distinct answers an ANSWER action proposes, each rated by the "
+             "value function (default: k and at least 3 with --value-model, 1 with the LLM value)",
+    )
 
 
 def add_decoding_flag(p: argparse.ArgumentParser) -> None:

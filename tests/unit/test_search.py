@@ -858,3 +858,21 @@ async def test_a_chain_that_selects_the_group_answers_with_the_union_of_its_targ
             assert selections == [["Actor X"], ["Film A", "Film B"]] and answer.text == "[Drama, Comedy, Mystery]"
         else:  # one film at a time: the second hop reaches one film's genres
             assert selections[1] in (["Film A"], ["Film B"]) and answer.text != "[Drama, Comedy, Mystery]"
+
+
+async def test_answers_sets_how_many_distinct_answers_an_answer_action_proposes():
+    # with the LLM value an ANSWER proposes its favourite only, unless asked for more
+    score = table_score({"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392 (Bob Dylan)": -0.2,
+                         "Q62519478 (Beatrice Stone)": -0.1})
+    for answers, expected in ((None, 1), (2, 2)):
+        llm = scripted(score=score, extra=[
+            (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+            (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        ])
+        s = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="constrained", max_depth=6, answers=answers))
+        answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+        done = [n for n in answer.trace["nodes"] if n["state"] == "done"]
+        assert len(done) == expected and all(n["value"] is not None for n in done)
+        assert len({n["action"]["text"] for n in done}) == expected  # distinct
+    with pytest.raises(BadInput, match="--answers"):
+        build_solver("chain", llm, [dylan_kg()], SearchConfig(answers=0))

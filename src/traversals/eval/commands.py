@@ -84,7 +84,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
-              "group_selection": args.group_selection,
+              "group_selection": args.group_selection, "answers": args.answers,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
