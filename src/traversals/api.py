@@ -34,6 +34,8 @@ class SearchConfig:
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
     calibrate: bool = False  # constrained: calibrate relation choices against a neutral prompt (opt-in)
+    #: constrained: rank the KG's answer candidates by PMI with the query (opt-in)
+    calibrate_answers: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -106,6 +108,7 @@ def build_solver(
         seed=cfg.seed,
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
+        calibrate_answers=cfg.calibrate_answers,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,

@@ -92,6 +92,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="constrained decoding: calibrate relation choices against a neutral prompt "
              "(better second hops on MetaQA 2-hop, slower; docs/decisions.md)",
     )
+    p.add_argument(
+        "--calibrate-answers", action=argparse.BooleanOptionalAction, default=None,
+        help="constrained decoding: rank the KG's answer candidates by what the query adds to their "
+             "probability (against the same prompt without the query; default off; docs/decisions.md)",
+    )
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

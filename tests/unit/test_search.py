@@ -876,3 +876,38 @@ async def test_answers_sets_how_many_distinct_answers_an_answer_action_proposes(
         assert len({n["action"]["text"] for n in done}) == expected  # distinct
     with pytest.raises(BadInput, match="--answers"):
         build_solver("chain", llm, [dylan_kg()], SearchConfig(answers=0))
+
+
+async def test_calibrated_answers_rank_the_kgs_candidates_by_what_the_query_adds():
+    # By probability alone the model names the first hop's Beatrice Stone, who is easy to
+    # copy; without the query it names her just as readily, while Florence Stone owes
+    # her probability to the query: pointwise mutual information picks Florence.
+    raw = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q62519478 (Beatrice Stone)": -0.1,
+           "Q392 (Bob Dylan)": -0.2, "Beatrice Stone": -0.5, "Florence Stone": -1.0, "Two grandmothers": -6.0}
+
+    def score(prompt, options, prefix):
+        table = dict(raw)
+        if NEUTRAL_TASK in prompt:
+            table.update({"Beatrice Stone": -0.5, "Florence Stone": -3.0})
+        return [table.get(o, -0.1 if o.startswith("P25") else -4.0) for o in options]
+
+    async def ask(free, calibrate_answers, scores=score):
+        llm = scripted(score=scores, extra=[
+            (lambda text: text.endswith("ANSWER:"), free),
+            (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        ])
+        s = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="constrained", max_depth=6,
+                                                                  calibrate_answers=calibrate_answers))
+        return (await s.ask("Who is Bob Dylan's maternal grandmother?")).text, llm
+
+    assert (await ask(" Beatrice Stone", False))[0] == "Beatrice Stone"
+    text, llm = await ask(" Beatrice Stone", True)
+    assert text == "Florence Stone"
+    neutral = [c for c in llm.score_calls if NEUTRAL_TASK in c.prompt]
+    assert len(neutral) == 1 and neutral[0].transient and "maternal grandmother" not in neutral[0].prompt
+    assert "Beatrice Stone" in neutral[0].options and "Florence Stone" in neutral[0].options
+    # a free text that names no entity of the subgraph (a count) keeps first place when it is the favourite
+    raw["Two grandmothers"] = -0.01
+    assert (await ask(" Two grandmothers", True))[0] == "Two grandmothers"
+    # ... and not when it only restates an entity the KG offers
+    assert (await ask(" It is Beatrice Stone.", True))[0] == "Florence Stone"

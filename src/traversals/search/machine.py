@@ -303,11 +303,11 @@ class Machine:
             )
         raise ValueError(f"no prompt for state {node.state}")
 
-    def neutral_prompt(self, node: Node) -> str:
-        """A selection prompt with the query and the expansion goal taken out (subgraph,
+    def neutral_prompt(self, node: Node, *, force_answer: bool = False) -> str:
+        """The node's prompt with the query and the expansion goal taken out (subgraph,
         history and options kept), for calibrating option probabilities
-        (:func:`~traversals.search.choices.calibrated_probs`)."""
-        return self.prompt(NEUTRAL, node, intent="(none)")
+        (:func:`~traversals.search.choices.calibrated_probs`, the answer choice)."""
+        return self.prompt(NEUTRAL, node, force_answer=force_answer, intent="(none)")
 
     def _relation_lines(self, node: Node) -> list[str]:
         lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]

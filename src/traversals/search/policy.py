@@ -135,6 +135,7 @@ class Policy:
         sample_options: bool = False,
         calibrate: bool = False,
         answers: int = 1,
+        calibrate_answers: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -150,6 +151,9 @@ class Policy:
         self.calibrate = calibrate
         #: constrained decoding: distinct answers an ANSWER proposes (the most probable first)
         self.answers = max(1, answers)
+        #: constrained decoding: rank the KG's answer candidates by pointwise mutual
+        #: information with the query (:meth:`_calibrated_order`)
+        self.calibrate_answers = calibrate_answers
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -157,7 +161,7 @@ class Policy:
         temperature = self.diverse_temperature if (k > 1 or node.invalid) else 0.0
         if force_answer or self.machine.must_answer(node):
             if self.constrained:
-                return Proposal(await self._grounded_answers(query, prompt, node, usage))
+                return Proposal(await self._grounded_answers(query, prompt, node, usage, forced=True))
             return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
         if self.constrained:
             return await self._constrained(query, prompt, node, k, usage, temperature)
@@ -231,13 +235,17 @@ class Policy:
         """Indices of ``n`` distinct options: the top n unless ``sample_options``."""
         return pick(probs, n, temperature=temperature if self.sample_options else 0.0, rng=self.rng)
 
-    async def _grounded_answers(self, query: str, prompt: str, node: Node, usage: Usage) -> list[Action]:
+    async def _grounded_answers(
+        self, query: str, prompt: str, node: Node, usage: Usage, *, forced: bool = False
+    ) -> list[Action]:
         """Answers grounded in the KG: the free-text answer competes with the subgraph's
         entities and entity lists, scored by mean log-probability per token (free text
         still wins for counts, yes/no and comparisons); the ``answers`` best distinct ones,
         best first. A bare yes/no only competes when the query is a yes/no question: the
         small model otherwise copies the preamble's example ("ANSWER: No") for "when was
-        X released"."""
+        X released". With ``calibrate_answers`` the KG's candidates are ranked by
+        :meth:`_calibrated_order` instead. ``forced``: the prompt is the answer-only one
+        (max depth or the budget reached)."""
         free = await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)
         named = answer_candidates(node)
         candidates = list(named)
@@ -252,9 +260,12 @@ class Policy:
         scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
         usage.add_scores(scores)
         per_token = scores.per_token(options)
+        order = sorted(range(len(options)), key=lambda i: -per_token[i])  # stable: ties keep the order
+        if self.calibrate_answers and len(candidates) > 1:
+            order = await self._calibrated_order(node, options, named, scores.logprobs, order[0], usage, forced=forced)
         chosen: list[str] = []
         covered: set[str] = set()
-        for i in sorted(range(len(options)), key=lambda i: -per_token[i]):  # stable: ties keep the order
+        for i in order:
             text = reduce_to_entity(options[i], candidates)
             names = set(named.get(text, (text,)))
             if names <= covered:  # "Film A" after "[Film A, Film B]": nothing new to value
@@ -264,6 +275,44 @@ class Policy:
             if len(chosen) == self.answers:
                 break
         return [Action(ActionType.ANSWER, t) for t in chosen]
+
+    async def _calibrated_order(
+        self,
+        node: Node,
+        options: list[str],
+        named: dict[str, tuple[str, ...]],
+        logprobs: list[float],
+        favourite: int,
+        usage: Usage,
+        *,
+        forced: bool,
+    ) -> list[int]:
+        """Indices of ``options``, the KG's candidates ranked by pointwise mutual
+        information with the query: log P(answer | prompt) − log P(answer | neutral
+        prompt), the neutral prompt being the same prompt with the query taken out
+        (:meth:`~.machine.Machine.neutral_prompt`; Holtzman et al. 2021, "Surface form
+        competition"). By probability alone the 1.5B model names what is easy to copy —
+        the first hop's films, a list — whatever the query; what the query adds to an
+        answer's probability is what makes it the answer. The free text keeps first place
+        when it was the favourite and names no entity of the subgraph (a count, a yes/no,
+        a date the KG lacks); otherwise it comes last. One more scoring call (beside the
+        cached context, like the relation calibration)."""
+        entity_idx = [i for i, o in enumerate(options) if o in named]
+        neutral = await self.llm.score(
+            self.machine.neutral_prompt(node, force_answer=forced),
+            [options[i] for i in entity_idx],
+            prefix=ANSWER_PREFIX,
+            transient=True,
+        )
+        usage.add_scores(neutral)
+        pmi = {i: logprobs[i] - n for i, n in zip(entity_idx, neutral.logprobs)}
+        ranked = sorted(entity_idx, key=lambda i: -pmi[i])  # stable: ties keep the order
+        rest = [i for i in range(len(options)) if i not in pmi]
+        labels = {e.label.casefold() for e in node.subgraph.entities}
+        free = options[favourite]
+        if favourite not in pmi and reduce_to_entity(free, list(named)) not in named and free.casefold() not in labels:
+            return [favourite] + ranked + [i for i in rest if i != favourite]
+        return ranked + rest
 
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"

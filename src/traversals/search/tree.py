@@ -68,6 +68,9 @@ class TreeConfig:
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
     calibrate: bool = False
+    #: constrained decoding: rank the KG's answer candidates by pointwise mutual information
+    #: with the query (:meth:`~.policy.Policy._calibrated_order`)
+    calibrate_answers: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
@@ -239,6 +242,7 @@ class TreeOfTraversals:
             rng=random.Random(cfg.seed),
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
+            calibrate_answers=cfg.calibrate_answers,
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
