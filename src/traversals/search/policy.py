@@ -45,6 +45,9 @@ MAX_ANSWER_CANDIDATES = 60
 MAX_LIST_ANSWER = 20
 #: sampled retries of a greedy thought that repeats an earlier one (see Policy._fresh_thoughts)
 THOUGHT_RETRIES = 2
+#: ``calibrate_answers``: weight of the neutral prompt's log-probability (1: PMI; chosen on
+#: MetaQA dev 1-hop and 2-hop chains, checked on 3-hop: docs/decisions.md)
+ANSWER_PMI_WEIGHT = 0.5
 
 
 def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
@@ -287,13 +290,15 @@ class Policy:
         *,
         forced: bool,
     ) -> list[int]:
-        """Indices of ``options``, the KG's candidates ranked by pointwise mutual
-        information with the query: log P(answer | prompt) − log P(answer | neutral
-        prompt), the neutral prompt being the same prompt with the query taken out
-        (:meth:`~.machine.Machine.neutral_prompt`; Holtzman et al. 2021, "Surface form
-        competition"). By probability alone the 1.5B model names what is easy to copy —
-        the first hop's films, a list — whatever the query; what the query adds to an
-        answer's probability is what makes it the answer. The free text keeps first place
+        """Indices of ``options``, the KG's candidates ranked by log P(answer | prompt)
+        − w · log P(answer | neutral prompt), the neutral prompt being the same prompt
+        with the query taken out (:meth:`~.machine.Machine.neutral_prompt`) and w
+        :data:`ANSWER_PMI_WEIGHT` (w = 1 is pointwise mutual information with the query,
+        Holtzman et al. 2021, "Surface form competition"). By probability alone the 1.5B
+        model names what is easy to copy — the first hop's films, a list — whatever the
+        query; what the query adds to an answer's probability is what makes it the
+        answer. Full PMI over-corrects: it took film lists over the years a query asked
+        for (docs/decisions.md), hence half. The free text keeps first place
         when it was the favourite and names no entity of the subgraph (a count, a yes/no,
         a date the KG lacks); otherwise it comes last. One more scoring call (beside the
         cached context, like the relation calibration)."""
@@ -305,7 +310,7 @@ class Policy:
             transient=True,
         )
         usage.add_scores(neutral)
-        pmi = {i: logprobs[i] - n for i, n in zip(entity_idx, neutral.logprobs)}
+        pmi = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
         ranked = sorted(entity_idx, key=lambda i: -pmi[i])  # stable: ties keep the order
         rest = [i for i in range(len(options)) if i not in pmi]
         labels = {e.label.casefold() for e in node.subgraph.entities}
