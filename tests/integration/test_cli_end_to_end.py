@@ -57,6 +57,18 @@ def test_ask_on_the_embedded_store_with_the_real_model(metaqa_kb, default_model_
     assert all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in tree["nodes"])
 
 
+def test_calibrated_answers_name_the_second_hop_with_the_real_model(metaqa_kb, default_model_path):
+    # By probability alone the 1.5B model answers with the first hop's film ("The
+    # Apparition"); ranked by what the query adds, the answer is the film's writer.
+    question = "who wrote the movies acted by [Ashley Greene]"
+    done = traversals("ask", question, "--kg", str(metaqa_kb), "--k", "1", "--calibrate", "--calibrate-answers", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["answer"] == "Todd Lincoln"
+    edges = {(e["subject"]["label"], e["relation"]["id"], e["object"]["label"]) for e in out["supporting_edges"]}
+    assert ("The Apparition", "written_by", "Todd Lincoln") in edges
+
+
 def test_ask_against_a_real_sparql_server_then_with_the_server_stopped(metaqa_server):
     done = traversals("ask", QUESTION, "--kg", metaqa_server.url, "--k", "1", "--json", "--no-cache")
     assert done.returncode == 0, done.stderr
