@@ -34,7 +34,7 @@ class SearchConfig:
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
     calibrate: bool = False  # constrained: calibrate relation choices against a neutral prompt (opt-in)
-    #: constrained: rank the KG's answer candidates by PMI with the query (opt-in)
+    #: constrained: rank the KG's answer candidates by what the query adds to their probability (opt-in)
     calibrate_answers: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1

@@ -154,8 +154,8 @@ class Policy:
         self.calibrate = calibrate
         #: constrained decoding: distinct answers an ANSWER proposes (the most probable first)
         self.answers = max(1, answers)
-        #: constrained decoding: rank the KG's answer candidates by pointwise mutual
-        #: information with the query (:meth:`_calibrated_order`)
+        #: constrained decoding: rank the KG's answer candidates by what the query adds to
+        #: their probability (:meth:`_calibrated_order`)
         self.calibrate_answers = calibrate_answers
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
@@ -310,12 +310,12 @@ class Policy:
             transient=True,
         )
         usage.add_scores(neutral)
-        pmi = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
-        ranked = sorted(entity_idx, key=lambda i: -pmi[i])  # stable: ties keep the order
-        rest = [i for i in range(len(options)) if i not in pmi]
+        gain = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
+        ranked = sorted(entity_idx, key=lambda i: -gain[i])  # stable: ties keep the order
+        rest = [i for i in range(len(options)) if i not in gain]
         labels = {e.label.casefold() for e in node.subgraph.entities}
         free = options[favourite]
-        if favourite not in pmi and reduce_to_entity(free, list(named)) not in named and free.casefold() not in labels:
+        if favourite not in gain and reduce_to_entity(free, list(named)) not in named and free.casefold() not in labels:
             return [favourite] + ranked + [i for i in rest if i != favourite]
         return ranked + rest
 

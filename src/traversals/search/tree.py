@@ -68,8 +68,8 @@ class TreeConfig:
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt
     calibrate: bool = False
-    #: constrained decoding: rank the KG's answer candidates by pointwise mutual information
-    #: with the query (:meth:`~.policy.Policy._calibrated_order`)
+    #: constrained decoding: rank the KG's answer candidates by what the query adds to their
+    #: probability (:meth:`~.policy.Policy._calibrated_order`)
     calibrate_answers: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
