@@ -62,7 +62,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         threshold=args.threshold,
         decoding=args.decoding,
         calibrate=args.calibrate,
-        **({} if args.calibrate_answers is None else {"calibrate_answers": args.calibrate_answers}),
+        calibrate_answers=args.calibrate_answers,
         seed=args.seed,
         simulations=args.simulations,
         value_model=args.value_model,

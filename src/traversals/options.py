@@ -93,9 +93,9 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
              "(better second hops on MetaQA 2-hop, slower; docs/decisions.md)",
     )
     p.add_argument(
-        "--calibrate-answers", action=argparse.BooleanOptionalAction, default=None,
+        "--calibrate-answers", action="store_true",
         help="constrained decoding: rank the KG's answer candidates by what the query adds to their "
-             "probability (against the same prompt without the query; default off; docs/decisions.md)",
+             "probability (against the same prompt without the query; docs/decisions.md)",
     )
 
 

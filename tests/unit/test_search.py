@@ -881,7 +881,7 @@ async def test_answers_sets_how_many_distinct_answers_an_answer_action_proposes(
 async def test_calibrated_answers_rank_the_kgs_candidates_by_what_the_query_adds():
     # By probability alone the model names the first hop's Beatrice Stone, who is easy to
     # copy; without the query it names her just as readily, while Florence Stone owes
-    # her probability to the query: pointwise mutual information picks Florence.
+    # her probability to the query: ranked by what the query adds, Florence comes first.
     raw = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q62519478 (Beatrice Stone)": -0.1,
            "Q392 (Bob Dylan)": -0.2, "Beatrice Stone": -0.5, "Florence Stone": -1.0, "Two grandmothers": -6.0}
 
@@ -891,8 +891,8 @@ async def test_calibrated_answers_rank_the_kgs_candidates_by_what_the_query_adds
             table.update({"Beatrice Stone": -0.5, "Florence Stone": -3.0})
         return [table.get(o, -0.1 if o.startswith("P25") else -4.0) for o in options]
 
-    async def ask(free, calibrate_answers, scores=score):
-        llm = scripted(score=scores, extra=[
+    async def ask(free, calibrate_answers):
+        llm = scripted(score=score, extra=[
             (lambda text: text.endswith("ANSWER:"), free),
             (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
         ])

@@ -265,7 +265,7 @@ class Policy:
         per_token = scores.per_token(options)
         order = sorted(range(len(options)), key=lambda i: -per_token[i])  # stable: ties keep the order
         if self.calibrate_answers and len(candidates) > 1:
-            order = await self._calibrated_order(node, options, named, scores.logprobs, order[0], usage, forced=forced)
+            order = await self._calibrated_order(node, options, candidates, scores.logprobs, order[0], usage, forced=forced)
         chosen: list[str] = []
         covered: set[str] = set()
         for i in order:
@@ -283,7 +283,7 @@ class Policy:
         self,
         node: Node,
         options: list[str],
-        named: dict[str, tuple[str, ...]],
+        candidates: list[str],
         logprobs: list[float],
         favourite: int,
         usage: Usage,
@@ -302,7 +302,7 @@ class Policy:
         when it was the favourite and names no entity of the subgraph (a count, a yes/no,
         a date the KG lacks); otherwise it comes last. One more scoring call (beside the
         cached context, like the relation calibration)."""
-        entity_idx = [i for i, o in enumerate(options) if o in named]
+        entity_idx = [i for i, o in enumerate(options) if o in candidates]
         neutral = await self.llm.score(
             self.machine.neutral_prompt(node, force_answer=forced),
             [options[i] for i in entity_idx],
@@ -310,12 +310,17 @@ class Policy:
             transient=True,
         )
         usage.add_scores(neutral)
+        # raw log-probabilities, not choices.calibrate: its floor on probabilities would tie
+        # the improbable long lists whose neutral probability is lower still
         gain = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
         ranked = sorted(entity_idx, key=lambda i: -gain[i])  # stable: ties keep the order
         rest = [i for i in range(len(options)) if i not in gain]
-        labels = {e.label.casefold() for e in node.subgraph.entities}
         free = options[favourite]
-        if favourite not in gain and reduce_to_entity(free, list(named)) not in named and free.casefold() not in labels:
+        if (
+            favourite in rest
+            and reduce_to_entity(free, candidates) not in candidates
+            and free.casefold() not in {e.label.casefold() for e in node.subgraph.entities}
+        ):
             return [favourite] + ranked + [i for i in rest if i != favourite]
         return ranked + rest
 
