@@ -7,6 +7,7 @@ from traversals.api import SearchConfig, build_solver
 from traversals.errors import BadInput
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
+from traversals.search.choices import NEUTRAL_WEIGHT
 from traversals.search.kgset import KGSet
 from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State
 from traversals.search.result import NO_ANSWER
@@ -762,6 +763,32 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     assert all(c.transient == (NEUTRAL_TASK in c.prompt) for c in llm.score_calls)
     raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"
+
+
+async def test_relation_calibration_divides_by_half_the_neutral_preference():
+    # "P19" is improbable with the query and far more so without it: dividing by the whole
+    # neutral probability would pick it (gain -3.5 + 6 = 2.5 against P25's -1 + 2 = 1); the
+    # calibration takes half the neutral log-probability (NEUTRAL_WEIGHT), so the option
+    # the query itself prefers among the calibrated, P25, wins (-1 + 1 = 0 against -0.5).
+    assert NEUTRAL_WEIGHT == 0.5
+
+    def score(prompt, options, prefix):
+        neutral = NEUTRAL_TASK in prompt
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.5,
+                 "P25 - mother": -1.0, "P19 - place of birth": -3.5}
+        if neutral:
+            table.update({"P106 - occupation": -0.1, "P25 - mother": -2.0, "P19 - place of birth": -6.0})
+        return [table.get(o, -9.0) for o in options]
+
+    llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
+    solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
+                                                                calibrate=True))
+    answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
+    first = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
+    assert answer.trace["nodes"][first["id"] + 1]["action"]["relation"]["key"] == "P25"
+    # the node's prior is the calibrated distribution (by full division: P19 > P25 > P106)
+    p = first["priors"]
+    assert p["P25 - mother"] > p["P106 - occupation"] > p["P19 - place of birth"]
 
 
 
