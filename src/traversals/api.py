@@ -33,7 +33,7 @@ class SearchConfig:
     threshold: float = 0.8
     diverse_temperature: float = 1.0
     decoding: str = "auto"  # "auto" (constrained when the LLM can score), "constrained", "sampled"
-    calibrate: bool = False  # constrained: calibrate relation choices against a neutral prompt (opt-in)
+    calibrate: float = 0.0  # constrained: weight of the neutral prompt in relation choices (0: off; opt-in)
     #: constrained: rank the KG's answer candidates by what the query adds to their probability (opt-in)
     calibrate_answers: bool = False
     seed: int = 0

@@ -18,6 +18,7 @@ import pytest
 from traversals.errors import BadInput, KGTimeout, LLMUnavailable
 from traversals.eval.datasets import Dataset, Gold, Question
 from traversals.eval.runner import read_results, run_eval, safe_id, summarize
+from traversals.search.choices import NEUTRAL_WEIGHT
 from traversals.llm.base import Usage
 from traversals.search.result import NO_ANSWER, Answer
 
@@ -198,7 +199,7 @@ async def test_resume_refuses_other_settings(tmp_path):
         await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False, config={"strategy": "chain", "llm": "x"})
     with pytest.raises(BadInput, match="calibrate: False"):  # calibration changes the answers: no mixing
         await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
-                       config={"strategy": "tree", "llm": "x", "calibrate": True})
+                       config={"strategy": "tree", "llm": "x", "calibrate": 0.5})
     other = Dataset(name="other", split="dev", questions=ds.questions)
     with pytest.raises(BadInput, match="dataset"):
         await run_eval(other, FakeSolver(), tmp_path, resume=True, progress=False, config={"strategy": "tree", "llm": "x"})
@@ -457,9 +458,24 @@ def test_calibrate_flag_reaches_the_search_config():
     from traversals.eval.commands import _search_config
 
     base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
-    assert _search_config(build_parser().parse_args(base)).calibrate is False
-    assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate is True
-    assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate is True
+    assert _search_config(build_parser().parse_args(base)).calibrate == 0.0  # off
+    assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate == NEUTRAL_WEIGHT
+    assert _search_config(build_parser().parse_args(base + ["--calibrate-weight", "1"])).calibrate == 1.0
+    # a question after the switch stays the question
+    assert build_parser().parse_args(["ask", "--calibrate", "what films did [X] direct"]).calibrate == NEUTRAL_WEIGHT
+
+
+async def test_a_run_calibrated_before_the_weight_resumes_only_with_weight_one(tmp_path):
+    # run.json of earlier sessions records "calibrate": true, which weighed the neutral prompt 1
+    ds = make_dataset(3)
+    await run_eval(ds, FakeSolver(), tmp_path, limit=1, progress=False,
+                   config={"strategy": "chain", "llm": "x", "calibrate": True})
+    with pytest.raises(BadInput, match=r"calibrate: True \(recorded\) vs 0.5 \(now\).*--calibrate-weight 1"):
+        await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
+                       config={"strategy": "chain", "llm": "x", "calibrate": NEUTRAL_WEIGHT})
+    await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
+                   config={"strategy": "chain", "llm": "x", "calibrate": 1.0})
+    assert len(read_results(tmp_path / "results.jsonl")) == 2
 
 
 def test_code_revision_names_the_commit_and_whether_files_differ(tmp_path):

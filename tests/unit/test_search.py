@@ -751,7 +751,7 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
 
     llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
     calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                    calibrate=True))
+                                                                    calibrate=NEUTRAL_WEIGHT))
     answer = await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
     assert first_relation(answer) == "P25"
     first = answer.trace["nodes"][2]["priors"]
@@ -765,13 +765,11 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"
 
 
-async def test_relation_calibration_divides_by_half_the_neutral_preference():
+async def test_relation_calibration_weighs_the_neutral_prompt_by_half():
     # "P19" is improbable with the query and far more so without it: dividing by the whole
-    # neutral probability would pick it (gain -3.5 + 6 = 2.5 against P25's -1 + 2 = 1); the
-    # calibration takes half the neutral log-probability (NEUTRAL_WEIGHT), so the option
-    # the query itself prefers among the calibrated, P25, wins (-1 + 1 = 0 against -0.5).
-    assert NEUTRAL_WEIGHT == 0.5
-
+    # neutral probability (weight 1) picks it (gain -3.5 + 6 = 2.5 against P25's -1 + 2 = 1);
+    # --calibrate weighs the neutral log-probability by NEUTRAL_WEIGHT = 0.5, so P25, which
+    # the query itself prefers among the two, wins (-1 + 1 = 0 against -3.5 + 3 = -0.5).
     def score(prompt, options, prefix):
         neutral = NEUTRAL_TASK in prompt
         table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.5,
@@ -780,15 +778,22 @@ async def test_relation_calibration_divides_by_half_the_neutral_preference():
             table.update({"P106 - occupation": -0.1, "P25 - mother": -2.0, "P19 - place of birth": -6.0})
         return [table.get(o, -9.0) for o in options]
 
-    llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
-    solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                calibrate=True))
-    answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
-    first = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
-    assert answer.trace["nodes"][first["id"] + 1]["action"]["relation"]["key"] == "P25"
-    # the node's prior is the calibrated distribution (by full division: P19 > P25 > P106)
-    p = first["priors"]
+    async def first_choice(weight):
+        llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
+        solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
+                                                                    calibrate=weight))
+        answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
+        node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
+        return answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"], node["priors"]
+
+    assert NEUTRAL_WEIGHT == 0.5
+    key, p = await first_choice(NEUTRAL_WEIGHT)
+    assert key == "P25"
+    # the node's prior is the calibrated distribution
     assert p["P25 - mother"] > p["P106 - occupation"] > p["P19 - place of birth"]
+    key, p = await first_choice(1.0)
+    assert key == "P19"
+    assert p["P19 - place of birth"] > p["P25 - mother"] > p["P106 - occupation"]
 
 
 

@@ -48,7 +48,7 @@ def calibrate(probs: Sequence[float], neutral: Sequence[float], weight: float = 
 
 
 async def calibrated_probs(
-    llm: LLM, prompt: str, neutral_prompt: str, options: Sequence[str], usage: Usage
+    llm: LLM, prompt: str, neutral_prompt: str, options: Sequence[str], usage: Usage, *, weight: float = NEUTRAL_WEIGHT
 ) -> list[float]:
     """Contextual calibration (Zhao et al., 2021, "Calibrate before use").
 
@@ -70,7 +70,7 @@ async def calibrated_probs(
         option_probs(llm, prompt, options, usage),
         option_probs(llm, neutral_prompt, options, usage, transient=True),
     )
-    return calibrate(probs, neutral)
+    return calibrate(probs, neutral, weight)
 
 
 def pick(

@@ -133,7 +133,7 @@ class Policy:
         max_tokens: int = 96,
         rng: random.Random | None = None,
         sample_options: bool = False,
-        calibrate: bool = False,
+        calibrate: float = 0.0,
         answers: int = 1,
         calibrate_answers: bool = False,
     ) -> None:
@@ -147,8 +147,9 @@ class Policy:
         #: taking the k most probable. Off by default: with a small model the right
         #: relation is often 2nd or 3rd and sampling skipped it.
         self.sample_options = sample_options
-        #: constrained decoding: calibrate the relation choice against a neutral prompt
-        self.calibrate = calibrate
+        #: constrained decoding: calibrate the relation choice against a neutral prompt, whose
+        #: log-probabilities weigh this much (0: off)
+        self.calibrate = float(calibrate)
         #: constrained decoding: distinct answers an ANSWER proposes (the most probable first)
         self.answers = max(1, answers)
         #: constrained decoding: rank the KG's answer candidates by what the query adds to
@@ -193,7 +194,9 @@ class Policy:
             return Proposal([options[0][1]], {options[0][0]: 1.0}, [1.0])
         texts = [t for t, _ in options]
         if node.state is State.SELECTING_RELATION and self.calibrate:
-            probs = await calibrated_probs(self.llm, prompt, self.machine.neutral_prompt(node), texts, usage)
+            probs = await calibrated_probs(
+                self.llm, prompt, self.machine.neutral_prompt(node), texts, usage, weight=self.calibrate
+            )
         else:
             probs = await option_probs(self.llm, prompt, texts, usage)
         idx = self._draw(probs, k, temperature)
