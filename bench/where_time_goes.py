@@ -24,7 +24,6 @@ from traversals.eval.datasets import load_dataset, sample_questions
 from traversals.kg.factory import open_kg
 from traversals.llm.base import LLM, Generation, Scores
 from traversals.llm.factory import open_llm
-from traversals.search.choices import NEUTRAL_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +99,7 @@ if __name__ == "__main__":
     ap.add_argument("--hops", type=int, choices=(1, 2, 3), default=1)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
-    ap.add_argument("--calibrate", nargs="?", type=float, const=NEUTRAL_WEIGHT, default=0.0, metavar="W",
+    ap.add_argument("--calibrate", nargs="?", type=float, const=1.0, default=0.0, metavar="W",
                     help="calibrate relation choices, the neutral prompt weighing W")
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")

@@ -10,8 +10,6 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from .search.choices import NEUTRAL_WEIGHT
-
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the SPARQL query cache")
@@ -90,14 +88,14 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
              "sampled: the paper's black-box path; auto: constrained when possible",
     )
     p.add_argument(
-        "--calibrate", action="store_const", const=NEUTRAL_WEIGHT, default=0.0,
+        "--calibrate", action="store_const", const=1.0, default=0.0,
         help="constrained decoding: calibrate relation choices against a neutral prompt (the query "
-             "taken out): better hops on MetaQA 2- and 3-hop, slower; docs/decisions.md",
+             "taken out): better second hops on MetaQA 2-hop, slower; docs/decisions.md",
     )
     p.add_argument(
         "--calibrate-weight", dest="calibrate", type=float, metavar="W",
         help="--calibrate, dividing each relation's probability by its neutral probability to the "
-             f"power W (--calibrate: {NEUTRAL_WEIGHT}; 1: runs before the twenty-second session)",
+             "power W instead of 1 (docs/decisions.md)",
     )
     p.add_argument(
         "--calibrate-answers", action="store_true",

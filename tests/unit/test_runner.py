@@ -18,7 +18,6 @@ import pytest
 from traversals.errors import BadInput, KGTimeout, LLMUnavailable
 from traversals.eval.datasets import Dataset, Gold, Question
 from traversals.eval.runner import read_results, run_eval, safe_id, summarize
-from traversals.search.choices import NEUTRAL_WEIGHT
 from traversals.llm.base import Usage
 from traversals.search.result import NO_ANSWER, Answer
 
@@ -459,20 +458,19 @@ def test_calibrate_flag_reaches_the_search_config():
 
     base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
     assert _search_config(build_parser().parse_args(base)).calibrate == 0.0  # off
-    assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate == NEUTRAL_WEIGHT
-    assert _search_config(build_parser().parse_args(base + ["--calibrate-weight", "1"])).calibrate == 1.0
-    # a question after the switch stays the question
-    assert build_parser().parse_args(["ask", "--calibrate", "what films did [X] direct"]).calibrate == NEUTRAL_WEIGHT
+    assert _search_config(build_parser().parse_args(base + ["--calibrate"])).calibrate == 1.0
+    assert _search_config(build_parser().parse_args(base + ["--calibrate-weight", "0.5"])).calibrate == 0.5
+    assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate == 1.0
 
 
-async def test_a_run_calibrated_before_the_weight_resumes_only_with_weight_one(tmp_path):
-    # run.json of earlier sessions records "calibrate": true, which weighed the neutral prompt 1
+async def test_a_run_recorded_with_the_calibrate_switch_resumes_with_it(tmp_path):
+    # run.json before --calibrate-weight records "calibrate": true, the weight 1 the flag still means
     ds = make_dataset(3)
     await run_eval(ds, FakeSolver(), tmp_path, limit=1, progress=False,
                    config={"strategy": "chain", "llm": "x", "calibrate": True})
-    with pytest.raises(BadInput, match=r"calibrate: True \(recorded\) vs 0.5 \(now\).*--calibrate-weight 1"):
+    with pytest.raises(BadInput, match=r"calibrate: True \(recorded\) vs 0.5 \(now\)"):
         await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
-                       config={"strategy": "chain", "llm": "x", "calibrate": NEUTRAL_WEIGHT})
+                       config={"strategy": "chain", "llm": "x", "calibrate": 0.5})
     await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
                    config={"strategy": "chain", "llm": "x", "calibrate": 1.0})
     assert len(read_results(tmp_path / "results.jsonl")) == 2

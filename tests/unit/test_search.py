@@ -7,7 +7,6 @@ from traversals.api import SearchConfig, build_solver
 from traversals.errors import BadInput
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
-from traversals.search.choices import NEUTRAL_WEIGHT
 from traversals.search.kgset import KGSet
 from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State
 from traversals.search.result import NO_ANSWER
@@ -751,7 +750,7 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
 
     llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
     calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                    calibrate=NEUTRAL_WEIGHT))
+                                                                    calibrate=1.0))
     answer = await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
     assert first_relation(answer) == "P25"
     first = answer.trace["nodes"][2]["priors"]
@@ -765,11 +764,11 @@ async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"
 
 
-async def test_relation_calibration_weighs_the_neutral_prompt_by_half():
+async def test_relation_calibration_weighs_the_neutral_prompt():
     # "P19" is improbable with the query and far more so without it: dividing by the whole
-    # neutral probability (weight 1) picks it (gain -3.5 + 6 = 2.5 against P25's -1 + 2 = 1);
-    # --calibrate weighs the neutral log-probability by NEUTRAL_WEIGHT = 0.5, so P25, which
-    # the query itself prefers among the two, wins (-1 + 1 = 0 against -3.5 + 3 = -0.5).
+    # neutral probability (--calibrate, weight 1) picks it (gain -3.5 + 6 = 2.5 against P25's
+    # -1 + 2 = 1); --calibrate-weight 0.5 weighs the neutral log-probability by half, so P25
+    # wins (-1 + 1 = 0 against -3.5 + 3 = -0.5).
     def score(prompt, options, prefix):
         neutral = NEUTRAL_TASK in prompt
         table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.5,
@@ -786,8 +785,7 @@ async def test_relation_calibration_weighs_the_neutral_prompt_by_half():
         node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
         return answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"], node["priors"]
 
-    assert NEUTRAL_WEIGHT == 0.5
-    key, p = await first_choice(NEUTRAL_WEIGHT)
+    key, p = await first_choice(0.5)
     assert key == "P25"
     # the node's prior is the calibrated distribution
     assert p["P25 - mother"] > p["P106 - occupation"] > p["P19 - place of birth"]

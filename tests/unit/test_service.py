@@ -102,7 +102,7 @@ async def test_ask_returns_the_answer_with_provenance_usage_and_decoding():
 
 async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
     factory = Factory()
-    async with client(factory, defaults=SearchConfig(k=None, max_expansions=20, calibrate=0.5)) as c:
+    async with client(factory, defaults=SearchConfig(k=None, max_expansions=20, calibrate=1.0)) as c:
         r = await c.post("/v1/ask", json={"question": "q", "strategy": "tree", "k": 2, "max_expansions": 5,
                                     "threshold": 0.5, "seed": 7, "trace": True})
         assert r.status_code == 200 and r.json()["trace"] == {"nodes": [{"id": 0}]}
@@ -110,7 +110,7 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
     tree, chain = factory.built
     assert (tree.name, tree.config.k, tree.config.max_expansions, tree.config.threshold, tree.config.seed) == (
         "tree", 2, 5, 0.5, 7)
-    assert tree.config.calibrate == 0.5  # server defaults that the request does not name stay
+    assert tree.config.calibrate == 1.0  # server defaults that the request does not name stay
     assert (chain.name, chain.config.k, chain.config.max_expansions) == ("chain", 1, 20)
 
 

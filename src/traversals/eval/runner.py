@@ -346,12 +346,9 @@ def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
         if k in old and k in new and old[k] != new[k]
     ]
     if diffs:
-        # before the twenty-second session --calibrate was a switch that weighed 1
-        hint = " (calibrate: true is --calibrate-weight 1)" if old.get("calibrate") is True else ""
         raise BadInput(
             f"cannot resume: {run_json} was made with different settings -- "
             + "; ".join(diffs)
-            + hint
             + " (use another --out for a new run)"
         )
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
-from .choices import NEUTRAL_WEIGHT, calibrated_probs, option_probs, pick
+from .choices import calibrated_probs, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, last_thought, repeats_thought
 from .provenance import reached_back
 from .subgraph import Fact
@@ -45,6 +45,9 @@ MAX_ANSWER_CANDIDATES = 60
 MAX_LIST_ANSWER = 20
 #: sampled retries of a greedy thought that repeats an earlier one (see Policy._fresh_thoughts)
 THOUGHT_RETRIES = 2
+#: ``calibrate_answers``: weight of the neutral prompt's log-probability (1: PMI; chosen on
+#: MetaQA dev 1-hop and 2-hop chains, checked on 3-hop: docs/decisions.md)
+ANSWER_PMI_WEIGHT = 0.5
 
 
 def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
@@ -293,7 +296,7 @@ class Policy:
         """Indices of ``options``, the KG's candidates ranked by log P(answer | prompt)
         − w · log P(answer | neutral prompt), the neutral prompt being the same prompt
         with the query taken out (:meth:`~.machine.Machine.neutral_prompt`) and w
-        :data:`~.choices.NEUTRAL_WEIGHT` (w = 1 is pointwise mutual information with the query,
+        :data:`ANSWER_PMI_WEIGHT` (w = 1 is pointwise mutual information with the query,
         Holtzman et al. 2021, "Surface form competition"). By probability alone the 1.5B
         model names what is easy to copy — the first hop's films, a list — whatever the
         query; what the query adds to an answer's probability is what makes it the
@@ -312,7 +315,7 @@ class Policy:
         usage.add_scores(neutral)
         # raw log-probabilities, not choices.calibrate: its floor on probabilities would tie
         # the improbable long lists whose neutral probability is lower still
-        gain = {i: logprobs[i] - NEUTRAL_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
+        gain = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
         ranked = sorted(entity_idx, key=lambda i: -gain[i])  # stable: ties keep the order
         rest = [i for i in range(len(options)) if i not in gain]
         free = options[favourite]

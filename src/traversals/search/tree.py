@@ -67,7 +67,7 @@ class TreeConfig:
     seed: int = 0
     max_tokens: int = 96
     #: constrained decoding: calibrate relation choices against a neutral prompt, whose
-    #: log-probabilities weigh this much (0: off; :data:`~.choices.NEUTRAL_WEIGHT` the flag's)
+    #: log-probabilities weigh this much (0: off; 1: the division ``--calibrate`` makes)
     calibrate: float = 0.0
     #: constrained decoding: rank the KG's answer candidates by what the query adds to their
     #: probability (:meth:`~.policy.Policy._calibrated_order`)
