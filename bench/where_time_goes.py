@@ -99,8 +99,8 @@ if __name__ == "__main__":
     ap.add_argument("--hops", type=int, choices=(1, 2, 3), default=1)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
-    ap.add_argument("--calibrate", nargs="?", type=float, const=1.0, default=0.0, metavar="W",
-                    help="calibrate relation choices, the neutral prompt weighing W")
+    ap.add_argument("--calibrate", action="store_const", const=1.0, default=0.0)
+    ap.add_argument("--calibrate-weight", dest="calibrate", type=float, metavar="W")
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     asyncio.run(main(ap.parse_args()))

@@ -733,35 +733,40 @@ async def test_a_bare_no_does_not_answer_a_wh_question_when_the_kg_offers_entiti
     assert answer.text == "No"
 
 
+def relation_scores(real: dict[str, float], neutral: dict[str, float]):
+    """A model that takes EXPAND_KG, scores the relations by ``real`` (``neutral`` under a
+    neutral prompt) and writes " x" for any text."""
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, **real}
+        if NEUTRAL_TASK in prompt:
+            table.update(neutral)
+        return [table.get(o, -9.0) for o in options]
+
+    return scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
+
+
+async def first_relation_choice(llm, calibrate: float):
+    """The first relation a calibrated chain takes for the demo question, and the node's priors."""
+    solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
+                                                                calibrate=calibrate))
+    answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
+    node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
+    return answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"], node["priors"]
+
+
 async def test_relation_choice_is_calibrated_against_a_neutral_prompt():
     # The model prefers "P106 - occupation" whatever the question (it does so under the
     # neutral prompt too); relative to that bias "P25 - mother" is the question's choice.
-    def score(prompt, options, prefix):
-        neutral = NEUTRAL_TASK in prompt
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.2,
-                 "P25 - mother": -1.0, "P19 - place of birth": -3.0}
-        if neutral:
-            table.update({"P106 - occupation": -0.1, "P25 - mother": -3.0, "P19 - place of birth": -3.0})
-        return [table.get(o, -4.0) for o in options]
-
-    def first_relation(answer):
-        return next(n["action"]["relation"]["key"] for n in answer.trace["nodes"]
-                    if n["action"] and n["action"]["type"] == "SELECT_RELATION")
-
-    llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
-    calibrated = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                    calibrate=1.0))
-    answer = await calibrated.ask("Who is Bob Dylan's maternal grandmother?")
-    assert first_relation(answer) == "P25"
-    first = answer.trace["nodes"][2]["priors"]
-    assert max(first, key=first.get) == "P25 - mother"
+    llm = relation_scores({"P106 - occupation": -0.2, "P25 - mother": -1.0, "P19 - place of birth": -3.0},
+                          {"P106 - occupation": -0.1, "P25 - mother": -3.0, "P19 - place of birth": -3.0})
+    key, priors = await first_relation_choice(llm, 1.0)  # --calibrate
+    assert key == "P25" and max(priors, key=priors.get) == "P25 - mother"
     # the neutral prompt is the same prompt without the query and the goal
     neutral = [c.prompt for c in llm.score_calls if NEUTRAL_TASK in c.prompt]
     assert neutral and all("maternal grandmother" not in p and "Bob Dylan" in p for p in neutral)
     # only the neutral prompt is a one-off for the KV cache
     assert all(c.transient == (NEUTRAL_TASK in c.prompt) for c in llm.score_calls)
-    raw = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4))
-    assert first_relation(await raw.ask("Who is Bob Dylan's maternal grandmother?")) == "P106"
+    assert (await first_relation_choice(llm, 0.0))[0] == "P106"  # not calibrated
 
 
 async def test_relation_calibration_weighs_the_neutral_prompt():
@@ -769,30 +774,15 @@ async def test_relation_calibration_weighs_the_neutral_prompt():
     # neutral probability (--calibrate, weight 1) picks it (gain -3.5 + 6 = 2.5 against P25's
     # -1 + 2 = 1); --calibrate-weight 0.5 weighs the neutral log-probability by half, so P25
     # wins (-1 + 1 = 0 against -3.5 + 3 = -0.5).
-    def score(prompt, options, prefix):
-        neutral = NEUTRAL_TASK in prompt
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "P106 - occupation": -0.5,
-                 "P25 - mother": -1.0, "P19 - place of birth": -3.5}
-        if neutral:
-            table.update({"P106 - occupation": -0.1, "P25 - mother": -2.0, "P19 - place of birth": -6.0})
-        return [table.get(o, -9.0) for o in options]
-
-    async def first_choice(weight):
-        llm = scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
-        solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                    calibrate=weight))
-        answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
-        node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
-        return answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"], node["priors"]
-
-    key, p = await first_choice(0.5)
+    llm = relation_scores({"P106 - occupation": -0.5, "P25 - mother": -1.0, "P19 - place of birth": -3.5},
+                          {"P106 - occupation": -0.1, "P25 - mother": -2.0, "P19 - place of birth": -6.0})
+    key, p = await first_relation_choice(llm, 0.5)
     assert key == "P25"
     # the node's prior is the calibrated distribution
     assert p["P25 - mother"] > p["P106 - occupation"] > p["P19 - place of birth"]
-    key, p = await first_choice(1.0)
+    key, p = await first_relation_choice(llm, 1.0)
     assert key == "P19"
     assert p["P19 - place of birth"] > p["P25 - mother"] > p["P106 - occupation"]
-
 
 
 async def test_a_repeated_answer_on_the_same_path_is_valued_once():
