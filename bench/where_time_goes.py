@@ -24,6 +24,7 @@ from traversals.eval.datasets import load_dataset, sample_questions
 from traversals.kg.factory import open_kg
 from traversals.llm.base import LLM, Generation, Scores
 from traversals.llm.factory import open_llm
+from traversals.options import add_decoding_flag
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +71,8 @@ async def main(args: argparse.Namespace) -> None:
     questions = sample_questions(dataset.questions, args.limit, 233)
     llm = TimedLLM(open_llm(args.llm))
     kgs = [open_kg(dataset.kg_spec)]
-    config = SearchConfig(calibrate=args.calibrate, max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
+    config = SearchConfig(decoding=args.decoding, calibrate=args.calibrate, calibrate_answers=args.calibrate_answers,
+                          max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
     solver = build_solver(args.strategy, llm, kgs, config)
     try:
         load = getattr(llm.inner, "load", None)
@@ -99,8 +101,7 @@ if __name__ == "__main__":
     ap.add_argument("--hops", type=int, choices=(1, 2, 3), default=1)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
-    ap.add_argument("--calibrate", action="store_const", const=1.0, default=0.0)
-    ap.add_argument("--calibrate-weight", dest="calibrate", type=float, metavar="W")
+    add_decoding_flag(ap)  # --decoding, --calibrate / --calibrate-weight, --calibrate-answers as in the CLI
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     asyncio.run(main(ap.parse_args()))
