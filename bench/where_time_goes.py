@@ -72,7 +72,7 @@ async def main(args: argparse.Namespace) -> None:
     llm = TimedLLM(open_llm(args.llm))
     kgs = [open_kg(dataset.kg_spec)]
     config = SearchConfig(decoding=args.decoding, calibrate=args.calibrate, calibrate_answers=args.calibrate_answers,
-                          max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
+                          both_orders=args.both_orders, max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
     solver = build_solver(args.strategy, llm, kgs, config)
     try:
         load = getattr(llm.inner, "load", None)

@@ -36,6 +36,8 @@ class SearchConfig:
     calibrate: float = 0.0  # constrained: weight of the neutral prompt in relation choices (0: off; opt-in)
     #: constrained: rank the KG's answer candidates by what the query adds to their probability (opt-in)
     calibrate_answers: bool = False
+    #: constrained: relation choices asked with the options in both orders, geometric mean (opt-in)
+    both_orders: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -109,6 +111,7 @@ def build_solver(
         evaluate_intermediate=cfg.evaluate_intermediate,
         calibrate=cfg.calibrate,
         calibrate_answers=cfg.calibrate_answers,
+        both_orders=cfg.both_orders,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,

@@ -63,6 +63,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         decoding=args.decoding,
         calibrate=args.calibrate,
         calibrate_answers=args.calibrate_answers,
+        both_orders=args.both_orders,
         seed=args.seed,
         simulations=args.simulations,
         value_model=args.value_model,

@@ -98,6 +98,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
              "power W instead of 1 (docs/decisions.md)",
     )
     p.add_argument(
+        "--both-orders", action="store_true",
+        help="constrained decoding: ask each relation choice with its options listed in both orders "
+             "and take the geometric mean (the model's preference for list positions; docs/decisions.md)",
+    )
+    p.add_argument(
         "--calibrate-answers", action="store_true",
         help="constrained decoding: rank the KG's answer candidates by what the query adds to their "
              "probability (against the same prompt without the query; docs/decisions.md)",

@@ -785,6 +785,47 @@ async def test_relation_calibration_weighs_the_neutral_prompt():
     assert p["P19 - place of birth"] > p["P25 - mother"] > p["P106 - occupation"]
 
 
+async def test_both_orders_pools_out_a_preference_for_the_first_listed_relation():
+    # The model adds 0.6 to whichever relation the prompt lists first; on its merits it
+    # prefers "P19 - place of birth" (-1.0 against -1.6), listed in the middle. Asked once,
+    # the first-listed relation wins; asked with the list in both orders, each order's
+    # favourite pays for its place in the other.
+    def score(prompt, options, prefix):
+        if not any(o.startswith("P") or o.startswith("~") for o in options):
+            return [{"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0}.get(o, -9.0) for o in options]
+        first = min(options, key=lambda o: prompt.find("\n" + o + "\n"))
+        merit = "P19 - place of birth" if NEUTRAL_TASK not in prompt else None  # without the query: none
+        return [(-1.0 if o == merit else -1.6) + (0.6 if o == first else 0.0) for o in options]
+
+    def llm():
+        return scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
+
+    async def choice(both: bool, calibrate: float = 0.0):
+        model = llm()
+        config = SearchConfig(k=1, decoding="constrained", max_expansions=4, both_orders=both, calibrate=calibrate)
+        answer = await build_solver("tree", model, [dylan_kg()], config).ask("Where was Bob Dylan born?")
+        node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
+        key = answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"]
+        calls = [c for c in model.score_calls if "P19 - place of birth" in c.options]
+        return key, node["priors"], calls
+
+    key, _, calls = await choice(False)
+    assert key != "P19" and len(calls) == 1
+    listed = [o for o in calls[0].options if "\n" + o + "\n" in calls[0].prompt]
+    listed.sort(key=calls[0].prompt.find)
+    assert listed[0] != "P19 - place of birth" != listed[-1]  # the test needs it inside the list
+    key, priors, calls = await choice(True)
+    assert key == "P19" and max(priors, key=priors.get) == "P19 - place of birth"
+    # the second asking lists the options last to first and is scored beside the cached context
+    assert [c.transient for c in calls] == [False, True]
+    second = sorted(listed, key=calls[1].prompt.find)
+    assert second == listed[::-1]
+    # with --calibrate each order is calibrated against its own neutral prompt
+    key, _, calls = await choice(True, 1.0)
+    assert key == "P19" and len(calls) == 4
+    assert sum(NEUTRAL_TASK in c.prompt for c in calls) == 2
+
+
 async def test_a_repeated_answer_on_the_same_path_is_valued_once():
     # A tree proposes ANSWER at every default node; after a THINK the subgraph is the same,
     # so the same answer comes back with the same path and the same value prompt.

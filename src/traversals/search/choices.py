@@ -5,7 +5,9 @@ shares the prompt's KV cache) and normalises the log-probabilities into a distri
 the policy prior P(s, a) that MCTS needs too. ``pick`` draws k *distinct* options from it:
 the argmax first, then sampling without replacement (Gumbel top-k) among the options whose
 probability is at least ``min_prob``; with ``temperature == 0`` it takes the top k.
-``calibrated_probs`` corrects the model's preference for some option strings (relations).
+``calibrated_probs`` corrects the model's preference for some option strings (relations);
+``geometric_mean`` pools the distributions of one choice asked with the options listed in
+different orders (the model's preference for some list positions).
 """
 
 from __future__ import annotations
@@ -44,7 +46,14 @@ def calibrate(probs: Sequence[float], neutral: Sequence[float], weight: float = 
 
 
 async def calibrated_probs(
-    llm: LLM, prompt: str, neutral_prompt: str, options: Sequence[str], usage: Usage, *, weight: float = 1.0
+    llm: LLM,
+    prompt: str,
+    neutral_prompt: str,
+    options: Sequence[str],
+    usage: Usage,
+    *,
+    weight: float = 1.0,
+    transient: bool = False,
 ) -> list[float]:
     """Contextual calibration (Zhao et al., 2021, "Calibrate before use").
 
@@ -59,13 +68,21 @@ async def calibrated_probs(
 
     The neutral prompt is scored as ``transient``: the KV cache keeps the real prompt's
     context, which the next call continues from (llama.cpp would otherwise recompute it
-    from the query on).
+    from the query on); ``transient`` scores the real prompt that way too.
     """
     probs, neutral = await asyncio.gather(
-        option_probs(llm, prompt, options, usage),
+        option_probs(llm, prompt, options, usage, transient=transient),
         option_probs(llm, neutral_prompt, options, usage, transient=True),
     )
     return calibrate(probs, neutral, weight)
+
+
+def geometric_mean(distributions: Sequence[Sequence[float]]) -> list[float]:
+    """The renormalised geometric mean of distributions over the same options: the mean of
+    their log-probabilities, so an option wins by being probable under every one of them."""
+    n = len(distributions)
+    logs = [sum(math.log(max(p, 1e-12)) for p in column) / n for column in zip(*distributions)]
+    return softmax(logs)
 
 
 def pick(

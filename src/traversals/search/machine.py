@@ -278,7 +278,18 @@ class Machine:
             subgraph=node.subgraph.render(), history=history,
         )
 
-    def prompt(self, query: str, node: Node, *, force_answer: bool = False, intent: str | None = None) -> str:
+    def prompt(
+        self,
+        query: str,
+        node: Node,
+        *,
+        force_answer: bool = False,
+        intent: str | None = None,
+        reverse_options: bool = False,
+    ) -> str:
+        """The node's state prompt. ``reverse_options``: a relation selection lists its
+        options last to first (the choice asked again to pool out position preferences,
+        ``TreeConfig.both_orders``)."""
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
             if force_answer or self.must_answer(node):
@@ -292,7 +303,7 @@ class Machine:
                 options=", ".join(text for text, _ in self.options(node)),
             )
         if node.state is State.SELECTING_RELATION:
-            lines = self._relation_lines(node)
+            lines = self._relation_lines(node, reverse=reverse_options)
             return render(
                 "selecting_relation",
                 context=ctx,
@@ -303,14 +314,16 @@ class Machine:
             )
         raise ValueError(f"no prompt for state {node.state}")
 
-    def neutral_prompt(self, node: Node, *, force_answer: bool = False) -> str:
+    def neutral_prompt(self, node: Node, *, force_answer: bool = False, reverse_options: bool = False) -> str:
         """The node's prompt with the query and the expansion goal taken out (subgraph,
         history and options kept), for calibrating option probabilities
         (:func:`~traversals.search.choices.calibrated_probs`, the answer choice)."""
-        return self.prompt(NEUTRAL, node, force_answer=force_answer, intent="(none)")
+        return self.prompt(NEUTRAL, node, force_answer=force_answer, intent="(none)", reverse_options=reverse_options)
 
-    def _relation_lines(self, node: Node) -> list[str]:
+    def _relation_lines(self, node: Node, *, reverse: bool = False) -> list[str]:
         lines = [option_line(k, r) for k, r in zip(node.relation_keys, node.relation_options)]
+        if reverse:
+            lines.reverse()
         if node.relations_omitted:
             lines.append(f"({node.relations_omitted} more not shown)")
         return lines

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ..llm.base import LLM, Usage
-from .choices import calibrated_probs, option_probs, pick
+from .choices import calibrated_probs, geometric_mean, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, last_thought, repeats_thought
 from .provenance import reached_back
 from .subgraph import Fact
@@ -139,6 +139,7 @@ class Policy:
         calibrate: float = 0.0,
         answers: int = 1,
         calibrate_answers: bool = False,
+        both_orders: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -158,6 +159,9 @@ class Policy:
         #: constrained decoding: rank the KG's answer candidates by what the query adds to
         #: their probability (:meth:`_calibrated_order`)
         self.calibrate_answers = calibrate_answers
+        #: constrained decoding: ask a relation choice with its options listed in both
+        #: orders and take the geometric mean (:meth:`_relation_probs`)
+        self.both_orders = both_orders
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -196,14 +200,38 @@ class Policy:
         if len(options) == 1:  # nothing to choose: no LLM call
             return Proposal([options[0][1]], {options[0][0]: 1.0}, [1.0])
         texts = [t for t, _ in options]
-        if node.state is State.SELECTING_RELATION and self.calibrate:
-            probs = await calibrated_probs(
-                self.llm, prompt, self.machine.neutral_prompt(node), texts, usage, weight=self.calibrate
-            )
+        if node.state is State.SELECTING_RELATION:
+            probs = await self._relation_probs(query, prompt, node, texts, usage)
         else:
             probs = await option_probs(self.llm, prompt, texts, usage)
         idx = self._draw(probs, k, temperature)
         return Proposal([options[i][1] for i in idx], dict(zip(texts, probs)), [probs[i] for i in idx])
+
+    async def _relation_probs(self, query: str, prompt: str, node: Node, texts: list[str], usage: Usage) -> list[float]:
+        """The relation choice's distribution: calibrated against the neutral prompt when
+        ``calibrate`` is set, and with ``both_orders`` the geometric mean of that
+        distribution with the options listed first to last and last to first. The 1.5B
+        model prefers some list positions whatever the relations (on MetaQA dev the first
+        listed); an option that wins in both orders wins on its own merit (docs/decisions.md).
+        The reversed prompt is scored beside the cached context (``transient``): it differs
+        from the real one only from the option list on."""
+
+        async def asked(real: str, neutral: str, transient: bool) -> list[float]:
+            if self.calibrate:
+                return await calibrated_probs(
+                    self.llm, real, neutral, texts, usage, weight=self.calibrate, transient=transient
+                )
+            return await option_probs(self.llm, real, texts, usage, transient=transient)
+
+        probs = await asked(prompt, self.machine.neutral_prompt(node), False)
+        if not self.both_orders:
+            return probs
+        reversed_probs = await asked(
+            self.machine.prompt(query, node, reverse_options=True),
+            self.machine.neutral_prompt(node, reverse_options=True),
+            True,
+        )
+        return geometric_mean([probs, reversed_probs])
 
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:

@@ -72,6 +72,9 @@ class TreeConfig:
     #: constrained decoding: rank the KG's answer candidates by what the query adds to their
     #: probability (:meth:`~.policy.Policy._calibrated_order`)
     calibrate_answers: bool = False
+    #: constrained decoding: ask each relation choice with its options listed in both orders
+    #: and take the geometric mean of the two distributions (:meth:`~.policy.Policy._relation_probs`)
+    both_orders: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
@@ -244,6 +247,7 @@ class TreeOfTraversals:
             sample_options=cfg.sample_options,
             calibrate=cfg.calibrate,
             calibrate_answers=cfg.calibrate_answers,
+            both_orders=cfg.both_orders,
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
