@@ -69,6 +69,27 @@ def test_calibrated_answers_name_the_second_hop_with_the_real_model(metaqa_kb, d
     assert ("The Apparition", "written_by", "Todd Lincoln") in edges
 
 
+def test_both_orders_take_the_relation_the_question_asks_for_with_the_real_model(metaqa_kb, default_model_path, tmp_path):
+    # Calibrated and asked once, the 1.5B model expands [The Congress] along written_by; with
+    # the relations listed in both orders it takes has_genre (a MetaQA dev question, probe of
+    # docs/decisions.md). Four expansions reach the first relation choice.
+    question = "what genre of movie is [The Congress]"
+
+    def first_relation(*flags: str) -> tuple[str, dict]:
+        trace = tmp_path / "trace.json"
+        done = traversals("ask", question, "--kg", str(metaqa_kb), "--k", "1", "--calibrate", "--max-expansions", "4",
+                          "--json", "--trace", str(trace), *flags)
+        assert done.returncode == 0, done.stderr
+        nodes = json.loads(trace.read_text())["nodes"]
+        choice = next(n for n in nodes if n["state"] == "selecting-relation")
+        walked = next(n for n in nodes if n["parent"] == choice["id"])
+        return walked["action"]["relation"]["key"], choice["priors"]
+
+    assert first_relation()[0] == "written_by"
+    key, priors = first_relation("--both-orders")
+    assert key == "has_genre" and max(priors, key=priors.get).startswith("has_genre")
+
+
 def test_ask_against_a_real_sparql_server_then_with_the_server_stopped(metaqa_server):
     done = traversals("ask", QUESTION, "--kg", metaqa_server.url, "--k", "1", "--json", "--no-cache")
     assert done.returncode == 0, done.stderr

@@ -463,6 +463,17 @@ def test_calibrate_flag_reaches_the_search_config():
     assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate == 1.0
 
 
+def test_both_orders_flag_reaches_the_search_config():
+    from traversals.cli import _search_config as ask_config
+    from traversals.cli import build_parser
+    from traversals.eval.commands import _search_config
+
+    base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
+    assert _search_config(build_parser().parse_args(base)).both_orders is False  # off
+    assert _search_config(build_parser().parse_args(base + ["--both-orders"])).both_orders is True
+    assert ask_config(build_parser().parse_args(["ask", "q", "--both-orders"]), k=1).both_orders is True
+
+
 async def test_a_run_recorded_with_the_calibrate_switch_resumes_with_it(tmp_path):
     # run.json before --calibrate-weight records "calibrate": true, the weight 1 the flag still means
     ds = make_dataset(3)
