@@ -100,7 +100,7 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--both-orders", action="store_true",
         help="constrained decoding: ask each relation choice with its options listed in both orders "
-             "and take the geometric mean (the model's preference for list positions; docs/decisions.md)",
+             "and take the geometric mean (a small model's choice depends on the order; docs/decisions.md)",
     )
     p.add_argument(
         "--calibrate-answers", action="store_true",

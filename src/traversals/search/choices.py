@@ -7,7 +7,7 @@ the argmax first, then sampling without replacement (Gumbel top-k) among the opt
 probability is at least ``min_prob``; with ``temperature == 0`` it takes the top k.
 ``calibrated_probs`` corrects the model's preference for some option strings (relations);
 ``geometric_mean`` pools the distributions of one choice asked with the options listed in
-different orders (the model's preference for some list positions).
+different orders (a small model's choice depends on the order the options are listed in).
 """
 
 from __future__ import annotations

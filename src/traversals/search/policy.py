@@ -211,8 +211,9 @@ class Policy:
         """The relation choice's distribution: calibrated against the neutral prompt when
         ``calibrate`` is set, and with ``both_orders`` the geometric mean of that
         distribution with the options listed first to last and last to first. The 1.5B
-        model prefers some list positions whatever the relations (on MetaQA dev the first
-        listed); an option that wins in both orders wins on its own merit (docs/decisions.md).
+        model's favourite depends on the order the options are listed in (reversed, it
+        changed in a third of the MetaQA dev choices probed); an option preferred in both
+        orders wins on its own merit, not by its place (docs/decisions.md).
         The reversed prompt is scored beside the cached context (``transient``): it differs
         from the real one only from the option list on."""
 
