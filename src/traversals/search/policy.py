@@ -217,22 +217,20 @@ class Policy:
         The reversed prompt is scored beside the cached context (``transient``): it differs
         from the real one only from the option list on."""
 
-        async def asked(real: str, neutral: str, transient: bool) -> list[float]:
+        async def asked(reverse: bool) -> list[float]:
+            real = self.machine.prompt(query, node, reverse_options=True) if reverse else prompt
             if self.calibrate:
+                neutral = self.machine.neutral_prompt(node, reverse_options=reverse)
                 return await calibrated_probs(
-                    self.llm, real, neutral, texts, usage, weight=self.calibrate, transient=transient
+                    self.llm, real, neutral, texts, usage, weight=self.calibrate, transient=reverse
                 )
-            return await option_probs(self.llm, real, texts, usage, transient=transient)
+            return await option_probs(self.llm, real, texts, usage, transient=reverse)
 
-        probs = await asked(prompt, self.machine.neutral_prompt(node), False)
         if not self.both_orders:
-            return probs
-        reversed_probs = await asked(
-            self.machine.prompt(query, node, reverse_options=True),
-            self.machine.neutral_prompt(node, reverse_options=True),
-            True,
-        )
-        return geometric_mean([probs, reversed_probs])
+            return await asked(False)
+        # concurrently for endpoints that serve calls in parallel; a local model takes them
+        # in this order, the real prompt first (the one its KV cache keeps)
+        return geometric_mean(await asyncio.gather(asked(False), asked(True)))
 
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:
