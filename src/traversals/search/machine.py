@@ -288,7 +288,7 @@ class Machine:
         reverse_options: bool = False,
     ) -> str:
         """The node's state prompt. ``reverse_options``: a relation selection lists its
-        options last to first (the choice asked again to pool out position preferences,
+        options last to first (the choice asked again so that the order's influence is pooled out,
         ``TreeConfig.both_orders``)."""
         ctx = self.context(query, node)
         if node.state is State.DEFAULT:
