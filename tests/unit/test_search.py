@@ -733,23 +733,36 @@ async def test_a_bare_no_does_not_answer_a_wh_question_when_the_kg_offers_entiti
     assert answer.text == "No"
 
 
-def relation_scores(real: dict[str, float], neutral: dict[str, float]):
-    """A model that takes EXPAND_KG, scores the relations by ``real`` (``neutral`` under a
-    neutral prompt) and writes " x" for any text."""
+ACTION_WORDS = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0}
+
+
+def expanding_model(score_options):
+    """A model that takes EXPAND_KG, writes " x" for any text and scores every other choice
+    (relations, entities) by ``score_options(prompt, options)``."""
     def score(prompt, options, prefix):
-        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, **real}
-        if NEUTRAL_TASK in prompt:
-            table.update(neutral)
-        return [table.get(o, -9.0) for o in options]
+        if set(options) <= ACTION_WORDS.keys():
+            return [ACTION_WORDS[o] for o in options]
+        return score_options(prompt, options)
 
     return scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
 
 
-async def first_relation_choice(llm, calibrate: float):
-    """The first relation a calibrated chain takes for the demo question, and the node's priors."""
+def relation_scores(real: dict[str, float], neutral: dict[str, float]):
+    """An :func:`expanding_model` that scores the relations by ``real`` (``neutral`` under a
+    neutral prompt)."""
+    def score(prompt, options):
+        table = {**real, **(neutral if NEUTRAL_TASK in prompt else {})}
+        return [table.get(o, -9.0) for o in options]
+
+    return expanding_model(score)
+
+
+async def first_relation_choice(llm, calibrate: float, *, both_orders: bool = False,
+                                question: str = "Who is Bob Dylan's maternal grandmother?"):
+    """The first relation a chain takes for the question (the demo's by default), and the node's priors."""
     solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, decoding="constrained", max_expansions=4,
-                                                                calibrate=calibrate))
-    answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
+                                                                calibrate=calibrate, both_orders=both_orders))
+    answer = await solver.ask(question)
     node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
     return answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"], node["priors"]
 
@@ -790,24 +803,15 @@ async def test_both_orders_pools_out_a_preference_for_the_first_listed_relation(
     # prefers "P19 - place of birth" (-1.0 against -1.6), listed in the middle. Asked once,
     # the first-listed relation wins; asked with the list in both orders, each order's
     # favourite pays for its place in the other.
-    def score(prompt, options, prefix):
-        if not any(o.startswith("P") or o.startswith("~") for o in options):
-            return [{"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0}.get(o, -9.0) for o in options]
+    def score(prompt, options):
         first = min(options, key=lambda o: prompt.find("\n" + o + "\n"))
         merit = "P19 - place of birth" if NEUTRAL_TASK not in prompt else None  # without the query: none
         return [(-1.0 if o == merit else -1.6) + (0.6 if o == first else 0.0) for o in options]
 
-    def llm():
-        return scripted(score=score, extra=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")])
-
     async def choice(both: bool, calibrate: float = 0.0):
-        model = llm()
-        config = SearchConfig(k=1, decoding="constrained", max_expansions=4, both_orders=both, calibrate=calibrate)
-        answer = await build_solver("tree", model, [dylan_kg()], config).ask("Where was Bob Dylan born?")
-        node = next(n for n in answer.trace["nodes"] if n["state"] == "selecting-relation")
-        key = answer.trace["nodes"][node["id"] + 1]["action"]["relation"]["key"]
-        calls = [c for c in model.score_calls if "P19 - place of birth" in c.options]
-        return key, node["priors"], calls
+        model = expanding_model(score)
+        key, priors = await first_relation_choice(model, calibrate, both_orders=both, question="Where was Bob Dylan born?")
+        return key, priors, [c for c in model.score_calls if "P19 - place of birth" in c.options]
 
     key, _, calls = await choice(False)
     assert key != "P19" and len(calls) == 1

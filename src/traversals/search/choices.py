@@ -39,10 +39,15 @@ async def option_probs(
     return softmax(scores.logprobs)
 
 
+def _log(p: float) -> float:
+    """log p, floored: an option the model gave no probability stays comparable."""
+    return math.log(max(p, 1e-12))
+
+
 def calibrate(probs: Sequence[float], neutral: Sequence[float], weight: float = 1.0) -> list[float]:
     """``p(o | prompt) / p(o | neutral prompt) ** weight``, renormalised (weight 1: Zhao et al.'s
     division, pointwise mutual information with what the neutral prompt left out)."""
-    return softmax([math.log(max(p, 1e-12)) - weight * math.log(max(q, 1e-12)) for p, q in zip(probs, neutral)])
+    return softmax([_log(p) - weight * _log(q) for p, q in zip(probs, neutral)])
 
 
 async def calibrated_probs(
@@ -81,7 +86,7 @@ def geometric_mean(distributions: Sequence[Sequence[float]]) -> list[float]:
     """The renormalised geometric mean of distributions over the same options: the mean of
     their log-probabilities, so an option wins by being probable under every one of them."""
     n = len(distributions)
-    logs = [sum(math.log(max(p, 1e-12)) for p in column) / n for column in zip(*distributions)]
+    logs = [sum(_log(p) for p in column) / n for column in zip(*distributions)]
     return softmax(logs)
 
 
