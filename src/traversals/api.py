@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .embed import Embedder, open_embedder
 from .errors import BadInput
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
@@ -57,6 +58,9 @@ class SearchConfig:
     #: value. None: k and at least 3 with a value model, 1 with the LLM value
     answers: int | None = None
     simulations: int = 16  # mcts: simulations per question
+    #: mcts/beam: the critical model's sentence embeddings (:func:`~traversals.embed.open_embedder`:
+    #: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical")
+    embedder: str = "sbert"
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
 
@@ -67,9 +71,12 @@ def build_solver(
     config: SearchConfig | None = None,
     *,
     on_event: EventSink | None = None,
+    embedder: Embedder | None = None,
 ) -> Solver:
     """The solver for ``strategy``. ``on_event`` receives the search's events as they
-    happen (:mod:`traversals.search.events`; the KG strategies only)."""
+    happen (:mod:`traversals.search.events`; the KG strategies only). ``embedder`` serves
+    RwT's critical model (mcts/beam); without one, ``config.embedder`` is opened (pass one
+    to share a loaded model between solvers, as the service does)."""
     cfg = config or SearchConfig()
     if strategy == "cot":  # no KG states: a value model (e.g. a server's default) has nothing to rate
         return ChainOfThought(llm)
@@ -83,12 +90,15 @@ def build_solver(
         raise BadInput("at least one knowledge graph is needed")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     if strategy in ("mcts", "beam"):
-        from .search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
+        from .search.rwt import (
+            CriticalModel, HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel,
+        )
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
         rollout = TrainedRollout(ValueModel.load(cfg.value_model)) if cfg.value_model else None
+        critical = CriticalModel(embedder or open_embedder(cfg.embedder))
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
-                   rollout=rollout, on_event=on_event)
+                   rollout=rollout, critical=critical, on_event=on_event)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")

@@ -21,7 +21,7 @@ from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_model_flag, open_llm_from_args,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_llm_from_args,
     prepare_llm,
     remote_kg_options,
 )
@@ -36,7 +36,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulations", type=int, default=16, help="mcts: simulations per question (default 16)")
     add_tree_flags(p)
     add_decoding_flag(p)
-    add_value_model_flag(p)
+    add_value_flags(p)
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -72,6 +72,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         answer_choice=args.answer_choice,
         **({} if args.group_selection is None else {"group_selection": args.group_selection}),
         answers=args.answers,
+        **({} if args.embedder is None else {"embedder": args.embedder}),
     )
 
 

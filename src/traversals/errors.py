@@ -41,3 +41,7 @@ class ModelIntegrityError(LLMError):
 
 class ScoringNotSupported(LLMError):
     """The backend cannot score options (no token log-probabilities)."""
+
+
+class EmbedderUnavailable(TraversalsError):
+    """A sentence-embedding model cannot be loaded (missing package, file or model)."""

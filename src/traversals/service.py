@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -41,8 +42,10 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all
+from .embed import open_embedder
 from .errors import (
     BadInput,
+    EmbedderUnavailable,
     KGError,
     KGTimeout,
     KGUnavailable,
@@ -167,7 +170,7 @@ def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: who should act, the caller (4xx) or the operator (5xx)."""
     if isinstance(exc, BadInput):
         return 400
-    if isinstance(exc, (Busy, KGUnavailable, LLMUnavailable)):
+    if isinstance(exc, (Busy, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
         return 503
     if isinstance(exc, (KGTimeout, RequestTimeout)):
         return 504
@@ -191,7 +194,7 @@ def create_app(
     limits: ServiceLimits | None = None,
     prepare: Callable[[LLM], Awaitable[None]] | None = None,
     close_on_shutdown: bool = True,
-    solver_factory: SolverFactory = build_solver,
+    solver_factory: SolverFactory | None = None,
 ):
     """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
     endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
@@ -206,6 +209,8 @@ def create_app(
 
     defaults = defaults or SearchConfig()
     limits = limits or ServiceLimits()
+    if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
+        solver_factory = functools.partial(build_solver, embedder=open_embedder(defaults.embedder))
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not kgs and default_strategy != "cot":

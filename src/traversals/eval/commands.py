@@ -14,7 +14,7 @@ from typing import Any
 from ..api import SearchConfig
 from ..errors import BadInput
 from ..options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_model_flag, open_llm_from_args,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_llm_from_args,
     prepare_llm, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
@@ -47,7 +47,7 @@ def add_eval_commands(subparsers: Any) -> None:
     add_llm_flags(ev)
     add_kg_flags(ev)
     add_decoding_flag(ev)
-    add_value_model_flag(ev)
+    add_value_flags(ev)
     ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
     ev.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 7")
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
@@ -85,7 +85,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
-              "group_selection": args.group_selection, "answers": args.answers,
+              "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
@@ -113,6 +113,8 @@ async def _eval(args: argparse.Namespace) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
+    if strategy not in ("mcts", "beam"):  # only RwT has a critical model
+        config.pop("embedder", None)
     if config.get("k") is None:  # the strategy decides (cot has none)
         config["k"] = {"tree": 3, "chain": 1}.get(strategy)
     opened: list[Any] = []

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import BadInput, KGUnavailable, LLMUnavailable, ModelIntegrityError, TraversalsError
+from ..errors import BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, TraversalsError
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .metrics import METRICS, score
 
@@ -46,14 +46,15 @@ TRACES = "traces"
 
 #: Errors that say the infrastructure is down, not that a question is hard: the run stops
 #: (nothing is recorded for the question) so that it can be resumed once it is back.
-ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, ModelIntegrityError)
+ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, ModelIntegrityError,
+                                                 EmbedderUnavailable)
 
 #: run.json keys that must agree when resuming (when both runs record them).
 RESUME_MUST_MATCH = (
     "dataset", "split", "answerable_only", "seed", "strategy", "llm",
     "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed", "calibrate",
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
-    "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders",
+    "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")

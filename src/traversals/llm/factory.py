@@ -28,7 +28,7 @@ __all__ = ["SPEC_FORMS", "open_llm", "resolve_local_model"]
 
 SPEC_FORMS = (
     "local",
-    "local:NAME (" + ", ".join(sorted(MODELS)) + ")",
+    "local:NAME (" + ", ".join(sorted(n for n, m in MODELS.items() if m.kind == "llm")) + ")",
     "local:PATH.gguf",
     "openai:MODEL (with --llm-url)",
 )
@@ -49,6 +49,8 @@ def resolve_local_model(
     if not target:
         target = DEFAULT_MODEL
     if target in MODELS:
+        if MODELS[target].kind != "llm":
+            raise BadInput(f"{target!r} is a sentence-embedding model, not an LLM (it serves --embedder)")
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(os.environ)
         return ensure_model(target, cache, progress=progress)
     path = Path(target).expanduser()
@@ -58,7 +60,7 @@ def resolve_local_model(
         return path
     raise BadInput(
         f"unknown local model {target!r}: give a registry name "
-        f"({', '.join(sorted(MODELS))}) or a path to a .gguf file"
+        f"({', '.join(sorted(n for n, m in MODELS.items() if m.kind == 'llm'))}) or a path to a .gguf file"
     )
 
 

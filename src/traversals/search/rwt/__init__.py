@@ -12,7 +12,8 @@ policy LLM rating states (:class:`~.value.LLMRollout`).
 from .beam import HopBeamSearch
 from .engine import RwTConfig, RwTSearch
 from .mcts import MonteCarloTreeSearch
-from .value import CriticalModel, Embedder, LexicalEmbedder, LLMRollout, RolloutModel
+from ...embed import Embedder, LexicalEmbedder
+from .value import CriticalModel, LLMRollout, RolloutModel
 from .valuemodel import TrainedRollout, ValueModel
 
 __all__ = [

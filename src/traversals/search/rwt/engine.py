@@ -89,7 +89,7 @@ class RwTSearch:
         else:
             hops_left = self.config.max_hops - node.depth
             rollout = await self.rollout.value(question, node, hops_left, node.usage)
-            critical = self.critical.value(guesses, node)
+            critical = await self.critical.value(guesses, node)
             node.value = mix(rollout, critical, lam=self.config.lam)
             as_answer = self.rollout.answer_value(question, node)
             if as_answer is not None:  # a trained model values "answer here" on its own head

@@ -3,9 +3,10 @@
 - **Critical model**: how well the entities a state reached fit the LLM's three guessed
   answers — for each guess the best cosine similarity among the state's entity labels,
   averaged over the guesses (the paper uses a fine-tuned Sentence-BERT; here any
-  :class:`Embedder`: the default :class:`LexicalEmbedder` compares character trigrams,
-  which needs no model and catches "Florence Stone" vs "Florence Stone (1883)" but not
-  synonyms).
+  :class:`~traversals.embed.Embedder`: ``build_solver`` opens ``--embedder``, by default
+  all-MiniLM-L6-v2, a Sentence-BERT; constructed without one the model compares character
+  trigrams, :class:`~traversals.embed.LexicalEmbedder`, which needs no model and catches
+  "Florence Stone" vs "Florence Stone (1883)" but not synonyms).
 - **Roll-out model**: anything with ``value(question, node, hops_left, usage)`` in [0, 1].
   The paper trains one (LLaMA3-8B) on its own search trees; here ``traversals train-value``
   trains :class:`~.valuemodel.ValueModel` (:mod:`.train`), and without one
@@ -17,11 +18,9 @@
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
 from typing import Protocol, Sequence
 
+from ...embed import Embedder, LexicalEmbedder, Vector, cosine
 from ...llm.base import LLM, Usage
 from ..choices import expected_rating
 from ..templates import render
@@ -29,45 +28,32 @@ from ..value import parse_rating
 from .state import PathNode, labels
 
 
-class Embedder(Protocol):
-    def embed(self, texts: Sequence[str]) -> list[dict[str, float] | list[float]]:
-        """One vector per text (dense list or sparse dict), for cosine similarity."""
-        ...
-
-
-class LexicalEmbedder:
-    """Sparse character-trigram vectors of normalised text (no model)."""
-
-    def embed(self, texts: Sequence[str]) -> list[dict[str, float]]:
-        out = []
-        for t in texts:
-            norm = " " + re.sub(r"[\W_]+", " ", t.casefold()).strip() + " "
-            out.append(dict(Counter(norm[i : i + 3] for i in range(max(0, len(norm) - 2)))))
-        return out
-
-
-def cosine(a: dict[str, float] | list[float], b: dict[str, float] | list[float]) -> float:
-    if isinstance(a, dict) and isinstance(b, dict):
-        dot = sum(v * b.get(k, 0.0) for k, v in a.items())
-        na, nb = math.sqrt(sum(v * v for v in a.values())), math.sqrt(sum(v * v for v in b.values()))
-    else:
-        dot = sum(x * y for x, y in zip(a, b))  # type: ignore[arg-type]
-        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))  # type: ignore[union-attr]
-    return dot / (na * nb) if na and nb else 0.0
-
-
 class CriticalModel:
-    def __init__(self, embedder: Embedder | None = None, *, max_entities: int = 50) -> None:
-        self.embedder = embedder or LexicalEmbedder()
-        self.max_entities = max_entities
+    """How well a state's entities fit the LLM's guesses: for each guess the best cosine
+    among the state's first ``max_entities`` labels, averaged over the guesses. Vectors
+    are cached by text (a search meets the same labels at many states)."""
 
-    def value(self, guesses: Sequence[str], node: PathNode) -> float:
+    def __init__(self, embedder: Embedder | None = None, *, max_entities: int = 50, cache_size: int = 20_000) -> None:
+        self.embedder: Embedder = embedder or LexicalEmbedder()
+        self.max_entities = max_entities
+        self.cache_size = cache_size
+        self._vectors: dict[str, Vector] = {}
+
+    async def value(self, guesses: Sequence[str], node: PathNode) -> float:
         names = [e.label for e in node.entities[: self.max_entities]]
         if not guesses or not names:
             return 0.0
-        vectors = self.embedder.embed(list(guesses) + names)
+        vectors = await self._embed([*guesses, *names])
         g, n = vectors[: len(guesses)], vectors[len(guesses) :]
         return sum(max(max(0.0, cosine(x, y)) for y in n) for x in g) / len(g)
+
+    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            if len(self._vectors) + len(missing) > self.cache_size:
+                self._vectors.clear()
+            self._vectors.update(zip(missing, await self.embedder.embed(missing)))
+        return [self._vectors[t] for t in texts]
 
 
 class RolloutModel(Protocol):

