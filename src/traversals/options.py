@@ -15,6 +15,9 @@ def add_kg_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the SPARQL query cache")
     p.add_argument("--user-agent", default=None,
                    help="User-Agent for remote SPARQL/Wikidata requests (Wikimedia asks for a contact address)")
+    p.add_argument("--kg-timeout", default=None, type=_positive_seconds, metavar="SECONDS",
+                   help="remote KGs: how long one SPARQL endpoint or Wikidata request may take "
+                        "(default 30; 60 for wikidata)")
 
 
 def add_llm_flags(p: argparse.ArgumentParser) -> None:
@@ -117,11 +120,28 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:
-    """The persistent SPARQL query cache (``--no-cache`` bypasses it) and User-Agent."""
+    """Keyword arguments of the remote KGs: the persistent SPARQL query cache
+    (``--no-cache`` bypasses it), the User-Agent and, with ``--kg-timeout``, the time
+    budget of one request (``None`` keeps each back end's default: 30 s, 60 s for
+    Wikidata). Raises :class:`~traversals.errors.BadInput` for a timeout that is not
+    more than 0 seconds."""
+    from .errors import BadInput
     from .kg.cache import QueryCache, default_cache_dir, default_cache_path
 
+    timeout = getattr(args, "kg_timeout", None)
+    if timeout is not None:
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise BadInput(f"--kg-timeout: not a number of seconds: {timeout!r}") from None
+        if not timeout > 0:
+            raise BadInput(f"--kg-timeout must be more than 0 seconds, got {timeout:g}")
     path = default_cache_path(default_cache_dir(environ, Path.home()))
-    return {"cache": QueryCache(path, enabled=not args.no_cache), "user_agent": args.user_agent}
+    return {
+        "cache": QueryCache(path, enabled=not args.no_cache),
+        "user_agent": args.user_agent,
+        "timeout": timeout,
+    }
 
 
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):

@@ -357,8 +357,13 @@ async def test_nquads_are_flattened_and_gzip_loads(tmp_path):
 
 def test_normalise():
     assert normalise("  The_Gumball  Rally!") == "the gumball rally"
-    assert normalise("«Ünïcode»") == "ünïcode"
+    assert normalise("«Ünïcode»") == "unicode"
     assert normalise("...") == ""
+    # Accents go, composed or decomposed; letters that are not accented ones stay.
+    assert normalise("Zoë") == normalise("ZOE\u0308") == normalise("zoe") == "zoe"
+    assert normalise("Müller") == "muller"
+    assert normalise("Ærø") == "ærø"
+    assert normalise("が") != normalise("か")  # kana voicing marks are not accents
 
 
 def test_edge_scan_cap_is_large():
@@ -415,3 +420,146 @@ def test_any_names_round_trip(tmp_path, rows):
             await check_round_trip(kg, *row)
 
     asyncio.run(run())
+
+
+# ------------------------------------------------------ accent-insensitive search
+
+ACCENTED_NT = """
+<http://e/zoe1> <http://www.w3.org/2000/01/rdf-schema#label> "Zoë" .
+<http://e/zoe2> <http://www.w3.org/2000/01/rdf-schema#label> "Zoe" .
+<http://e/muller> <http://www.w3.org/2000/01/rdf-schema#label> "Jörg Müller" .
+<http://e/decomposed> <http://www.w3.org/2000/01/rdf-schema#label> "Chloe\\u0308 Dupre\\u0301" .
+<http://e/zoe1> <http://e/knows> <http://e/muller> .
+<http://e/zoe2> <http://e/knows> <http://e/decomposed> .
+"""
+
+
+async def test_search_ignores_accents_in_rdf_labels(tmp_path):
+    p = tmp_path / "people.nt"
+    p.write_text(ACCENTED_NT, "utf-8")
+    kg = OxigraphKG.from_file(p)
+    # The exact label comes first, its accented or unaccented twin right after.
+    assert [e.label for e in await kg.search("Zoe")] == ["Zoe", "Zoë"]
+    assert [e.label for e in await kg.search("Zoë")] == ["Zoë", "Zoe"]
+    assert [e.label for e in await kg.search("ZOË")][:2] in (["Zoe", "Zoë"], ["Zoë", "Zoe"])
+    assert (await one(kg, "jorg muller")).id == "http://e/muller"
+    assert (await one(kg, "Muller")).id == "http://e/muller"  # every word, no accents
+    # Decomposed accents in the file match composed or no accents in the query.
+    assert (await one(kg, "Chloë Dupré")).id == "http://e/decomposed"
+    assert (await one(kg, "chloe dupre")).id == "http://e/decomposed"
+
+
+async def test_search_ignores_accents_in_plain_files(tmp_path):
+    p = tmp_path / "people.txt"
+    p.write_text("Zoë|knows|Jörg Müller\nAlice|knows|Zoë\n", "utf-8")
+    kg = OxigraphKG.from_file(p)
+    assert (await one(kg, "Zoe")).label == "Zoë"
+    assert (await one(kg, "zoe")).id == iris.entity_iri("Zoë")
+    assert (await one(kg, "Jorg Muller")).label == "Jörg Müller"
+
+
+# ------------------------------------------------------ damaged gzip, empty files
+
+
+def damaged_gzip_files(tmp_path: Path, name: str, text: str) -> list[Path]:
+    import gzip
+
+    good = gzip.compress(text.encode("utf-8"))
+    not_gzip = tmp_path / f"notgzip-{name}"
+    not_gzip.write_bytes(b"notgzip\n")
+    truncated = tmp_path / f"truncated-{name}"
+    truncated.write_bytes(good[: len(good) // 2])
+    return [not_gzip, truncated]
+
+
+NT_LINES = "".join(f'<http://e/s{i}> <http://e/p> "object number {i}" .\n' for i in range(300))
+TTL_LINES = "@prefix e: <http://e/> .\n" + "".join(f'e:s{i} e:p "object {i}" .\n' for i in range(300))
+NQ_LINES = "".join(f"<http://e/s{i}> <http://e/p> <http://e/o{i}> <http://e/g> .\n" for i in range(300))
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [("kb.nt.gz", NT_LINES), ("kb.ttl.gz", TTL_LINES), ("kb.nq.gz", NQ_LINES), ("kb.txt.gz", "a|r|b\n" * 300)],
+)
+def test_damaged_gzip_is_bad_input(tmp_path, name, text):
+    for path in damaged_gzip_files(tmp_path, name, text):
+        with pytest.raises(BadInput, match=rf"cannot read .*{path.name}: not a valid gzip file \(.+\)"):
+            OxigraphKG.from_file(path)
+        with pytest.raises(BadInput, match="not a valid gzip file"):
+            open_kg(str(path))
+        # A store being built from it is removed again.
+        with pytest.raises(BadInput, match="not a valid gzip file"):
+            OxigraphKG.from_file(path, store_dir=tmp_path / "s")
+        assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("e.txt", ""),
+        ("e.txt", "\n  \n"),
+        ("e.tsv", "only one field\n"),
+        ("e.csv", "subject,relation,object\n"),
+        ("e.nt", ""),
+        ("e.nt", "# just a comment\n\n"),
+        ("e.ttl", "@prefix ex: <http://example.org/> .\n# nothing else\n"),
+        ("e.nq", ""),
+    ],
+)
+def test_files_without_triples_are_refused(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, "utf-8")
+    with pytest.raises(BadInput, match=rf"{name} holds no triples"):
+        open_kg(str(p))
+    with pytest.raises(BadInput, match="holds no triples"):
+        OxigraphKG.from_file(p, store_dir=tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+
+
+def test_empty_gzip_is_refused(tmp_path):
+    import gzip
+
+    p = tmp_path / "e.nt.gz"
+    p.write_bytes(gzip.compress(b""))
+    with pytest.raises(BadInput, match=r"e\.nt\.gz holds no triples"):
+        OxigraphKG.from_file(p)
+
+
+# ------------------------------------------------------ store directories
+
+
+def listing(d: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(d.iterdir())}
+
+
+def test_a_directory_that_is_not_a_store_is_refused_and_left_alone(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "notes.txt").write_text("hi\n", "utf-8")
+    (d / "CURRENT").write_text("not rocksdb\n", "utf-8")  # a CURRENT alone is not enough
+    before = listing(d)
+    for opener in (lambda: OxigraphKG.open(d), lambda: OxigraphKG.open(d, read_only=True), lambda: open_kg(str(d))):
+        with pytest.raises(BadInput, match=r"d: not an Oxigraph store \(a store directory holds .*CURRENT, MANIFEST"):
+            opener()
+    assert listing(d) == before
+
+
+async def test_the_factory_opens_stores_read_only(tmp_path):
+    src = tmp_path / "kb.txt"
+    src.write_text("Kismet|directed_by|William Dieterle\nKismet|has_genre|Drama\n", "utf-8")
+    store_dir = tmp_path / "store"
+    built = OxigraphKG.from_file(src, store_dir=store_dir)
+    await built.close()
+    before = listing(store_dir)
+    # Two readers at once (a read-write open takes RocksDB's lock and the second fails).
+    first, second = open_kg(str(store_dir)), open_kg(f"again={store_dir}")
+    for kg in (first, second):
+        kismet = await one(kg, "Kismet")
+        edges = await kg.get_edges([kismet], kg.relation("directed_by"))
+        assert [e.object.label for e in edges.edges] == ["William Dieterle"]
+        await kg.close()  # no flush of a read-only store
+    assert listing(store_dir) == before
+    # A store reopened read-write by the library still works, and can be closed.
+    rw = OxigraphKG.open(store_dir)
+    assert (await one(rw, "Drama")).label == "Drama"
+    await rw.close()

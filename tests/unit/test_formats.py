@@ -287,3 +287,47 @@ def test_any_names_survive_csv_to_ntriples(tmp_path, rows):
         assert (iris.entity_iri(s), iris.relation_iri(r), iris.entity_iri(o)) in spo
         assert (iris.entity_iri(s), LABEL, expected_label(s)) in spo
         assert (iris.relation_iri(r), LABEL, expected_label(r)) in spo
+
+
+# ------------------------------------------------------------- damaged gzip, empty files
+
+
+def gzip_bytes(text: str) -> bytes:
+    return gzip.compress(text.encode("utf-8"))
+
+
+def damaged_gzips(tmp_path: Path, suffix: str, text: str) -> list[Path]:
+    """The same content as a non-gzip file, a truncated gzip and one with a bad CRC."""
+    good = gzip_bytes(text)
+    not_gzip = write(tmp_path / f"notgzip{suffix}.gz", "notgzip\n")
+    truncated = tmp_path / f"truncated{suffix}.gz"
+    truncated.write_bytes(good[: len(good) // 2])
+    bad_crc = tmp_path / f"badcrc{suffix}.gz"
+    bad_crc.write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:-4]) + good[-4:])
+    return [not_gzip, truncated, bad_crc]
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".tsv", ".csv"])
+def test_damaged_gzip_is_bad_input(tmp_path, suffix):
+    sep = {".txt": "|", ".tsv": "\t", ".csv": ","}[suffix]
+    text = "".join(f"s{i}{sep}r{sep}o{i}\n" for i in range(200))
+    for path in damaged_gzips(tmp_path, suffix, text):
+        with pytest.raises(BadInput, match=rf"cannot read .*{path.name}: not a valid gzip file \(.+\)"):
+            list(formats.iter_plain_triples(path))
+
+
+def test_kg_convert_of_a_damaged_gzip_is_bad_input_and_writes_nothing(tmp_path):
+    out = tmp_path / "out.nt"
+    for path in damaged_gzips(tmp_path, ".txt", "a|r|b\nc|r|d\n"):
+        with pytest.raises(BadInput, match="not a valid gzip file"):
+            formats.write_ntriples(path, out)
+        assert not out.exists() and not (tmp_path / "out.nt.part").exists()
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n", "just words\nno|delimiters\n"])
+def test_kg_convert_refuses_a_file_without_triples(tmp_path, text):
+    src = write(tmp_path / "empty.txt", text)
+    out = tmp_path / "out.nt"
+    with pytest.raises(BadInput, match=r"empty\.txt holds no triples"):
+        formats.write_ntriples(src, out)
+    assert not out.exists() and not (tmp_path / "out.nt.part").exists()

@@ -13,7 +13,9 @@ a file ``*.nt *.ttl *.nq *.trig *.rdf *.owl *.txt *.tsv *.csv`` (optionally ``.g
     <traversals.kg.store.OxigraphKG.from_file>`);
 a directory
     a persistent Oxigraph store (:meth:`OxigraphKG.open
-    <traversals.kg.store.OxigraphKG.open>`).
+    <traversals.kg.store.OxigraphKG.open>`), opened read-only: nothing is written into
+    the directory and several processes (``serve`` and ``eval``) may read it at once; a
+    directory that is not a store is refused.
 
 Any spec may be prefixed with ``NAME=`` to name the KG (``movies=kb.txt``); the name is
 what entities and relations carry in ``.kg`` and what multi-KG prompts show. The
@@ -43,7 +45,9 @@ def open_kg(spec: str, *, name: str | None = None, **remote: object) -> Knowledg
     """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
 
     ``remote`` keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
-    SPARQL and Wikidata back ends only; files and stores ignore them."""
+    SPARQL and Wikidata back ends only; files and stores ignore them. ``None`` values
+    are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
+    Wikidata)."""
     remote = {k: v for k, v in remote.items() if v is not None}
     spec = (spec or "").strip()
     if not spec:
@@ -74,7 +78,7 @@ def open_kg(spec: str, *, name: str | None = None, **remote: object) -> Knowledg
     if path.is_dir():
         from .store import OxigraphKG
 
-        return OxigraphKG.open(path, name=name)
+        return OxigraphKG.open(path, name=name, read_only=True)
     if formats.detect_format(path) is not None:
         if not path.exists():
             raise BadInput(f"no such file: {path}")

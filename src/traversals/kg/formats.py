@@ -24,7 +24,8 @@ Two families of input are recognised by file extension (optionally followed by `
 
   Blank lines and malformed lines (not exactly three non-empty fields) are skipped and
   counted in a :class:`ReadStats`; a summary is logged as a warning. A file that is not
-  valid UTF-8 is refused with :class:`~traversals.errors.BadInput` naming the line.
+  valid UTF-8 is refused with :class:`~traversals.errors.BadInput` naming the line, and
+  so is a damaged or truncated ``.gz`` file (:func:`open_binary`).
 
 :func:`write_ntriples` is the ``traversals kg convert`` back end: it streams the data
 triples plus the label triples through pyoxigraph's N-Triples serialiser (never
@@ -41,6 +42,7 @@ import gzip
 import io
 import logging
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -148,14 +150,53 @@ def check_readable(path: str | os.PathLike[str]) -> Path:
 
 
 def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a (possibly gzip-compressed) file for binary reading."""
+    """Open a (possibly gzip-compressed) file for binary reading.
+
+    A ``.gz`` file is decompressed as it is read; a damaged or truncated one raises
+    :class:`BadInput` ("cannot read FILE: not a valid gzip file (...)") from whichever
+    read hits the damage, not :mod:`gzip`'s own exceptions.
+    """
     p = check_readable(path)
     try:
         if p.name.lower().endswith(".gz"):
-            return gzip.open(p, "rb")  # type: ignore[return-value]
+            return io.BufferedReader(_CheckedGzip(gzip.open(p, "rb"), p))  # type: ignore[arg-type]
         return open(p, "rb")
     except OSError as exc:
         raise BadInput(f"cannot read {p}: {exc}") from exc
+
+
+#: What :mod:`gzip` raises for damaged data: bad header or CRC (``BadGzipFile``, an
+#: ``OSError``), a truncated stream (``EOFError``), corrupt deflate data (``zlib.error``).
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class _CheckedGzip(io.RawIOBase):
+    """A raw stream over a :class:`gzip.GzipFile` that reports damage as :class:`BadInput`.
+
+    Every read of the :class:`io.BufferedReader` around it (``read``, ``readline``,
+    iteration, pyoxigraph's parser) goes through :meth:`readinto`.
+    """
+
+    def __init__(self, inner: gzip.GzipFile, path: Path) -> None:
+        super().__init__()
+        self._inner = inner
+        self._path = path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        try:
+            return self._inner.readinto(buffer)
+        except _GZIP_ERRORS as exc:
+            detail = str(exc) or type(exc).__name__
+            raise BadInput(f"cannot read {self._path}: not a valid gzip file ({detail})") from exc
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
 
 
 # --------------------------------------------------------------------------- plain files
@@ -376,7 +417,8 @@ def write_ntriples(
     Writes the data triples and one ``rdfs:label`` triple per distinct entity and
     relation. The output is written to a temporary file next to ``out_path`` and moved
     into place only when complete. Returns the counts (``triples``, ``entities``,
-    ``relations``, ``skipped``...).
+    ``relations``, ``skipped``...). A file without a single triple (empty, or only
+    blank or malformed lines) is refused with :class:`BadInput` and nothing is written.
     """
     src = check_readable(in_path)
     dst = Path(out_path)
@@ -397,6 +439,9 @@ def write_ntriples(
     try:
         with open(tmp, "wb") as out:
             ox.serialize(triples, out, ox.RdfFormat.N_TRIPLES)
+        if not stats.triples:
+            skipped = f" ({stats.skipped} blank or malformed lines)" if stats.skipped else ""
+            raise BadInput(f"{src} holds no triples{skipped}")
         os.replace(tmp, dst)
     except BaseException:
         tmp.unlink(missing_ok=True)

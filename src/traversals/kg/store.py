@@ -46,8 +46,8 @@ Labels
 
 Search
     A label index is built once, at load: exact label -> ids, normalised label -> ids
-    (:func:`normalise`: casefold, ``_`` -> space, collapsed whitespace, punctuation
-    stripped at both ends), the sorted list of normalised labels for fuzzy matching
+    (:func:`normalise`: accents dropped, casefold, ``_`` -> space, collapsed whitespace,
+    punctuation stripped at both ends), the sorted list of normalised labels for fuzzy matching
     with rapidfuzz (``token_sort_ratio``, cutoff 80: typos and word order; ``WRatio``
     was too loose - "ai" scored 90 for "Charles Bail") and a word index. Results:
     exact, then normalised, then fuzzy (best score first), then labels containing every
@@ -187,10 +187,29 @@ def demo_kg_path() -> Path:
     return Path(str(importlib.resources.files("traversals.kg").joinpath("data", "demo.ttl")))
 
 
+#: Combining marks removed by :func:`normalise`: the generic diacritics that accented
+#: Latin, Greek and Cyrillic letters decompose into (U+0300-036F and its supplements,
+#: U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F). Script-specific marks (Indic
+#: vowel signs and viramas, kana voicing marks, Arabic and Hebrew points) stay: dropping
+#: them would turn one letter or word into another.
+_DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def fold_accents(text: str) -> str:
+    """``text`` without accents: NFKD, generic combining diacritics dropped, then NFC
+    (``"Zoë Müller"`` -> ``"Zoe Muller"``; compatibility forms such as full-width
+    letters and ligatures are folded too)."""
+    return unicodedata.normalize("NFC", _DIACRITICS.sub("", unicodedata.normalize("NFKD", text)))
+
+
 def normalise(text: str) -> str:
-    """Search normal form: casefold, ``_`` -> space, collapsed whitespace, no
-    punctuation at either end (``"  The_Gumball  Rally!"`` -> ``"the gumball rally"``)."""
-    t = " ".join(text.casefold().replace("_", " ").split())
+    """Search normal form: accents dropped (:func:`fold_accents`), casefold, ``_`` ->
+    space, collapsed whitespace, no punctuation at either end
+    (``"  The_Gumball  Rally!"`` -> ``"the gumball rally"``, ``"Zoë"`` -> ``"zoe"``).
+
+    The label index is built with this function and every query goes through it too, so
+    the normalised and fuzzy stages of search are accent- and case-insensitive."""
+    t = " ".join(fold_accents(text.casefold()).replace("_", " ").split())
     start, end = 0, len(t)
     while start < end and (t[start].isspace() or unicodedata.category(t[start]).startswith("P")):
         start += 1
@@ -273,6 +292,7 @@ class OxigraphKG:
         self.name = name
         self._store: ox.Store | None = store
         self._location = _location
+        self._read_only = False
         self._descriptions: dict[str, str] = {}
         self._build_index(all_labelled=_all_labelled)
 
@@ -322,6 +342,9 @@ class OxigraphKG:
                 store.bulk_extend(
                     formats.iter_plain_rdf(p, delimiter=delimiter, stats=stats, quads=True)
                 )
+                if not stats.triples:
+                    skipped = f" ({stats.skipped} blank or malformed lines)" if stats.skipped else ""
+                    raise BadInput(f"{p} holds no triples{skipped}")
                 log.info(
                     "%s: loaded %d triples (%d entities, %d relations, %d lines skipped)",
                     p, stats.triples, stats.entities, stats.relations, stats.skipped,
@@ -329,6 +352,8 @@ class OxigraphKG:
             else:
                 assert fmt is not None and fmt.rdf_format is not None
                 _load_rdf(store, p, fmt)
+                if _is_empty(store):
+                    raise BadInput(f"{p} holds no triples")
             if store_dir is not None:
                 store.flush()
         except BaseException:
@@ -348,17 +373,32 @@ class OxigraphKG:
         read_only: bool = False,
     ) -> "OxigraphKG":
         """Open a persistent store made by ``from_file(..., store_dir=directory)`` (or by
-        ``oxigraph load --location``). ``name`` defaults to the directory name."""
+        ``oxigraph load --location``). ``name`` defaults to the directory name.
+
+        A directory that does not look like an Oxigraph (RocksDB) store - no ``CURRENT``
+        and ``MANIFEST-*`` files - is refused with :class:`BadInput` before anything is
+        written into it. ``read_only=True`` (what :func:`~traversals.kg.factory.open_kg`
+        uses) never writes to the directory, takes no lock and may share the store with
+        other readers; a store being written by another process must not be opened so.
+        """
         d = Path(directory)
         if not d.is_dir():
             raise BadInput(f"no such store directory: {d}")
         if not any(d.iterdir()):
             raise BadInput(f"{d}: empty directory, not an Oxigraph store")
+        if not is_store_dir(d):
+            raise BadInput(
+                f"{d}: not an Oxigraph store (a store directory holds the RocksDB files CURRENT, "
+                f"MANIFEST-*, *.sst ... written by OxigraphKG.from_file(..., store_dir=) or "
+                f"`oxigraph load --location`); give a triple file instead"
+            )
         try:
             store = ox.Store.read_only(str(d)) if read_only else ox.Store(str(d))
         except OSError as exc:
             raise KGUnavailable(f"cannot open the Oxigraph store in {d}: {exc}") from exc
-        return cls(store, name=name or d.resolve().name, _location=str(d))
+        kg = cls(store, name=name or d.resolve().name, _location=str(d))
+        kg._read_only = read_only
+        return kg
 
     @classmethod
     def demo(cls, name: str = "demo") -> "OxigraphKG":
@@ -517,10 +557,10 @@ class OxigraphKG:
     def close_sync(self) -> None:
         """Release the store (a persistent store is flushed and unlocked)."""
         store, self._store = self._store, None
-        if store is not None and self._location is not None:
+        if store is not None and self._location is not None and not self._read_only:
             try:
                 store.flush()
-            except OSError:  # pragma: no cover - read-only stores
+            except OSError:  # pragma: no cover - disk trouble at close
                 pass
         del store
 
@@ -822,6 +862,17 @@ def _stem(p: Path) -> str:
     if name.lower().endswith(".gz"):
         name = name[:-3]
     return Path(name).stem or name
+
+
+def is_store_dir(directory: str | os.PathLike[str]) -> bool:
+    """Does ``directory`` look like an on-disk Oxigraph store? RocksDB keeps the name
+    of its live ``MANIFEST-*`` file in ``CURRENT``; a store always has both."""
+    d = Path(directory)
+    return (d / "CURRENT").is_file() and any(d.glob("MANIFEST-*"))
+
+
+def _is_empty(store: ox.Store) -> bool:
+    return next(iter(store.quads_for_pattern(None, None, None)), None) is None
 
 
 def _new_store(directory: Path) -> ox.Store:
