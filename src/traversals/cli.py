@@ -106,6 +106,11 @@ async def _ask(args: argparse.Namespace) -> int:
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:
             print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
+    if answer.linked_entities == []:
+        print("note: nothing in the question was found in the KG, so the answer is the LLM's alone "
+              "(name the entity as the KG labels it, or put it in [brackets])", file=sys.stderr)
+    elif answer.linked_entities and not answer.supporting_edges:
+        print("note: the answer has no supporting KG edge (the search found none that leads to it)", file=sys.stderr)
     return 0
 
 

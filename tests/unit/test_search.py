@@ -178,6 +178,7 @@ async def test_chain_answers_a_two_hop_question_with_provenance():
         ("Beatrice Stone", "mother", "Florence Stone"),
         ("Bob Dylan", "mother", "Beatrice Stone"),
     ]
+    assert [e["label"] for e in answer.to_json()["linked_entities"]] == ["Bob Dylan"]  # where the search began
     assert answer.usage.llm_calls == len(llm.calls) and answer.usage.kg_calls >= 4
     nodes = answer.trace["nodes"]
     assert nodes[0]["parent"] is None and all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in nodes)
@@ -294,6 +295,12 @@ async def test_cannot_find_answer_after_max_expansions():
     answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
     assert answer.text == NO_ANSWER and answer.value is None
     assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"
+    assert [e.label for e in answer.linked_entities] == ["Bob Dylan"]  # the scripted linker's pick
+
+
+async def test_an_answer_says_when_nothing_in_the_question_was_found_in_the_kg():
+    answer = await solver(scripted(), k=1).ask("who is nobody's mother?", topic_entities=["Nobody Here"])
+    assert answer.linked_entities == [] and answer.to_json()["linked_entities"] == []
 
 
 async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thinks_twice_in_a_row():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from ..kg.base import Edge
+from ..kg.base import Edge, Entity
 from ..llm.base import Usage
 
 NO_ANSWER = "Cannot find answer"
@@ -21,6 +21,9 @@ class Answer:
     seconds: float = 0.0
     decoding: str = "sampled"  # "constrained" when options were scored by log-probability
     strategy: str = ""
+    #: the KG entities the question was linked to (None: the strategy opens no KG, as cot);
+    #: an empty list means the search started from nothing the KG knows
+    linked_entities: list[Entity] | None = None
     #: the whole search tree: {"question", "answer", "nodes": [{id, parent, depth, state,
     #: action, value, ...}]}
     trace: dict = field(default_factory=dict)
@@ -39,6 +42,9 @@ class Answer:
             "seconds": round(self.seconds, 3),
             "decoding": self.decoding,
             "strategy": self.strategy,
+            "linked_entities": None if self.linked_entities is None else [
+                {"id": e.id, "label": e.label, "kg": e.kg} for e in self.linked_entities
+            ],
         }
 
 

@@ -371,6 +371,7 @@ class TreeOfTraversals:
             seconds=time.perf_counter() - started,
             decoding="constrained" if self.constrained else "sampled",
             strategy=self.name,
+            linked_entities=list(entities),
         )
         answer.trace = {
             "question": question,

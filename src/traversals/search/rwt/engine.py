@@ -130,12 +130,13 @@ class RwTSearch:
             question=question, text=text, value=self.answer_score(best) if best else None,
             supporting_edges=best.supporting_edges() if best else [], usage=usage,
             seconds=time.perf_counter() - started, decoding="constrained" if self.constrained else "sampled",
-            strategy=self.name,
+            strategy=self.name, linked_entities=list(nodes[0].entities),
         )
         answer.trace = {
             "question": question, "answer": text, "value": answer.value, "strategy": self.name,
             "decoding": answer.decoding, "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
             "rollout": getattr(self.rollout, "name", type(self.rollout).__name__),
+            "embedder": getattr(self.critical.embedder, "name", type(self.critical.embedder).__name__),
             "guesses": guesses, "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in nodes[0].entities],
             "usage": usage.to_json(), "answer_node": best.id if best else None,
             "nodes": [n.to_trace() for n in nodes], **extra,
