@@ -201,6 +201,7 @@ def create_app(
     ``close_on_shutdown`` is false (the caller owns them)."""
     try:
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
         from starlette.requests import Request
         from starlette.responses import JSONResponse, StreamingResponse
         from starlette.routing import Route
@@ -219,7 +220,18 @@ def create_app(
 
     def error(exc: BaseException) -> JSONResponse:
         headers = {"Retry-After": str(limits.retry_after)} if isinstance(exc, Busy) else None
+        if isinstance(exc, ClientGone):  # nobody reads the response: the log is the only trace
+            logging.getLogger("traversals.service").info("%s (499)", exc)
         return JSONResponse({"error": _error_body(exc)}, status_for(exc), headers=headers)
+
+    async def http_error(request: Request, exc: Any) -> JSONResponse:
+        """Starlette's own 404 / 405 in the service's error shape."""
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:
+            message += " (endpoints: GET /health, GET /v1/info, POST /v1/ask)"
+        return JSONResponse({"error": {"type": kind, "message": message}}, exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -279,6 +291,7 @@ def create_app(
             Route("/v1/info", info, methods=["GET"]),
             Route("/v1/ask", ask, methods=["POST"]),
         ],
+        exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
 

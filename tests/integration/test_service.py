@@ -99,9 +99,10 @@ class _NoKG:
 
 @pytest.mark.server
 @pytest.mark.timeout(60)
-async def test_a_client_that_hangs_up_cancels_its_search():
+async def test_a_client_that_hangs_up_cancels_its_search(caplog):
     import uvicorn
 
+    caplog.set_level("INFO", logger="traversals.service")
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     class SlowSolver:
@@ -129,6 +130,11 @@ async def test_a_client_that_hangs_up_cancels_its_search():
                              timeout=httpx.Timeout(5, read=0.5))
         assert started.is_set()
         await asyncio.wait_for(cancelled.wait(), 5)  # not the 60 s the search would take
+        for _ in range(50):  # the log line follows the cancellation
+            if "(499)" in caplog.text:
+                break
+            await asyncio.sleep(0.02)
+        assert "the client disconnected; the search was stopped (499)" in caplog.text
 
         # the same for a streamed answer that the client stops reading
         started.clear()

@@ -149,7 +149,7 @@ async def test_refuses_existing_results_without_resume(tmp_path):
     assert (await run_eval(ds, FakeSolver(), other, progress=False)).n == 2
 
 
-async def test_resume_after_crash_mid_line(tmp_path):
+async def test_resume_after_crash_mid_line(tmp_path, capsys):
     ds = make_dataset()
     ref = tmp_path / "ref"
     await run_eval(ds, FakeSolver(), ref, progress=False, config={"strategy": "tree"})
@@ -162,7 +162,9 @@ async def test_resume_after_crash_mid_line(tmp_path):
     (out / "run.json").write_text(json.dumps({"dataset": "toy", "split": "dev", "strategy": "tree", "seed": 233}))
 
     solver = FakeSolver()
-    summary = await run_eval(ds, solver, out, resume=True, progress=False, config={"strategy": "tree"})
+    summary = await run_eval(ds, solver, out, resume=True, progress=True, config={"strategy": "tree"})
+    said = capsys.readouterr().err  # the user is told what the resume kept and cut
+    assert f"3 of 8 questions already answered, 5 to go (an unfinished last line of {len(half)} bytes was cut)" in said
     rows = lines(out / "results.jsonl")  # every line parses: the torn tail was cut
     ids = [r["id"] for r in rows]
     assert sorted(ids) == sorted(q.id for q in ds.questions) and len(ids) == len(set(ids))

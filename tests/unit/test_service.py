@@ -174,7 +174,9 @@ async def test_info_and_health():
     async with client(default_strategy="chain") as c:
         assert (await c.get("/health")).json() == {"status": "ok"}
         info = (await c.get("/v1/info")).json()
-        assert (await c.get("/v1/ask")).status_code == 405
+        wrong_method, unknown = await c.get("/v1/ask"), await c.post("/v1/answer", json={})
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "MethodNotAllowed"
+    assert unknown.status_code == 404 and "POST /v1/ask" in unknown.json()["error"]["message"]
     assert info["llm"] == "scripted" and info["kgs"] == ["demo"] and info["default_strategy"] == "chain"
     assert info["strategies"] == ["tree", "chain", "cot", "mcts", "beam"] and info["limits"]["max_concurrency"] == 1
 

@@ -473,10 +473,16 @@ async def run_eval(
         cfg["started"] = now
         cfg["code"] = code
 
+    size = results_path.stat().st_size if resume and results_path.exists() else 0
     rows = read_results(results_path, repair=True) if resume else []
     done = {r["id"] for r in rows}
     todo = [q for q in selection if q.id not in done]
     write_json_atomic(run_path, cfg)
+    if resume and progress:
+        cut = size - (results_path.stat().st_size if results_path.exists() else 0)
+        print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
+              f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else ""),
+              file=sys.stderr)
 
     info = {
         "selected": len(selection),
