@@ -69,10 +69,12 @@ def ask_with_model(strategy: str, trained, SHARED, tmp_path) -> tuple[dict, dict
 
 @pytest.mark.model
 @pytest.mark.timeout(900)
-def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, default_model_path, tmp_path):
+def test_beam_search_with_the_trained_model_and_the_real_llm(trained, SHARED, default_model_path, embedding_model_dir,
+                                                           tmp_path):
     answer, t = ask_with_model("beam", trained, SHARED, tmp_path)
     assert "The Gumball Rally" in answer["answer"] and answer["decoding"] == "constrained"
-    assert t["rollout"] == "TrainedRollout"
+    assert [e["label"] for e in answer["linked_entities"]] == ["Charles Bail"]
+    assert t["rollout"] == "TrainedRollout" and t["embedder"] == "sbert:all-minilm-l6-v2"  # the default critical model
     best = next(n for n in t["nodes"] if n["id"] == t["answer_node"])
     assert best["depth"] == 1 and best["action"]["relation"]["key"] == "~directed_by"
 
