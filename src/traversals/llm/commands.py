@@ -26,7 +26,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def add_model_commands(subparsers) -> None:
-    model = subparsers.add_parser("model", help="the local GGUF model cache")
+    model = subparsers.add_parser("model", help="the local model cache (GGUF LLMs, the sentence-embedding model)")
     sub = model.add_subparsers(dest="model_command", required=True)
     for name, fn, text in (("status", cmd_status, "show which models are cached"),
                            ("fetch", cmd_fetch, "download, assemble and verify a model")):
