@@ -30,6 +30,10 @@ class Entity:
     description: str = ""
     kg: str = ""  # name of the KG it comes from (several KGs can be searched at once)
 
+    def ref(self) -> dict[str, str]:
+        """The entity as traces and answers name it in JSON: id, label and KG."""
+        return {"id": self.id, "label": self.label, "kg": self.kg}
+
     def __str__(self) -> str:  # pragma: no cover - convenience
         return self.label
 

@@ -30,7 +30,7 @@ __all__ = ["Event", "EventSink", "action_parts", "describe", "expansion", "linke
 
 def linked(question: str, entities: Sequence[Entity]) -> Event:
     return {"event": "linked", "question": question,
-            "entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities]}
+            "entities": [e.ref() for e in entities]}
 
 
 def node(n: Node) -> Event:

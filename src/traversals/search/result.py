@@ -42,9 +42,7 @@ class Answer:
             "seconds": round(self.seconds, 3),
             "decoding": self.decoding,
             "strategy": self.strategy,
-            "linked_entities": None if self.linked_entities is None else [
-                {"id": e.id, "label": e.label, "kg": e.kg} for e in self.linked_entities
-            ],
+            "linked_entities": None if self.linked_entities is None else [e.ref() for e in self.linked_entities],
         }
 
 

@@ -382,7 +382,7 @@ class TreeOfTraversals:
             "value_function": "llm" if self.value is None else type(self.value).__name__,
             **(self.value.settings() if hasattr(self.value, "settings") else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
-            "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities],
+            "linked_entities": [e.ref() for e in entities],
             "prior_weight": prior_weight,
             "expansions": expansions,
             "duplicates": sum(n.duplicate for n in nodes),

@@ -110,7 +110,7 @@ class RwTSearch:
         guesses = await self.policy.guesses(question, root.usage)
         if self.on_event is not None:
             self.on_event({"event": "linked", "question": question,
-                           "entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in entities]})
+                           "entities": [e.ref() for e in entities]})
         self._emit(root)
         return root, guesses, usage
 
@@ -137,7 +137,7 @@ class RwTSearch:
             "decoding": answer.decoding, "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
             "rollout": getattr(self.rollout, "name", type(self.rollout).__name__),
             "embedder": getattr(self.critical.embedder, "name", type(self.critical.embedder).__name__),
-            "guesses": guesses, "linked_entities": [{"id": e.id, "label": e.label, "kg": e.kg} for e in nodes[0].entities],
+            "guesses": guesses, "linked_entities": [e.ref() for e in nodes[0].entities],
             "usage": usage.to_json(), "answer_node": best.id if best else None,
             "nodes": [n.to_trace() for n in nodes], **extra,
         }
