@@ -12,7 +12,7 @@ Vector = Union[list[float], dict[str, float]]
 class Embedder(Protocol):
     name: str
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def embed(self, texts: Sequence[str]) -> Sequence[Vector]:
         """One vector per text, for cosine similarity."""
         ...
 
