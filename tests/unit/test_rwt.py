@@ -46,11 +46,15 @@ async def test_beam_search_follows_the_policy_and_answers_with_the_path():
     assert answer.trace["guesses"] == ["Florence Stone", "Beatrice Stone", "Abram Zimmerman"]
     nodes = answer.trace["nodes"]
     # hop 1: the two most probable relations from Bob Dylan (mother first); hop 2: two from each
-    # kept state that has relations left (occupations have none but the way back)
+    # kept state that can reach someone new. No state reaches an entity met earlier on its
+    # path: Beatrice Stone's `child` reaches no one (Bob Dylan is where the path began), and
+    # the occupations are offered the way back (`is occupation of`) only because it reaches
+    # another musician, Jakob Dylan
     first = [n for n in nodes if n["depth"] == 1]
     assert len(first) == 2 and first[0]["action"]["relation"]["label"] == "mother"
-    second = [n for n in nodes if n["depth"] == 2]
-    assert len(second) == 2 and {n["parent"] for n in second} == {first[0]["id"]}
+    second = {(n["parent"], n["action"]["relation"]["label"]): n["entities"] for n in nodes if n["depth"] == 2}
+    assert second == {(first[0]["id"], "mother"): ["Florence Stone"], (first[0]["id"], "child"): [],
+                      (first[1]["id"], "is occupation of"): ["Jakob Dylan"]}
     assert answer.trace["answer_node"] == next(n["id"] for n in nodes if n["entities"] == ["Florence Stone"])
 
 
@@ -151,3 +155,34 @@ async def test_the_strategies_are_offered_by_build_solver():
     for name, cls in (("mcts", MonteCarloTreeSearch), ("beam", HopBeamSearch)):
         s = build_solver(name, llm(), open_kgs(["demo"]), SearchConfig(simulations=3))
         assert isinstance(s, cls)
+
+
+async def test_a_relation_walked_back_reaches_only_what_the_path_has_not_met(tmp_path):
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.state import offered_relations, step
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("X|written_by|W\nY|written_by|W\nX|release_year|1972\nY|release_year|1985\nZ|written_by|V\n")
+    kgs = KGSet(open_kgs([str(kb)]))
+    usage = Usage()
+
+    async def walk(start: str, *keys: str) -> PathNode:
+        node = PathNode(0, tuple(await kgs.search(start, usage, limit=1)))
+        for key in keys:
+            rel = next(r for r in (await kgs.get_relations(list(node.entities), usage)).items if r.key == key)
+            entities, edges, _ = await step(kgs, node, rel, usage)
+            node = PathNode(node.id + 1, entities, parent=node, relation=rel, edges=edges, depth=node.depth + 1)
+        return node
+
+    async def offered(node: PathNode) -> list[str]:
+        rels = (await kgs.get_relations(list(node.entities), usage)).items
+        return [r.key for r in await offered_relations(kgs, node, rels, usage, 30)]
+
+    # "release dates of films written by the screenwriter of X": X's writer, their other film, its year
+    writer = await walk("X", "written_by")
+    assert "~written_by" in await offered(writer)
+    films = await walk("X", "written_by", "~written_by")
+    assert [e.label for e in films.entities] == ["Y"]  # X itself is where the path began
+    assert [e.label for e in (await walk("X", "written_by", "~written_by", "release_year")).entities] == ["1985"]
+    # V wrote only Z: walking back from V reaches nothing new, so it is not offered
+    assert "~written_by" not in await offered(await walk("Z", "written_by"))

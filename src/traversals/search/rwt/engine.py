@@ -22,7 +22,7 @@ from ..kgset import KGSet
 from ..linking import Linker
 from ..result import NO_ANSWER, Answer
 from .policy import RelationPolicy
-from .state import PathNode, step
+from .state import PathNode, offered_relations, step
 from .value import CriticalModel, LLMRollout, RolloutModel, mix
 
 
@@ -70,11 +70,11 @@ class RwTSearch:
             self.on_event({"event": "node", **node.to_trace()})
 
     async def expand(self, question: str, node: PathNode) -> list[tuple[Relation, float]]:
-        """The node's relations (not walking back the way it came) with their priors."""
+        """The node's relations that reach something new (:func:`~.state.offered_relations`)
+        with their priors."""
         if node.actions is None:
             rels = await self.kgs.get_relations(list(node.entities), node.usage)
-            walked = node.walked()
-            offered = [r for r in rels.items if (r.key, r.kg) not in walked][: self.config.max_actions]
+            offered = await offered_relations(self.kgs, node, rels.items, node.usage, self.config.max_actions)
             priors = await self.policy.priors(question, node, offered, node.usage)
             node.actions = {f"{r.kg}:{r.key}": (r, p) for r, p in zip(offered, priors)}
         return list(node.actions.values())

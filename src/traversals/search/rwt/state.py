@@ -10,6 +10,7 @@ and ``W`` (summed values), so ``Q = W / N``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ...kg.base import Edge, Entity, Relation
 from ...llm.base import Usage
@@ -56,10 +57,14 @@ class PathNode:
             parts.append(labels(n.entities))
         return " → ".join(parts)
 
-    def walked(self) -> set[tuple[str, str]]:
-        """(relation key, kg) pairs that would walk the path back (the reverse of a relation
-        on it): not offered, so a path does not return to where it came from."""
+    def reverses(self) -> set[tuple[str, str]]:
+        """(relation key, kg) pairs that reverse a relation on the path: they may only walk
+        back (:func:`offered_relations` checks)."""
         return {(n.relation.reversed().key, n.relation.kg) for n in self.path() if n.relation is not None}
+
+    def seen(self) -> set[tuple[str, str]]:
+        """(kg, id) of every entity on the path, this state's included."""
+        return {(e.kg, e.id) for n in self.path() for e in n.entities}
 
     def supporting_edges(self) -> list[Edge]:
         """The edges from the question's entities to this node's, last hop first (only the
@@ -108,16 +113,35 @@ def labels(entities: tuple[Entity, ...] | list[Entity], limit: int = 10) -> str:
 
 
 async def step(kgs: KGSet, node: PathNode, relation: Relation, usage: Usage) -> tuple[tuple[Entity, ...], tuple[Edge, ...], int]:
-    """Walk ``relation`` from the node's entities: the entities reached, the edges, and how
-    many edges the bound left out."""
+    """Walk ``relation`` from the node's entities: the entities reached that the path has
+    not met yet, the edges, and how many edges the bound left out. Entities met earlier on
+    the path are not reached again: "films written by the screenwriter of X" walks
+    ``written_by`` then ``~written_by`` and reaches the writer's *other* films (MetaQA's
+    answers leave X out too); a relation that only walks back reaches nothing."""
     got = await kgs.get_edges(list(node.entities), relation, usage)
     reached: dict[tuple[str, str], Entity] = {}
-    mine = {(e.kg, e.id) for e in node.entities}
+    seen = node.seen()
     for e in got.edges:
         for x in (e.subject, e.object):
-            if (x.kg, x.id) not in mine:
+            if (x.kg, x.id) not in seen:
                 reached.setdefault((x.kg, x.id), x)
     for x in got.new_entities:
-        if (x.kg, x.id) not in mine:
+        if (x.kg, x.id) not in seen:
             reached.setdefault((x.kg, x.id), x)
     return tuple(reached.values()), tuple(got.edges), got.omitted
+
+
+async def offered_relations(kgs: KGSet, node: PathNode, relations: Sequence[Relation], usage: Usage,
+                            limit: int) -> list[Relation]:
+    """The first ``limit`` of the node's ``relations`` that can reach an entity the path has
+    not met: a relation reversing one on the path (``~written_by`` after ``written_by``) is
+    walked once to check (one KG call; most of them only walk back), the others are kept."""
+    reverses = node.reverses()
+    out: list[Relation] = []
+    for r in relations:
+        if len(out) >= limit:
+            break
+        if (r.key, r.kg) in reverses and not (await step(kgs, node, r, usage))[0]:
+            continue
+        out.append(r)
+    return out

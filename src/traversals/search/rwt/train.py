@@ -30,7 +30,7 @@ from typing import Awaitable, Callable, Sequence
 from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
-from .state import PathNode, step
+from .state import PathNode, offered_relations, step
 from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words
 
 Reward = Callable[[Sequence[Entity]], float]
@@ -105,8 +105,7 @@ class Trainer:
         key = tuple(sorted((e.kg, e.id) for e in node.entities))
         if key not in self._relations:
             self._relations[key] = list((await self.kgs.get_relations(list(node.entities), usage)).items)
-        walked = node.walked()
-        return [r for r in self._relations[key] if (r.key, r.kg) not in walked][: self.config.max_actions]
+        return await offered_relations(self.kgs, node, self._relations[key], usage, self.config.max_actions)
 
     async def grow(self, q: TrainingQuestion, model: ValueModel | None, rng: random.Random, tree: Tree) -> None:
         """One tree: a hop-level beam over the KG, guided by ``model`` (random without one)."""
