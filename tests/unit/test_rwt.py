@@ -186,3 +186,18 @@ async def test_a_relation_walked_back_reaches_only_what_the_path_has_not_met(tmp
     assert [e.label for e in (await walk("X", "written_by", "~written_by", "release_year")).entities] == ["1985"]
     # V wrote only Z: walking back from V reaches nothing new, so it is not offered
     assert "~written_by" not in await offered(await walk("Z", "written_by"))
+
+
+async def test_training_walks_each_relation_from_a_state_once():
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.state import MemoEdges
+
+    kgs = KGSet(open_kgs(["demo"]))
+    memo, usage = MemoEdges(kgs), Usage()
+    dylan = await kgs.search("Bob Dylan", usage, limit=1)
+    mother = next(r for r in (await kgs.get_relations(dylan, usage)).items if r.label == "mother")
+    before = usage.kg_calls
+    first = await memo.get_edges(dylan, mother, usage)
+    again = await memo.get_edges(list(reversed(dylan)), mother, usage)
+    assert again is first and [e.object.label for e in first.edges] == ["Beatrice Stone"]
+    assert usage.kg_calls == before + 1  # only the call made is counted

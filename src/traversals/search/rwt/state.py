@@ -10,9 +10,9 @@ and ``W`` (summed values), so ``Q = W / N``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Protocol, Sequence
 
-from ...kg.base import Edge, Entity, Relation
+from ...kg.base import Edge, Edges, Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
 
@@ -112,7 +112,32 @@ def labels(entities: tuple[Entity, ...] | list[Entity], limit: int = 10) -> str:
     return shown + (f", … ({len(entities) - limit} more)" if len(entities) > limit else "")
 
 
-async def step(kgs: KGSet, node: PathNode, relation: Relation, usage: Usage) -> tuple[tuple[Entity, ...], tuple[Edge, ...], int]:
+class EdgeSource(Protocol):
+    """What walking a relation needs: :class:`~..kgset.KGSet`, or :class:`MemoEdges` over it."""
+
+    async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges: ...
+
+
+class MemoEdges:
+    """A :class:`KGSet`'s ``get_edges`` remembered by (entities, relation): training walks
+    the same relations from the same states in every tree and round, and checks each
+    reversing relation before walking it. Only calls made are counted in ``usage``."""
+
+    def __init__(self, kgs: KGSet, max_entries: int = 100_000) -> None:
+        self.kgs = kgs
+        self.max_entries = max_entries
+        self._memo: dict[tuple, Edges] = {}
+
+    async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
+        key = (tuple(sorted((e.kg, e.id) for e in entities)), relation.key, relation.kg)
+        if key not in self._memo:
+            if len(self._memo) >= self.max_entries:
+                self._memo.clear()
+            self._memo[key] = await self.kgs.get_edges(entities, relation, usage)
+        return self._memo[key]
+
+
+async def step(kgs: EdgeSource, node: PathNode, relation: Relation, usage: Usage) -> tuple[tuple[Entity, ...], tuple[Edge, ...], int]:
     """Walk ``relation`` from the node's entities: the entities reached that the path has
     not met yet, the edges, and how many edges the bound left out. Entities met earlier on
     the path are not reached again: "films written by the screenwriter of X" walks
@@ -131,7 +156,7 @@ async def step(kgs: KGSet, node: PathNode, relation: Relation, usage: Usage) -> 
     return tuple(reached.values()), tuple(got.edges), got.omitted
 
 
-async def offered_relations(kgs: KGSet, node: PathNode, relations: Sequence[Relation], usage: Usage,
+async def offered_relations(kgs: EdgeSource, node: PathNode, relations: Sequence[Relation], usage: Usage,
                             limit: int) -> list[Relation]:
     """The first ``limit`` of the node's ``relations`` that can reach an entity the path has
     not met: a relation reversing one on the path (``~written_by`` after ``written_by``) is

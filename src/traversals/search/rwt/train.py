@@ -30,7 +30,7 @@ from typing import Awaitable, Callable, Sequence
 from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
-from .state import PathNode, offered_relations, step
+from .state import MemoEdges, PathNode, offered_relations, step
 from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words
 
 Reward = Callable[[Sequence[Entity]], float]
@@ -97,6 +97,7 @@ class Trainer:
         self.kgs = kgs
         self.config = config or TrainConfig()
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
+        self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
 
     def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...]) -> float:
         return 0.0 if model is None else model.search_value(words, path, final=len(path) >= self.config.max_hops)
@@ -105,7 +106,7 @@ class Trainer:
         key = tuple(sorted((e.kg, e.id) for e in node.entities))
         if key not in self._relations:
             self._relations[key] = list((await self.kgs.get_relations(list(node.entities), usage)).items)
-        return await offered_relations(self.kgs, node, self._relations[key], usage, self.config.max_actions)
+        return await offered_relations(self._edges, node, self._relations[key], usage, self.config.max_actions)
 
     async def grow(self, q: TrainingQuestion, model: ValueModel | None, rng: random.Random, tree: Tree) -> None:
         """One tree: a hop-level beam over the KG, guided by ``model`` (random without one)."""
@@ -133,7 +134,7 @@ class Trainer:
                     if node is None:
                         node = PathNode(id=len(tree.nodes) + 1, entities=(), parent=state, relation=rel,
                                         depth=state.depth + 1)
-                        node.entities, node.edges, node.omitted = await step(self.kgs, state, rel, usage)
+                        node.entities, node.edges, node.omitted = await step(self._edges, state, rel, usage)
                         tree.nodes[path] = node
                         tree.rewards[path] = q.reward(node.entities) if node.entities else 0.0
                     if node.entities:
