@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInput
-from ..llm.models import EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model
+from ..llm.models import EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model, names
 from .base import Embedder
 from .lexical import LexicalEmbedder
 from .sbert import SentenceBert
@@ -48,8 +48,7 @@ def open_embedder(
         return SentenceBert(lambda: ensure_model(target, cache, progress=progress).parent, name=f"sbert:{target}")
     path = Path(target).expanduser()
     if not path.is_dir():
-        embedders = ", ".join(n for n, m in MODELS.items() if m.kind == "embedder")
-        raise BadInput(f"embedder {target!r} is neither a registry model ({embedders}) nor a directory")
+        raise BadInput(f"embedder {target!r} is neither a registry model ({', '.join(names('embedder'))}) nor a directory")
     if not (path / "config.json").is_file():
         raise BadInput(f"embedder directory {path} has no config.json (not a sentence-transformers model)")
     return SentenceBert(path)

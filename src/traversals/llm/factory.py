@@ -22,13 +22,13 @@ from typing import Any, Callable
 
 from traversals.errors import BadInput
 from traversals.llm.base import LLM
-from traversals.llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, ensure_model
+from traversals.llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, ensure_model, names
 
 __all__ = ["SPEC_FORMS", "open_llm", "resolve_local_model"]
 
 SPEC_FORMS = (
     "local",
-    "local:NAME (" + ", ".join(sorted(n for n, m in MODELS.items() if m.kind == "llm")) + ")",
+    "local:NAME (" + ", ".join(names("llm")) + ")",
     "local:PATH.gguf",
     "openai:MODEL (with --llm-url)",
 )
@@ -60,7 +60,7 @@ def resolve_local_model(
         return path
     raise BadInput(
         f"unknown local model {target!r}: give a registry name "
-        f"({', '.join(sorted(n for n, m in MODELS.items() if m.kind == 'llm'))}) or a path to a .gguf file"
+        f"({', '.join(names('llm'))}) or a path to a .gguf file"
     )
 
 

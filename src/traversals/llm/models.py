@@ -54,6 +54,7 @@ __all__ = [
     "get_spec",
     "model_path",
     "model_status",
+    "names",
 ]
 
 _CHUNK = 1 << 20
@@ -161,6 +162,11 @@ MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
+
+def names(kind: str) -> list[str]:
+    """The registry's model names of one ``kind`` ("llm" or "embedder"), sorted."""
+    return sorted(name for name, spec in MODELS.items() if spec.kind == kind)
+
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 #: the sentence-embedding model of RwT's critical model (the paper's Sentence-BERT family)

@@ -22,7 +22,7 @@ from ..kgset import KGSet
 from ..linking import Linker
 from ..result import NO_ANSWER, Answer
 from .policy import RelationPolicy
-from .state import PathNode, offered_relations, step
+from .state import MemoEdges, PathNode, offered_relations, step
 from .value import CriticalModel, LLMRollout, RolloutModel, mix
 
 
@@ -62,6 +62,9 @@ class RwTSearch:
         self.rollout = rollout or LLMRollout(llm, constrained=self.constrained)
         self.critical = critical or CriticalModel()
         self.on_event = on_event
+        #: the KG walks, remembered: a reversing relation is walked to check it before it is
+        #: offered (:func:`~.state.offered_relations`), and again when the search takes it
+        self.edges = MemoEdges(kgs)
 
     # -- shared steps --------------------------------------------------------------------
 
@@ -74,7 +77,7 @@ class RwTSearch:
         with their priors."""
         if node.actions is None:
             rels = await self.kgs.get_relations(list(node.entities), node.usage)
-            offered = await offered_relations(self.kgs, node, rels.items, node.usage, self.config.max_actions)
+            offered = await offered_relations(self.edges, node, rels.items, node.usage, self.config.max_actions)
             priors = await self.policy.priors(question, node, offered, node.usage)
             node.actions = {f"{r.kg}:{r.key}": (r, p) for r, p in zip(offered, priors)}
         return list(node.actions.values())
@@ -82,7 +85,7 @@ class RwTSearch:
     async def evaluate(self, question: str, guesses: Sequence[str], node: PathNode) -> float:
         """Walk the node's relation from its parent and value the state it reaches."""
         assert node.parent is not None and node.relation is not None
-        node.entities, node.edges, node.omitted = await step(self.kgs, node.parent, node.relation, node.usage)
+        node.entities, node.edges, node.omitted = await step(self.edges, node.parent, node.relation, node.usage)
         if not node.entities:
             node.value = 0.0
             node.note = "the relation reached no new entity"

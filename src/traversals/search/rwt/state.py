@@ -119,9 +119,10 @@ class EdgeSource(Protocol):
 
 
 class MemoEdges:
-    """A :class:`KGSet`'s ``get_edges`` remembered by (entities, relation): training walks
-    the same relations from the same states in every tree and round, and checks each
-    reversing relation before walking it. Only calls made are counted in ``usage``."""
+    """A :class:`KGSet`'s ``get_edges`` remembered by (entities, relation): a reversing
+    relation is walked to check it before it is offered and again when taken, and training
+    walks the same relations from the same states in every tree and round. Only calls
+    made are counted in ``usage``."""
 
     def __init__(self, kgs: KGSet, max_entries: int = 100_000) -> None:
         self.kgs = kgs
