@@ -45,7 +45,6 @@ belongs to one KG schema: its features are the KG's relation keys.
 
 from __future__ import annotations
 
-from ..kg.base import Entity
 from ..llm.base import Usage
 from .machine import Action, ActionType, Node, State, latest_targets, selection_group
 from .provenance import answer_paths, reached_back, walked_paths
