@@ -13,7 +13,8 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
 - **retries**: 408/409/429/5xx answers and connection errors are retried with exponential
   backoff and jitter, honouring ``Retry-After``, up to ``max_retries`` times; read
   timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect) or
-  :class:`LLMError`, with one line naming the URL.
+  :class:`LLMError`, with one line naming the URL (:class:`traversals.http_json.JsonPoster`,
+  shared with the embeddings client).
 - **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
   finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM,
   llama-cpp-python's server) *and* a ``completion_template`` is known to render the chat
@@ -32,13 +33,11 @@ from typing import Any, Awaitable, Callable, Sequence
 import httpx
 
 from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported
+from traversals.http_json import JsonPoster
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
-from traversals.retry import backoff_delay, parse_retry_after
 
 __all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES"]
-
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 #: raw-text renderings of one user turn + the start of the assistant turn
 COMPLETION_TEMPLATES = {
@@ -48,24 +47,6 @@ COMPLETION_TEMPLATES = {
 
 #: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
 MAX_SERVER_STOPS = 4
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    return parse_retry_after(resp.headers.get("retry-after"))
-
-
-def _error_detail(resp: httpx.Response) -> str:
-    try:
-        body = resp.json()
-    except (json.JSONDecodeError, ValueError):
-        text = resp.text.strip().replace("\n", " ")
-        return text[:200]
-    err = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(err, dict):
-        msg = err.get("message") or err.get("detail") or json.dumps(err)[:200]
-    else:
-        msg = str(err)
-    return str(msg).replace("\n", " ")[:200]
 
 
 class OpenAICompatibleLLM:
@@ -97,7 +78,6 @@ class OpenAICompatibleLLM:
         self.max_retries = max(0, int(max_retries))
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self._rng = random.Random()
         self.prefill = prefill
         self.completion_template = COMPLETION_TEMPLATES.get(
             completion_template or "", completion_template
@@ -108,76 +88,28 @@ class OpenAICompatibleLLM:
         self.supports_n: bool | None = None
         #: why scoring is off (after :meth:`probe_scoring`)
         self.scoring_reason: str = "not probed"
-        self._sleep = sleep
-        self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-            limits=httpx.Limits(
-                max_connections=max(1, int(max_concurrency)),
-                max_keepalive_connections=max(1, int(max_concurrency)),
-            ),
+        self._http = JsonPoster(
+            self.base_url,
+            name=self.name,
+            error=LLMError,
+            unavailable=LLMUnavailable,
+            api_key=api_key,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_concurrency=max_concurrency,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
             transport=transport,
+            sleep=sleep,
         )
 
     # ------------------------------------------------------------------ HTTP
 
-    def _backoff(self, attempt: int) -> float:
-        return backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
-
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base_url}{path}"
-        attempt = 0
-        while True:
-            try:
-                async with self._sem:
-                    resp = await self._client.post(url, json=body)
-            except httpx.TimeoutException as e:
-                if isinstance(e, httpx.ConnectTimeout) and attempt < self.max_retries:
-                    await self._sleep(self._backoff(attempt))
-                    attempt += 1
-                    continue
-                kind = type(e).__name__
-                raise LLMError(
-                    f"{self.name}: POST {url} timed out ({kind}, limit {self.timeout:g} s)"
-                ) from e
-            except (httpx.TransportError, OSError) as e:
-                if attempt < self.max_retries:
-                    await self._sleep(self._backoff(attempt))
-                    attempt += 1
-                    continue
-                raise LLMUnavailable(
-                    f"{self.name}: cannot reach {url} after {attempt + 1} attempts: "
-                    f"{type(e).__name__}: {e or 'connection failed'}"
-                ) from e
-            if resp.status_code < 400:
-                try:
-                    data = resp.json()
-                except (json.JSONDecodeError, ValueError) as e:
-                    raise LLMError(
-                        f"{self.name}: POST {url} returned non-JSON ({resp.text[:100]!r})"
-                    ) from e
-                if not isinstance(data, dict):
-                    raise LLMError(f"{self.name}: POST {url} returned {type(data).__name__}")
-                return data
-            if resp.status_code in RETRY_STATUS and attempt < self.max_retries:
-                wait = _retry_after(resp)
-                delay = self._backoff(attempt) if wait is None else min(wait, self.backoff_max)
-                await self._sleep(delay)
-                attempt += 1
-                continue
-            detail = _error_detail(resp)
-            msg = f"{self.name}: POST {url} -> HTTP {resp.status_code}: {detail}"
-            if resp.status_code in (401, 403):
-                raise LLMUnavailable(msg + " (check the API key)")
-            if resp.status_code == 404 and not self.base_url.rstrip("/").endswith("/v1"):
-                msg += " (base URL usually ends with /v1)"
-            if resp.status_code in RETRY_STATUS:
-                msg += f" (gave up after {attempt + 1} attempts)"
-            raise LLMError(msg)
+        """POST through the shared plumbing (:class:`~traversals.http_json.JsonPoster`):
+        retries, ``Retry-After``, time limits, one-line errors."""
+        return await self._http.post(path, body)
 
     # ------------------------------------------------------------------ generate
 
@@ -403,7 +335,7 @@ class OpenAICompatibleLLM:
         return Scores(logprobs=logprobs, prompt_tokens=total_tokens, computed_prompt_tokens=None)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> "OpenAICompatibleLLM":
         return self
