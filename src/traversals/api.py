@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .embed import Embedder, open_embedder
+from .embed import Embedder, close_embedder, open_embedder
 from .errors import BadInput
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
@@ -59,7 +59,9 @@ class SearchConfig:
     answers: int | None = None
     simulations: int = 16  # mcts: simulations per question
     #: mcts/beam: the critical model's sentence embeddings (:func:`~traversals.embed.open_embedder`:
-    #: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical")
+    #: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical";
+    #: "openai:MODEL", an embeddings endpoint, whose URL and key are not part of the config:
+    #: pass ``build_solver(..., embedder=open_embedder(spec, url=..., api_key=...))``)
     embedder: str = "sbert"
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
 
@@ -149,11 +151,14 @@ def screen_limit(wanted: int | None, kgs: Sequence[KnowledgeGraph]) -> int:
     return DEFAULT_SCREEN_LIMIT if all(getattr(kg, "embedded", False) for kg in kgs) else 0
 
 
-async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph]) -> None:
-    """Close the KGs, then the LLM (what a command or a server opened)."""
+async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph], embedder: Embedder | None = None) -> None:
+    """Close the KGs, then the LLM, then the embedder if one is given and holds a
+    connection (what a command or a server opened)."""
     for kg in kgs:
         await kg.close()
     await llm.close()
+    if embedder is not None:
+        await close_embedder(embedder)
 
 
 __all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all"]

@@ -21,9 +21,8 @@ from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_llm_from_args,
-    prepare_llm,
-    remote_kg_options,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
+    open_llm_from_args, prepare_llm, remote_kg_options,
 )
 
 
@@ -85,15 +84,18 @@ async def _ask(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .search.events import describe
 
+    strategy = _strategy(args)
+    embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     try:
         await prepare_llm(llm)
         on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else None
-        solver = build_solver(_strategy(args), llm, kgs, _search_config(args, k=args.k), on_event=on_event)
+        solver = build_solver(strategy, llm, kgs, _search_config(args, k=args.k), on_event=on_event,
+                              embedder=embedder)
         answer = await solver.ask(args.question)
     finally:
-        await close_all(llm, kgs)
+        await close_all(llm, kgs, embedder)
     if args.trace:
         Path(args.trace).write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
     if args.json:
@@ -129,9 +131,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
     defaults = _search_config(args, k=None if args.k == 1 else args.k)
+    embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
-    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args))
+    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
+                     embedder=embedder)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -140,10 +144,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .mcp_server import create_mcp_server
 
+    embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
-                               default_strategy=_strategy(args))
+                               default_strategy=_strategy(args), embedder=embedder)
     if args.transport == "stdio":
         server.run("stdio")
     else:

@@ -43,5 +43,10 @@ class ScoringNotSupported(LLMError):
     """The backend cannot score options (no token log-probabilities)."""
 
 
-class EmbedderUnavailable(TraversalsError):
-    """A sentence-embedding model cannot be loaded (missing package, file or model)."""
+class EmbedderError(TraversalsError):
+    """A sentence-embedding backend failed (an embeddings endpoint's error or bad reply)."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    """A sentence-embedding model cannot be loaded (missing package, file or model) or its
+    endpoint cannot be reached."""

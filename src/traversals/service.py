@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all
-from .embed import open_embedder
+from .embed import Embedder, open_embedder
 from .errors import (
     BadInput,
     EmbedderUnavailable,
@@ -195,10 +195,13 @@ def create_app(
     prepare: Callable[[LLM], Awaitable[None]] | None = None,
     close_on_shutdown: bool = True,
     solver_factory: SolverFactory | None = None,
+    embedder: Embedder | None = None,
 ):
     """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
     endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
-    ``close_on_shutdown`` is false (the caller owns them)."""
+    ``close_on_shutdown`` is false (the caller owns them). ``embedder`` serves RwT's
+    critical model in every request (default: ``defaults.embedder`` opened here); it is
+    closed at shutdown with the LLM."""
     try:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
@@ -210,8 +213,10 @@ def create_app(
 
     defaults = defaults or SearchConfig()
     limits = limits or ServiceLimits()
+    if embedder is None and solver_factory is None:
+        embedder = open_embedder(defaults.embedder)
     if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
-        solver_factory = functools.partial(build_solver, embedder=open_embedder(defaults.embedder))
+        solver_factory = functools.partial(build_solver, embedder=embedder)
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not kgs and default_strategy != "cot":
@@ -283,7 +288,7 @@ def create_app(
             yield
         finally:
             if close_on_shutdown:
-                await close_all(llm, kgs)
+                await close_all(llm, kgs, embedder)
 
     return Starlette(
         routes=[

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -81,8 +82,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_model(model_path: Path, log_path: Path, alias: str, n_ctx: int = 2048):
-    """``python -m llama_cpp.server`` on a free 127.0.0.1 port; yields the /v1 base URL."""
+def serve_model(model_path: Path, log_path: Path, alias: str, n_ctx: int = 2048, extra_args: Sequence[str] = ()):
+    """``python -m llama_cpp.server`` on a free 127.0.0.1 port; yields the /v1 base URL.
+    ``extra_args`` go last (the server's flags: a repeated one overrides the default)."""
     port = _free_port()
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
@@ -92,6 +94,7 @@ def serve_model(model_path: Path, log_path: Path, alias: str, n_ctx: int = 2048)
         "--n_ctx", str(n_ctx),
         "--n_threads", str(os.cpu_count() or 2),
         "--model_alias", alias,
+        *extra_args,
     ]  # fmt: skip
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -127,6 +130,17 @@ def serve_model(model_path: Path, log_path: Path, alias: str, n_ctx: int = 2048)
 def llama_server(small_model_path, tmp_path_factory):
     """The small model behind a real OpenAI-compatible server (plumbing tests)."""
     with serve_model(small_model_path, tmp_path_factory.mktemp("llama_server") / "server.log", "qwen-small") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def embedding_llama_server(small_model_path, tmp_path_factory):
+    """The small model behind a server with ``--embedding true`` (/v1/embeddings), one CPU
+    thread: llama.cpp's threads spin while they wait for each other, so two threads on two
+    cores busy with other work took 8 s a request, one thread 0.1 s."""
+    extra = ("--embedding", "true", "--n_threads", "1", "--n_threads_batch", "1", "--n_batch", "256")
+    log = tmp_path_factory.mktemp("llama_embedding_server") / "server.log"
+    with serve_model(small_model_path, log, "qwen-embed", 256, extra_args=extra) as base:
         yield base
 
 

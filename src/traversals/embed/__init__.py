@@ -5,12 +5,17 @@ the LLM's guessed answers by the cosine of their embeddings.
 - :class:`~.sbert.SentenceBert`: a sentence-transformers BERT model (the default,
   all-MiniLM-L6-v2, is the paper's Sentence-BERT family) run with NumPy, no torch;
 - :class:`~.lexical.LexicalEmbedder`: character trigrams, no model;
+- :class:`~.openai.OpenAIEmbedder`: an OpenAI-compatible ``/embeddings`` endpoint;
 - :func:`~.factory.open_embedder`: an ``--embedder`` spec to an embedder.
 """
 
-from .base import Embedder, Vector, cosine
+from .base import Embedder, Vector, close_embedder, cosine
 from .factory import EMBEDDER_FORMS, open_embedder
 from .lexical import LexicalEmbedder
+from .openai import OpenAIEmbedder
 from .sbert import SentenceBert
 
-__all__ = ["EMBEDDER_FORMS", "Embedder", "LexicalEmbedder", "SentenceBert", "Vector", "cosine", "open_embedder"]
+__all__ = [
+    "EMBEDDER_FORMS", "Embedder", "LexicalEmbedder", "OpenAIEmbedder", "SentenceBert", "Vector", "close_embedder",
+    "cosine", "open_embedder",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Protocol, Sequence, Union
 
@@ -15,6 +16,16 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Sequence[Vector]:
         """One vector per text, for cosine similarity."""
         ...
+
+
+async def close_embedder(embedder: object) -> None:
+    """Close an embedder that holds a connection (``aclose``, else ``close``); others have
+    nothing to close."""
+    close = getattr(embedder, "aclose", None) or getattr(embedder, "close", None)
+    if close is not None:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
 
 
 def cosine(a: Vector, b: Vector) -> float:

@@ -7,7 +7,10 @@ Forms:
   costs nothing until a search embeds);
 - ``sbert:NAME``: another registry embedding model; ``sbert:DIR``: a sentence-transformers
   BERT directory of your own;
-- ``lexical``: character trigrams, no model.
+- ``lexical``: character trigrams, no model;
+- ``openai:MODEL``: an OpenAI-compatible ``/embeddings`` endpoint at ``url`` (the CLI passes
+  ``--embedder-url``, else ``--llm-url``, else ``$OPENAI_BASE_URL``, and
+  ``--embedder-api-key``, else ``$OPENAI_API_KEY``): :class:`~.openai.OpenAIEmbedder`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from .base import Embedder
 from .lexical import LexicalEmbedder
 from .sbert import SentenceBert
 
-EMBEDDER_FORMS = ("sbert", "sbert:NAME", "sbert:DIR (a sentence-transformers BERT directory)", "lexical")
+EMBEDDER_FORMS = (
+    "sbert",
+    "sbert:NAME",
+    "sbert:DIR (a sentence-transformers BERT directory)",
+    "lexical",
+    "openai:MODEL (an OpenAI-compatible /embeddings endpoint, with --embedder-url)",
+)
 DEFAULT_EMBEDDER = "sbert"
 
 
@@ -31,13 +40,34 @@ def open_embedder(
     *,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout: float | None = None,
 ) -> Embedder:
-    """The embedder named by ``spec`` (module doc). Raises :class:`BadInput` for an unknown
-    form; fetching errors propagate (``LLMUnavailable``, ``ModelIntegrityError``)."""
+    """The embedder named by ``spec`` (module doc). ``url``, ``api_key`` and ``timeout``
+    (seconds a request may take) serve ``openai:MODEL``. Raises :class:`BadInput` for an
+    unknown form or a missing URL; fetching errors propagate (``LLMUnavailable``,
+    ``ModelIntegrityError``)."""
     spec = (spec or DEFAULT_EMBEDDER).strip()
     kind, _, arg = spec.partition(":")
     if kind == "lexical" and not arg:
         return LexicalEmbedder()
+    if kind == "openai":
+        from .openai import OpenAIEmbedder
+
+        model = arg.strip()
+        if not model:
+            raise BadInput("openai needs the embedding model's name: --embedder openai:MODEL")
+        if not url:
+            raise BadInput(
+                f"--embedder {spec} needs the endpoint URL: pass --embedder-url (default: the --llm-url "
+                "value, else $OPENAI_BASE_URL), e.g. http://127.0.0.1:8000/v1"
+            )
+        if not url.startswith(("http://", "https://")):
+            raise BadInput(f"--embedder-url must be an http(s) URL, got {url!r}")
+        if timeout is None:
+            return OpenAIEmbedder(url, model, api_key=api_key)
+        return OpenAIEmbedder(url, model, api_key=api_key, timeout=timeout)
     if kind != "sbert":
         raise BadInput(f"unknown embedder {spec!r}; use one of: {'; '.join(EMBEDDER_FORMS)}")
     target = arg.strip() or EMBEDDING_MODEL

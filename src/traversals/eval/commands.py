@@ -14,8 +14,8 @@ from typing import Any
 from ..api import SearchConfig
 from ..errors import BadInput
 from ..options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_llm_from_args,
-    prepare_llm, remote_kg_options,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
+    open_llm_from_args, prepare_llm, redact_secrets, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
@@ -72,10 +72,12 @@ def add_eval_commands(subparsers: Any) -> None:
 
 
 def _command_line() -> list[str]:
+    """The command being run, as run.json records it and the resume hint prints it (an API
+    key given on the command line shows as ``***``)."""
     argv = list(sys.argv)
     if argv and Path(argv[0]).name in ("traversals", "__main__.py", "cli.py"):
         argv[0] = "traversals"
-    return argv
+    return redact_secrets(argv)
 
 
 def _search_config(args: argparse.Namespace) -> SearchConfig:
@@ -113,8 +115,11 @@ async def _eval(args: argparse.Namespace) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
-    if strategy not in ("mcts", "beam"):  # only RwT has a critical model
+    rwt = strategy in ("mcts", "beam")
+    if not rwt:  # only RwT has a critical model
         config.pop("embedder", None)
+    elif str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
+        config["embedder_url"] = (args.embedder_url or url or "").rstrip("/") or None
     if config.get("k") is None:  # the strategy decides (cot has none)
         config["k"] = {"tree": 3, "chain": 1}.get(strategy)
     opened: list[Any] = []
@@ -123,12 +128,15 @@ async def _eval(args: argparse.Namespace) -> int:
         from ..api import build_solver
         from ..kg.factory import open_kgs
 
+        embedder = open_embedder_from_args(args) if rwt else None  # RwT's critical model
+        if hasattr(embedder, "close"):  # an endpoint's client (a local model holds no connection)
+            opened.append(embedder)
         llm = open_llm_from_args(args)
         opened.append(llm)
         await prepare_llm(llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
-        return build_solver(strategy, llm, kgs, search)
+        return build_solver(strategy, llm, kgs, search, **({} if embedder is None else {"embedder": embedder}))
 
     try:
         summary = await run_eval(
