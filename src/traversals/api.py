@@ -39,6 +39,9 @@ class SearchConfig:
     calibrate_answers: bool = False
     #: constrained: relation choices asked with the options in both orders, geometric mean (opt-in)
     both_orders: bool = False
+    #: constrained: an answer is chosen among the groups of reached entities (one per relation
+    #: path) by asking which one answers the query, in both orders (opt-in)
+    compare_answers: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -124,6 +127,7 @@ def build_solver(
         calibrate=cfg.calibrate,
         calibrate_answers=cfg.calibrate_answers,
         both_orders=cfg.both_orders,
+        compare_answers=cfg.compare_answers,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,

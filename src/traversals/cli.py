@@ -63,6 +63,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         calibrate=args.calibrate,
         calibrate_answers=args.calibrate_answers,
         both_orders=args.both_orders,
+        compare_answers=args.compare_answers,
         seed=args.seed,
         simulations=args.simulations,
         value_model=args.value_model,

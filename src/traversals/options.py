@@ -129,6 +129,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="constrained decoding: rank the KG's answer candidates by what the query adds to their "
              "probability (against the same prompt without the query; docs/decisions.md)",
     )
+    p.add_argument(
+        "--compare-answers", action="store_true",
+        help="constrained decoding: choose the answer among the groups of entities the search reached "
+             "(one per relation path) by asking which one answers the query, listed in both orders",
+    )
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

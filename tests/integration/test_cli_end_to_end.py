@@ -57,11 +57,13 @@ def test_ask_on_the_embedded_store_with_the_real_model(metaqa_kb, default_model_
     assert all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in tree["nodes"])
 
 
-def test_calibrated_answers_name_the_second_hop_with_the_real_model(metaqa_kb, default_model_path):
+@pytest.mark.parametrize("flag", ["--calibrate-answers", "--compare-answers"])
+def test_calibrated_or_compared_answers_name_the_second_hop_with_the_real_model(metaqa_kb, default_model_path, flag):
     # By probability alone the 1.5B model answers with the first hop's film ("The
-    # Apparition"); ranked by what the query adds, the answer is the film's writer.
+    # Apparition"); ranked by what the query adds, or asked which group of reached
+    # entities answers the query (the film or its writer), the answer is the film's writer.
     question = "who wrote the movies acted by [Ashley Greene]"
-    done = traversals("ask", question, "--kg", str(metaqa_kb), "--k", "1", "--calibrate", "--calibrate-answers", "--json")
+    done = traversals("ask", question, "--kg", str(metaqa_kb), "--k", "1", "--calibrate", flag, "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["answer"] == "Todd Lincoln"

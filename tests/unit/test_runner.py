@@ -465,15 +465,16 @@ def test_calibrate_flag_reaches_the_search_config():
     assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate == 1.0
 
 
-def test_both_orders_flag_reaches_the_search_config():
+def test_both_orders_and_compare_answers_flags_reach_the_search_config():
     from traversals.cli import _search_config as ask_config
     from traversals.cli import build_parser
     from traversals.eval.commands import _search_config
 
     base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
-    assert _search_config(build_parser().parse_args(base)).both_orders is False  # off
-    assert _search_config(build_parser().parse_args(base + ["--both-orders"])).both_orders is True
-    assert ask_config(build_parser().parse_args(["ask", "q", "--both-orders"]), k=1).both_orders is True
+    for flag, field in (("--both-orders", "both_orders"), ("--compare-answers", "compare_answers")):
+        assert getattr(_search_config(build_parser().parse_args(base)), field) is False  # off
+        assert getattr(_search_config(build_parser().parse_args(base + [flag])), field) is True
+        assert getattr(ask_config(build_parser().parse_args(["ask", "q", flag]), k=1), field) is True
 
 
 async def test_the_embedder_flag_reaches_the_config_and_is_checked_on_resume(tmp_path):

@@ -983,3 +983,73 @@ async def test_calibrated_answers_rank_the_kgs_candidates_by_what_the_query_adds
     assert (await ask(" Two grandmothers", True))[0] == "Two grandmothers"
     # ... and not when it only restates an entity the KG offers
     assert (await ask(" It is Beatrice Stone.", True))[0] == "Florence Stone"
+
+
+COMPARE = "Which candidate answers the question?"
+
+
+async def test_compared_answers_choose_the_group_the_query_asks_for_in_both_orders():
+    # By probability the answer step names the first hop's Beatrice Stone. Asked which
+    # group of reached entities answers the query, the model prefers the two-hop path a
+    # little and the last line a lot: one order alone would measure the position, both
+    # orders summed choose Florence Stone.
+    raw = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q62519478 (Beatrice Stone)": -0.1,
+           "Q392 (Bob Dylan)": -0.2, "Beatrice Stone": -0.5, "Florence Stone": -1.0, "Two grandmothers": -6.0}
+    seen: list[list[str]] = []
+
+    def score(prompt, options, prefix):
+        if COMPARE in prompt:
+            lines = [ln for ln in prompt.splitlines() if ln[:3] in {f"{x}. " for x in "ABCDEFGH"}]
+            seen.append(lines)
+            assert options == [f" {ln[0]}" for ln in lines]
+            return [(-1.0 if "mother -> mother" in ln else -1.5) + (1.0 if i == len(lines) - 1 else 0.0)
+                    for i, ln in enumerate(lines)]
+        return [raw.get(o, -0.1 if o.startswith("P25") else -4.0) for o in options]
+
+    async def ask(free, compare):
+        seen.clear()
+        llm = scripted(score=score, extra=[
+            (lambda text: text.endswith("ANSWER:"), free),
+            (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        ])
+        s = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="constrained", max_depth=6,
+                                                                  compare_answers=compare))
+        return (await s.ask("Who is Bob Dylan's maternal grandmother?")).text, llm
+
+    assert (await ask(" Beatrice Stone", False))[0] == "Beatrice Stone"
+    text, llm = await ask(" Beatrice Stone", True)
+    assert text == "Florence Stone"
+    compared = [c for c in llm.score_calls if COMPARE in c.prompt]
+    assert len(compared) == 2 and all(c.transient for c in compared)
+    assert "Bob Dylan's maternal grandmother" in compared[0].prompt
+    # each group is a line with its entities and the relation path that reached them, in both orders
+    first, second = ([ln[3:] for ln in lines] for lines in seen)
+    assert first == second[::-1] and len(first) >= 2
+    assert "Florence Stone (reached by Bob Dylan -> mother -> mother)" in first
+    assert "Beatrice Stone (reached by Bob Dylan -> mother)" in first
+    # a free text that names no entity of the subgraph (a count) keeps first place when it is the favourite
+    raw["Two grandmothers"] = -0.01
+    assert (await ask(" Two grandmothers", True))[0] == "Two grandmothers"
+    assert (await ask(" It is Beatrice Stone.", True))[0] == "Florence Stone"
+
+
+def test_reached_groups_group_entities_by_the_relation_path_that_reached_them():
+    from traversals.kg.base import Entity, Relation
+    from traversals.search.machine import Node
+    from traversals.search.provenance import reached_groups
+    from traversals.search.subgraph import Fact
+
+    x, a, b, drama, war = (Entity(i, label, kg="kg") for i, label in
+                           (("x", "X"), ("a", "Film A"), ("b", "Film B"), ("d", "Drama"), ("w", "War")))
+    directed = Relation("directed_by", "directed by", "directed", inverse=True, kg="kg")
+    genre = Relation("has_genre", "has genre", kg="kg")
+    root = Node(id=0, state=State.DEFAULT, subgraph=Subgraph().with_entities([x]))
+    hop1 = root.subgraph.extend([Fact(x, directed, a), Fact(x, directed, b)])
+    n1 = Node(id=1, state=State.DEFAULT, subgraph=hop1, parent=root)
+    hop2 = hop1.extend([Fact(a, genre, drama), Fact(b, genre, war), Fact(b, genre, drama)])
+    n2 = Node(id=2, state=State.DEFAULT, subgraph=hop2, parent=n1)
+    groups = reached_groups(n2)
+    # newest path first; in a group the entity most facts reached first
+    assert list(groups) == ["X -> directed -> has genre", "X -> directed"]
+    assert groups["X -> directed -> has genre"] == ("Drama", "War")
+    assert groups["X -> directed"] == ("Film A", "Film B")

@@ -36,6 +36,42 @@ def reached_back(fact: Fact, root: Subgraph, subgraph: Subgraph) -> bool:
     return not any(_ends(f) == (obj, subject) for f in subgraph.facts)
 
 
+def answerable_facts(node: Node) -> list[Fact]:
+    """The node's walked facts whose targets can be answers: all but those that reach a
+    question entity back (:func:`reached_back`)."""
+    root = node.path()[0].subgraph
+    return [f for f in node.subgraph.facts if not reached_back(f, root, node.subgraph)]
+
+
+def reached_groups(node: Node) -> dict[str, tuple[str, ...]]:
+    """The entities the search reached, grouped by the relation path that first reached
+    them from a question entity — ``{"Eytan Fox -> directed": ("Yossi", "Walk on Water")}``
+    —, the newest path first; in a group the entities reached by most facts come first,
+    then in the order reached. What a step reached back among the question's entities is
+    left out (:func:`answerable_facts`)."""
+    facts = answerable_facts(node)
+    reached: dict[tuple[str, str], int] = {}
+    entity: dict[tuple[str, str], Entity] = {}
+    for f in facts:
+        key = (f.target.kg, f.target.id)
+        reached[key] = reached.get(key, 0) + 1
+        entity.setdefault(key, f.target)
+    roots = list(node.path()[0].subgraph.entities)
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, e in entity.items():
+        paths = walked_paths(node.subgraph, [e], roots)
+        if not paths:
+            continue
+        path = paths[0]
+        name = " -> ".join([path[0].source.label] + [f.relation.display for f in path])
+        groups.setdefault(name, []).append(key)
+    out: dict[str, tuple[str, ...]] = {}
+    for name in reversed(list(groups)):
+        keys = sorted(groups[name], key=lambda k: -reached[k])  # stable: ties keep the order
+        out[name] = tuple(dict.fromkeys(entity[k].label for k in keys))
+    return out
+
+
 def _ends(fact: Fact) -> tuple[tuple[str, str], tuple[str, str]]:
     """(subject, object) of the stored edge a fact walks, whichever way it walks it."""
     e = fact.edge()

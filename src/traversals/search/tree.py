@@ -75,6 +75,10 @@ class TreeConfig:
     #: constrained decoding: ask each relation choice with its options listed in both orders
     #: and take the geometric mean of the two distributions (:meth:`~.policy.Policy._relation_probs`)
     both_orders: bool = False
+    #: constrained decoding: an answer step chooses among the groups of entities the search
+    #: reached (one group per relation path) by asking which one answers the query, the
+    #: groups listed in both orders (:meth:`~.policy.Policy._compared_answers`)
+    compare_answers: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
@@ -248,6 +252,7 @@ class TreeOfTraversals:
             calibrate=cfg.calibrate,
             calibrate_answers=cfg.calibrate_answers,
             both_orders=cfg.both_orders,
+            compare_answers=cfg.compare_answers,
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
