@@ -296,8 +296,9 @@ class Policy:
         best first. A bare yes/no only competes when the query is a yes/no question: the
         small model otherwise copies the preamble's example ("ANSWER: No") for "when was
         X released". With ``calibrate_answers`` the KG's candidates are ranked by
-        :meth:`_calibrated_order` instead. ``forced``: the prompt is the answer-only one
-        (max depth or the budget reached)."""
+        :meth:`_calibrated_order` instead; with ``compare_answers`` and at least two groups
+        of reached entities the groups are compared (:meth:`_compared_answers`).
+        ``forced``: the prompt is the answer-only one (max depth or the budget reached)."""
         free = await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)
         named = answer_candidates(node)
         candidates = list(named)
