@@ -69,15 +69,9 @@ class OpenAICompatibleLLM:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         name: str | None = None,
     ) -> None:
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise LLMError(f"base_url must be an http(s) URL, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = name or f"openai:{model}"
         self.timeout = timeout
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
         self.prefill = prefill
         self.completion_template = COMPLETION_TEMPLATES.get(
             completion_template or "", completion_template
@@ -88,8 +82,8 @@ class OpenAICompatibleLLM:
         self.supports_n: bool | None = None
         #: why scoring is off (after :meth:`probe_scoring`)
         self.scoring_reason: str = "not probed"
-        self._http = JsonPoster(
-            self.base_url,
+        self._http = JsonPoster(  # checks base_url (LLMError if it is not http(s))
+            base_url,
             name=self.name,
             error=LLMError,
             unavailable=LLMUnavailable,
@@ -103,6 +97,7 @@ class OpenAICompatibleLLM:
             transport=transport,
             sleep=sleep,
         )
+        self.base_url = self._http.base_url
 
     # ------------------------------------------------------------------ HTTP
 

@@ -49,22 +49,16 @@ def reached_groups(node: Node) -> dict[str, tuple[str, ...]]:
     —, the newest path first; in a group the entities reached by most facts come first,
     then in the order reached. What a step reached back among the question's entities is
     left out (:func:`answerable_facts`)."""
-    facts = answerable_facts(node)
     reached: dict[tuple[str, str], int] = {}
     entity: dict[tuple[str, str], Entity] = {}
-    for f in facts:
+    for f in answerable_facts(node):
         key = (f.target.kg, f.target.id)
         reached[key] = reached.get(key, 0) + 1
         entity.setdefault(key, f.target)
-    roots = list(node.path()[0].subgraph.entities)
     groups: dict[str, list[tuple[str, str]]] = {}
-    for key, e in entity.items():
-        paths = walked_paths(node.subgraph, [e], roots)
-        if not paths:
-            continue
-        path = paths[0]
+    for path in walked_paths(node.subgraph, entity.values(), node.path()[0].subgraph.entities):
         name = " -> ".join([path[0].source.label] + [f.relation.display for f in path])
-        groups.setdefault(name, []).append(key)
+        groups.setdefault(name, []).append((path[-1].target.kg, path[-1].target.id))
     out: dict[str, tuple[str, ...]] = {}
     for name in reversed(list(groups)):
         keys = sorted(groups[name], key=lambda k: -reached[k])  # stable: ties keep the order
