@@ -30,9 +30,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from typing import Iterable, cast
 
 from ..search.result import NO_ANSWER
-from .datasets.base import Gold
+from .datasets.base import Gold, GoldJSON
 
 _MONTHS = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
@@ -192,7 +193,8 @@ def as_gold(gold: object) -> list[Gold]:
         return []
     if isinstance(gold, (str, Gold, dict)):
         gold = [gold]
-    return [Gold.from_json(g) for g in gold]  # type: ignore[arg-type]
+    # Parsed JSON (or Gold objects): each item is a form Gold.from_json reads.
+    return [Gold.from_json(g) for g in cast("Iterable[GoldJSON]", gold)]
 
 
 def _labels(gold: object) -> list[frozenset[Alt]]:
@@ -310,8 +312,8 @@ def f1(prediction: object, gold: object) -> float:
     recalled = sum(any(_item_matches(p, alts) for p in preds) for alts in labels)
     if not correct or not recalled:
         return 0.0
-    p, r = correct / len(preds), recalled / len(labels)
-    return 2 * p * r / (p + r)
+    precision, recall = correct / len(preds), recalled / len(labels)
+    return 2 * precision * recall / (precision + recall)
 
 
 def score(prediction: object, gold: object) -> dict[str, float]:

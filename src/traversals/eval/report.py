@@ -117,6 +117,8 @@ def _nodes(trace: dict | None) -> list[dict]:
 
 def _value(node: dict) -> float | None:
     v = node.get("value")
+    if v is None:
+        return None
     try:
         v = float(v)
     except (TypeError, ValueError):
@@ -296,7 +298,7 @@ def threshold_cut(trace: dict | None, threshold: float) -> ThresholdCut | None:
     crossing = [_born(n, by_id) for n in answers if (_value(n) or 0.0) > threshold]
     total = sum(_calls(n) for n in nodes)
     stop = min(crossing, default=float("inf"))
-    ran = [n.get("expansion") for n in nodes if n.get("expansion") is not None]
+    ran = [e for n in nodes if (e := n.get("expansion")) is not None]
     if stop == float("inf") or stop >= max(ran, default=0):
         return ThresholdCut(str(trace.get("answer", "")), False, float(total))
     born = [n for n in answers if _born(n, by_id) <= stop]
@@ -380,8 +382,8 @@ def choice_table(run: Run) -> list[ChoiceRow]:
     unless every question's search can be replayed (tree and chain runs with traces)."""
     rows = [r for r in run.rows if not r.get("error")]
     traces = [run.trace(r) for r in rows]
-    cuts = {how: [choice_cut(t, how) for t in traces] for how in ANSWER_CHOICES}
-    if not traces or any(a is None for answers in cuts.values() for a in answers):
+    cuts = {how: [a for t in traces if (a := choice_cut(t, how)) is not None] for how in ANSWER_CHOICES}
+    if not traces or any(len(answers) < len(traces) for answers in cuts.values()):
         return []
     own = {((t or {}).get("config") or {}).get("answer_choice", "value") for t in traces}
     out = []
@@ -594,7 +596,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
 
     # value vs accuracy
     lines += ["## Answer value vs accuracy (paper Fig. 5/7)", ""]
-    series = {}
+    series: dict[str, list[tuple[float, float]]] = {}
     for r in runs:
         pts = value_points(r)
         if pts:
@@ -611,8 +613,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         ]
         trows = []
         for key, pts in series.items():
-            for b, n, m in _buckets(pts):
-                trows.append([key, f"{b:.1f}", str(n), _pct(m)])
+            for bucket, n, m in _buckets(pts):
+                trows.append([key, f"{bucket:.1f}", str(n), _pct(m)])
         lines += _table(["run", "value", "answers", "EM-in %"], trows)
     else:
         value_png.unlink(missing_ok=True)  # a stale plot from an earlier report
@@ -621,7 +623,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
 
     # backtracking counterfactual
     lines += ["## Backtracking counterfactual (paper Fig. 6)", ""]
-    bseries = {}
+    bseries: dict[str, list[Backtrack]] = {}
     for r in runs:
         cases = backtracking_cases(r)
         if cases:

@@ -55,7 +55,7 @@ RESUME_MUST_MATCH = (
     "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed", "calibrate",
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
-    "compare_answers",
+    "compare_answers", "value_examples",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
@@ -144,7 +144,7 @@ def _num(x: Any) -> float:
 
 def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
     """Summary of result rows (first row of each id only)."""
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     uniq = []
     for row in rows:
         if row.get("id") in seen:
@@ -374,7 +374,7 @@ class _Progress:
         self.errors = sum(1 for r in done_rows if r.get("error"))
         if enabled and total and sys.stderr.isatty():
             try:
-                from tqdm import tqdm
+                from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type hints
             except ImportError:  # pragma: no cover - tqdm is an eval extra
                 return
             self.bar = tqdm(total=total, initial=self.count, file=sys.stderr, unit="q", dynamic_ncols=True)

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, TypedDict, Unpack, cast
 
 from ..errors import BadInput
 from . import formats
 from .base import KnowledgeGraph
+
+if TYPE_CHECKING:
+    from .cache import QueryCache
+    from .http import HttpClient, RateLimit
 
 SPEC_HELP = (
     "demo | wikidata | sparql:URL | http(s)://ENDPOINT | a triple file ("
@@ -41,14 +45,45 @@ SPEC_HELP = (
 _NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
 
 
-def open_kg(spec: str, *, name: str | None = None, **remote: object) -> KnowledgeGraph:
+class RemoteOptions(TypedDict, total=False):
+    """The keywords of :func:`open_kg` that go to the SPARQL and Wikidata back ends (both
+    take them); ``None`` keeps the back end's default."""
+
+    cache: QueryCache | None
+    user_agent: str | None
+    timeout: float | None
+    max_retries: int | None
+    rate_limit: RateLimit | None
+    http: HttpClient | None
+    scan_limit: int | None
+    count_limit: int | None
+    search_stages: Sequence[str] | None
+    language: str | None
+
+
+class _BackendOptions(TypedDict, total=False):
+    """:class:`RemoteOptions` without the ``None`` values, and the KG's name if given."""
+
+    name: str
+    cache: QueryCache
+    user_agent: str
+    timeout: float
+    max_retries: int
+    rate_limit: RateLimit
+    http: HttpClient
+    scan_limit: int
+    count_limit: int
+    search_stages: Sequence[str]
+    language: str
+
+
+def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOptions]) -> KnowledgeGraph:
     """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
 
     ``remote`` keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
     SPARQL and Wikidata back ends only; files and stores ignore them. ``None`` values
     are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
     Wikidata)."""
-    remote = {k: v for k, v in remote.items() if v is not None}
     spec = (spec or "").strip()
     if not spec:
         raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
@@ -65,14 +100,14 @@ def open_kg(spec: str, *, name: str | None = None, **remote: object) -> Knowledg
     if low == "wikidata":
         from .wikidata import WikidataKG
 
-        return WikidataKG(**({"name": name} if name else {}), **remote)
+        return WikidataKG(**_backend_options(name, remote))
     if low.startswith("sparql:") or low.startswith(("http://", "https://")):
         url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
         if not url.lower().startswith(("http://", "https://")):
             raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
         from .sparql import SparqlKG
 
-        return SparqlKG(url, **({"name": name} if name else {}), **remote)
+        return SparqlKG(url, **_backend_options(name, remote))
 
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -90,7 +125,15 @@ def open_kg(spec: str, *, name: str | None = None, **remote: object) -> Knowledg
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 
 
-def open_kgs(specs: Sequence[str] | None, **remote: object) -> list[KnowledgeGraph]:
+def _backend_options(name: str | None, remote: RemoteOptions) -> _BackendOptions:
+    # Every value left is of its key's type in RemoteOptions, without None.
+    options = cast(_BackendOptions, {k: v for k, v in remote.items() if v is not None})
+    if name:
+        options["name"] = name
+    return options
+
+
+def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> list[KnowledgeGraph]:
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
 
     Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and

@@ -45,7 +45,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator, Literal, overload
 
 import pyoxigraph as ox
 
@@ -351,12 +351,24 @@ def _label_literal(name: str) -> ox.Literal:
     return ox.Literal(iris.name_label(name) or name.strip())
 
 
+@overload
+def plain_to_rdf(
+    triples: Iterable[tuple[str, str, str]], stats: ReadStats | None = None, *, quads: Literal[False] = False
+) -> Iterator[ox.Triple]: ...
+@overload
+def plain_to_rdf(
+    triples: Iterable[tuple[str, str, str]], stats: ReadStats | None = None, *, quads: Literal[True]
+) -> Iterator[ox.Quad]: ...
+@overload
+def plain_to_rdf(
+    triples: Iterable[tuple[str, str, str]], stats: ReadStats | None = None, *, quads: bool
+) -> Iterator[ox.Triple] | Iterator[ox.Quad]: ...
 def plain_to_rdf(
     triples: Iterable[tuple[str, str, str]],
     stats: ReadStats | None = None,
     *,
     quads: bool = False,
-) -> Iterator[ox.Triple] | Iterator[ox.Quad]:
+) -> Iterator[ox.Triple | ox.Quad]:
     """Turn name triples into RDF triples with minted IRIs.
 
     Before the first triple that mentions an entity or relation, its ``rdfs:label``
@@ -364,12 +376,15 @@ def plain_to_rdf(
     and ``stats.relations`` count the distinct names. With ``quads=True`` the items are
     :class:`pyoxigraph.Quad` in the default graph (ready for ``Store.bulk_extend``).
     """
+    make: Callable[[ox.NamedNode, ox.NamedNode, ox.NamedNode | ox.Literal], ox.Triple | ox.Quad]
     make = ox.Quad if quads else ox.Triple
     label = ox.NamedNode(iris.RDFS_LABEL)
     entities: dict[str, ox.NamedNode] = {}
     relations: dict[str, ox.NamedNode] = {}
 
-    def mint(name: str, table: dict[str, ox.NamedNode], iri) -> tuple[ox.NamedNode, object]:
+    def mint(
+        name: str, table: dict[str, ox.NamedNode], iri: Callable[[str], str]
+    ) -> tuple[ox.NamedNode, ox.Triple | ox.Quad]:
         node = ox.NamedNode(iri(name))
         table[name] = node
         return node, make(node, label, _label_literal(name))
@@ -394,6 +409,22 @@ def plain_to_rdf(
         yield make(sn, rn, on)
 
 
+@overload
+def iter_plain_rdf(
+    path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+    stats: ReadStats | None = None,
+    quads: Literal[False] = False,
+) -> Iterator[ox.Triple]: ...
+@overload
+def iter_plain_rdf(
+    path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+    stats: ReadStats | None = None,
+    quads: Literal[True],
+) -> Iterator[ox.Quad]: ...
 def iter_plain_rdf(
     path: str | os.PathLike[str],
     *,

@@ -229,6 +229,15 @@ def _lang_rank(lang: str | None) -> int:
     return 3
 
 
+def _select(
+    store: ox.Store, query: str, substitutions: dict[ox.Variable, Term | ox.Triple] | None = None
+) -> ox.QuerySolutions:
+    """The solutions of a ``SELECT`` query (the only kind this module runs)."""
+    solutions = store.query(query, substitutions=substitutions)
+    assert isinstance(solutions, ox.QuerySolutions), "not a SELECT query"
+    return solutions
+
+
 def _key(term: Term) -> str:
     """Internal key of a term: the IRI, ``_:id`` or the literal's :func:`literal_id`."""
     if isinstance(term, ox.NamedNode):
@@ -494,7 +503,7 @@ class OxigraphKG:
         store = self._check_open()
         counts: Counter[tuple[str, bool]] = Counter()
         for term in self._terms(entities):
-            for sol in store.query(_Q_RELATION_COUNTS, substitutions={_V("e"): term}):
+            for sol in _select(store, _Q_RELATION_COUNTS, substitutions={_V("e"): term}):
                 pred = sol["p"].value
                 if pred in META_PREDICATES:
                     continue
@@ -519,12 +528,12 @@ class OxigraphKG:
         rows: list[tuple[Term, Term]] = []  # (anchor, other)
         total = 0
         for term in self._terms(entities):
-            subs = {_V(anchor_var): term, _V("p"): pred}
-            got = [(sol[anchor_var], sol[other_var]) for sol in store.query(_Q_EDGES, substitutions=subs)]
+            subs: dict[ox.Variable, Term | ox.Triple] = {_V(anchor_var): term, _V("p"): pred}
+            got = [(sol[anchor_var], sol[other_var]) for sol in _select(store, _Q_EDGES, substitutions=subs)]
             if len(got) > EDGE_SCAN_CAP:
                 got = got[:EDGE_SCAN_CAP]
                 count_q = _Q_EDGE_COUNT_INV if inverse else _Q_EDGE_COUNT_FWD
-                n = sum(int(sol["n"].value) for sol in store.query(count_q, substitutions=subs))
+                n = sum(int(sol["n"].value) for sol in _select(store, count_q, substitutions=subs))
             else:
                 n = len(got)
             total += n
@@ -633,7 +642,7 @@ class OxigraphKG:
         best: dict[str, tuple[tuple, str]] = {}
         names: dict[str, set[str]] = defaultdict(set)
         pred_rank = {p: i for i, p in enumerate(LABEL_PREDICATES + ALIAS_PREDICATES)}
-        for sol in store.query(_Q_LABELS):
+        for sol in _select(store, _Q_LABELS):
             s, p, lit = sol["s"], sol["p"], sol["l"]
             if not isinstance(lit, ox.Literal) or isinstance(s, ox.Literal):
                 continue
@@ -648,22 +657,22 @@ class OxigraphKG:
             names[key].add(value)
         self._labels: dict[str, str] = {k: v for k, (_, v) in best.items()}
 
-        predicates = {sol["p"].value for sol in store.query(_Q_PREDICATES)}
+        predicates = {sol["p"].value for sol in _select(store, _Q_PREDICATES)}
         direct_claims: dict[str, str] = {}
-        for sol in store.query(_Q_DIRECT_CLAIMS):
+        for sol in _select(store, _Q_DIRECT_CLAIMS):
             if isinstance(sol["p"], ox.NamedNode):
                 direct_claims[sol["p"].value] = _key(sol["prop"])
         inverse_best: dict[str, tuple[int, str]] = {}
-        for sol in store.query(_Q_INVERSE_LABELS):
+        for sol in _select(store, _Q_INVERSE_LABELS):
             lit = sol["l"]
             if isinstance(lit, ox.Literal) and lit.value.strip():
-                key, rank = _key(sol["s"]), _lang_rank(lit.language)
-                if key not in inverse_best or (rank, lit.value) < inverse_best[key]:
-                    inverse_best[key] = (rank, lit.value.strip())
+                key, lang_rank = _key(sol["s"]), _lang_rank(lit.language)
+                if key not in inverse_best or (lang_rank, lit.value) < inverse_best[key]:
+                    inverse_best[key] = (lang_rank, lit.value.strip())
         inverse_labels = {k: v for k, (_, v) in inverse_best.items()}
 
         not_entities = set(predicates) | set(direct_claims.values()) | set(inverse_labels)
-        not_entities |= {_key(sol["s"]) for sol in store.query(_Q_TYPED_PROPERTIES)}
+        not_entities |= {_key(sol["s"]) for sol in _select(store, _Q_TYPED_PROPERTIES)}
 
         def is_entity(key: str) -> bool:
             if key in not_entities:
@@ -675,7 +684,7 @@ class OxigraphKG:
         # Nodes without any label are searchable by their local name.
         if not all_labelled:
             for q in (_Q_SUBJECTS, _Q_OBJECTS):
-                for sol in store.query(q):
+                for sol in _select(store, q):
                     key = _key(sol["x"])
                     if key not in names and not isinstance(sol["x"], ox.Literal):
                         names[key].add(self._label_of_key(key))
@@ -844,7 +853,7 @@ class OxigraphKG:
             chunk = nodes[i : i + _VALUES_CHUNK]
             # str(NamedNode) is pyoxigraph's own escaped serialisation (<...>).
             query = _Q_DESCRIPTIONS % " ".join(str(n) for n in chunk)
-            for sol in store.query(query):
+            for sol in _select(store, query):
                 lit = sol["d"]
                 if not isinstance(lit, ox.Literal):
                     continue

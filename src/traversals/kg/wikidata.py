@@ -139,7 +139,9 @@ class WikidataKG(SparqlKG):
             if qid in seen or not WIKIDATA_ID_RE.match(qid):
                 continue
             seen.add(qid)
-            display = h.get("display") if isinstance(h.get("display"), dict) else {}
+            display = h.get("display")
+            if not isinstance(display, dict):
+                display = {}
             label = h.get("label") or _display(display, "label") or qid
             desc = h.get("description") or _display(display, "description") or ""
             out.append(Entity(id=qid, label=str(label), description=str(desc), kg=self.name))

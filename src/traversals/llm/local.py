@@ -40,11 +40,14 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from traversals.errors import LLMError, LLMUnavailable, TraversalsError
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 __all__ = ["LlamaCppLLM"]
 
@@ -264,8 +267,8 @@ class LlamaCppLLM:
 
         self._formatter = render
 
-    def _messages(self, prompt: str) -> list[dict[str, str]]:
-        msgs = []
+    def _messages(self, prompt: str) -> list[ChatCompletionRequestMessage]:
+        msgs: list[ChatCompletionRequestMessage] = []
         if self.system_prompt is not None:
             msgs.append({"role": "system", "content": self.system_prompt})
         msgs.append({"role": "user", "content": prompt})

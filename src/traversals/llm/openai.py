@@ -208,11 +208,8 @@ class OpenAICompatibleLLM:
         cached = [
             (u.get("prompt_tokens_details") or {}).get("cached_tokens") for u in usages
         ]
-        computed = (
-            prompt_tokens - sum(int(c) for c in cached)
-            if usages and all(isinstance(c, int) for c in cached)
-            else None
-        )
+        reused = [c for c in cached if isinstance(c, int)]
+        computed = prompt_tokens - sum(reused) if usages and len(reused) == len(cached) else None
         return Generation(
             texts=texts,
             prompt_tokens=prompt_tokens,

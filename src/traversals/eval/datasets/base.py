@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence, Union
 
 from ...errors import BadInput
 
@@ -35,7 +35,7 @@ class Gold:
         return list(self.alternatives)
 
     @classmethod
-    def from_json(cls, value: "str | Sequence[str] | Gold") -> "Gold":
+    def from_json(cls, value: GoldJSON) -> Gold:
         if isinstance(value, Gold):
             return value
         if isinstance(value, str):
@@ -46,6 +46,11 @@ class Gold:
         if not items:
             raise BadInput("a gold label needs at least one string")
         return cls(items[0], tuple(items[1:]))
+
+
+#: What :meth:`Gold.from_json` reads: a string, a list of strings (canonical first), a
+#: ``{"answer": .., "aliases": [..]}`` object or a :class:`Gold`.
+GoldJSON = Union[str, Sequence[str], dict[str, Any], Gold]
 
 
 @dataclass

@@ -74,7 +74,7 @@ def load_musicbrainz(data_dir: Path, split: str = "dev", answerable_only: bool =
         gold = [Gold(a) for a in _answers(cell(acol))]
         if answerable_only and not gold:
             continue
-        meta = {"row": row_no}
+        meta: dict[str, int | str] = {"row": row_no}
         if tcol is not None and cell(tcol):
             meta["type"] = cell(tcol)
         questions.append(Question(id=f"musicbrainz-x-wikidata:{row_no}", text=text, gold=gold, meta=meta))
