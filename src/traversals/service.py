@@ -150,7 +150,7 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         value = body[name]
         if isinstance(value, bool) or not isinstance(value, types):
             raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer")
-        changes[name] = float(value) if float in types else value
+        changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
     caps = (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions),
             ("simulations", limits.max_simulations))
     for name, cap in caps:
@@ -206,7 +206,7 @@ def create_app(
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BadInput("the HTTP service needs Starlette and uvicorn: pip install 'traversals[serve]'") from exc
@@ -252,7 +252,7 @@ def create_app(
             "limits": dataclasses.asdict(limits),
         })
 
-    async def ask(request: Request) -> JSONResponse:
+    async def ask(request: Request) -> Response:
         try:
             try:
                 body = json.loads(await request.body() or b"null")
