@@ -42,6 +42,9 @@ class SearchConfig:
     #: constrained: an answer is chosen among the groups of reached entities (one per relation
     #: path) by asking which one answers the query, in both orders (opt-in)
     compare_answers: bool = False
+    #: LLM value: the answer-rating prompt (F.5) shows worked examples of right answers and of
+    #: answers one relation short, one beyond or on the wrong relation (opt-in)
+    value_examples: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -128,6 +131,7 @@ def build_solver(
         calibrate_answers=cfg.calibrate_answers,
         both_orders=cfg.both_orders,
         compare_answers=cfg.compare_answers,
+        value_examples=cfg.value_examples,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,

@@ -64,6 +64,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         calibrate_answers=args.calibrate_answers,
         both_orders=args.both_orders,
         compare_answers=args.compare_answers,
+        value_examples=args.value_examples,
         seed=args.seed,
         simulations=args.simulations,
         value_model=args.value_model,

@@ -134,6 +134,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="constrained decoding: choose the answer among the groups of entities the search reached "
              "(one per relation path) by asking which one answers the query, listed in both orders",
     )
+    p.add_argument(
+        "--value-examples", action="store_true",
+        help="LLM value: show the answer-rating prompt worked examples of right answers and of "
+             "answers one relation short, one beyond or on the wrong relation (docs/decisions.md)",
+    )
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

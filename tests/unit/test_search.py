@@ -858,6 +858,45 @@ async def test_a_repeated_answer_on_the_same_path_is_valued_once():
     assert len(llm.score_calls) == 2  # another answer is another prompt
 
 
+
+@pytest.mark.parametrize("constrained", [True, False])
+async def test_value_examples_put_worked_examples_between_the_preamble_and_the_query(constrained):
+    from traversals.search.templates import template
+    from traversals.search.value import ValueFunction
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Bob Dylan"))[:1]))
+    answer = await machine.transition(root, Action(ActionType.ANSWER, "Beatrice Stone"), u)
+    query = "Who is Bob Dylan's mother?"
+    examples = template("answer_value_examples").template
+    preamble = template("preamble").template
+    plain = ValueFunction(scripted(), machine, constrained=constrained).prompt(query, answer)
+    shown = ValueFunction(scripted(), machine, constrained=constrained, examples=True).prompt(query, answer)
+    assert examples not in plain and shown.count(examples) == 1
+    # the fixed text comes before anything the node changes, so the KV cache keeps it
+    assert shown.index(preamble) < shown.index(examples) < shown.index(query)
+    assert shown.replace(examples + "\n\n", "") == plain
+    # intermediate states are rated as before
+    think = await machine.transition(root, Action(ActionType.THINK, "the mother first"), u)
+    assert ValueFunction(scripted(), machine, constrained=constrained, examples=True).prompt(query, think) == \
+        ValueFunction(scripted(), machine, constrained=constrained).prompt(query, think)
+    # the examples end on the rating the scorer or the reasoning continues from
+    assert "So the score for the provided answer should be 0.0" in examples
+    assert "So the score for the provided answer should be 1.0" in examples
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+async def test_value_examples_reach_the_tree_value_prompts(constrained):
+    llm = scripted(score=table_score({}) if constrained else None)
+    solver = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=1, value_examples=True))
+    answer = await solver.ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone"
+    rated = [c.prompt for c in llm.calls if "Provided answer: Florence Stone" in c.prompt]
+    assert rated and all("what books did [Jane Austen] write" in p for p in rated)
+
+
 def films_kg() -> DictKG:
     """Actor X starred in films A and B; their genres."""
     return DictKG([("a", "starring", "x"), ("b", "starring", "x"), ("a", "has_genre", "comedy"),

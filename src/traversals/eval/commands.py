@@ -85,7 +85,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
-              "compare_answers": args.compare_answers,
+              "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,

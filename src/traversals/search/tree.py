@@ -79,6 +79,8 @@ class TreeConfig:
     #: reached (one group per relation path) by asking which one answers the query, the
     #: groups listed in both orders (:meth:`~.policy.Policy._compared_answers`)
     compare_answers: bool = False
+    #: the LLM value's answer prompt (F.5) shows worked examples (``prompts/answer_value_examples.txt``)
+    value_examples: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
@@ -255,7 +257,9 @@ class TreeOfTraversals:
             compare_answers=cfg.compare_answers,
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
-        value_fn: NodeValue = self.value or ValueFunction(self.llm, machine, constrained=self.constrained)
+        value_fn: NodeValue = self.value or ValueFunction(
+            self.llm, machine, constrained=self.constrained, examples=cfg.value_examples
+        )
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
 
         # A given value function (a trained model) costs no LLM call: rate every node.

@@ -66,11 +66,15 @@ class ValueFunction:
     proposes the same answer on the same path from many nodes (after a THINK the subgraph
     is unchanged), and the expected rating of a prompt is deterministic."""
 
-    def __init__(self, llm: LLM, machine: Machine, *, constrained: bool, reasoning_tokens: int = 200) -> None:
+    def __init__(
+        self, llm: LLM, machine: Machine, *, constrained: bool, reasoning_tokens: int = 200, examples: bool = False
+    ) -> None:
         self.llm = llm
         self.machine = machine
         self.constrained = constrained
         self.reasoning_tokens = reasoning_tokens
+        #: the answer prompt shows the worked examples of ``prompts/answer_value_examples.txt``
+        self.examples = examples
         self._ratings: dict[tuple[str, str], float] = {}
 
     def prompt(self, query: str, node: Node) -> str:
@@ -87,8 +91,12 @@ class ValueFunction:
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
             # It starts with the same preamble as every ASM prompt only so that the KV cache
             # keeps the preamble from one question to the next (~300 tokens not recomputed).
+            # The examples (opt-in) follow it: a fixed text, before anything the node changes.
+            preamble = template("preamble").template
+            if self.examples:
+                preamble += "\n\n" + template("answer_value_examples").template
             return render(
-                "evaluate_answer", preamble=template("preamble").template, query=query, answer=node.answer or "",
+                "evaluate_answer", preamble=preamble, query=query, answer=node.answer or "",
                 path=render_paths(node), instruction=instruction,
             )
         return render("evaluate", context=ctx)
