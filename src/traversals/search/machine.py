@@ -19,7 +19,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..kg.base import Entity, Relation, Relations
 from ..llm.base import Usage
@@ -49,7 +49,7 @@ NEUTRAL = "N/A"
 #: how many entities one expansion reached are checked for dead ends (= one relation's edge limit)
 DEFAULT_SCREEN_LIMIT = 50
 
-DEFAULT_ACTIONS = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
+DEFAULT_ACTIONS: tuple[ActionType, ...] = (ActionType.THINK, ActionType.EXPAND_KG, ActionType.ANSWER)
 #: the most entities the group option of a selection names (:func:`selection_group`)
 MAX_GROUP = 20
 
@@ -186,14 +186,15 @@ class Node:
         return self.state is State.DONE and not self.invalid
 
     def path(self) -> list["Node"]:
-        out, node = [], self
+        out: list[Node] = []
+        node: Node | None = self
         while node is not None:
             out.append(node)
             node = node.parent
         return out[::-1]
 
     def to_trace(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id,
             "parent": self.parent.id if self.parent else None,
             "depth": self.depth,

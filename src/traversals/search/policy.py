@@ -74,11 +74,11 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
     for step in reversed(path):
         for targets in step_unions(step, answerable):
             out.setdefault(_as_list(targets), targets)
-    for targets in reversed(list(groups.values())):
-        targets = list(dict.fromkeys(targets))
-        if 1 < len(targets) <= MAX_LIST_ANSWER:
-            out.setdefault(_as_list(targets), tuple(targets))
-        for t in reversed(targets):
+    for group in reversed(list(groups.values())):
+        distinct = list(dict.fromkeys(group))
+        if 1 < len(distinct) <= MAX_LIST_ANSWER:
+            out.setdefault(_as_list(distinct), tuple(distinct))
+        for t in reversed(distinct):
             out.setdefault(t, (t,))
     return dict(list(out.items())[:MAX_ANSWER_CANDIDATES])
 

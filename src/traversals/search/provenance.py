@@ -83,7 +83,8 @@ def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable
     start_keys = {(r.kg, r.id) for r in roots}
     paths = []
     for e in entities:
-        path, key, seen = [], (e.kg, e.id), set()
+        path: list[Fact] = []
+        key, seen = (e.kg, e.id), set()
         while key in introduced and key not in seen and (not path or key not in start_keys):
             seen.add(key)
             fact = introduced[key]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ..kg.base import Edge, Entity, Relation
 
@@ -89,7 +90,7 @@ class Subgraph:
         return [f.edge() for f in self.facts]
 
     # -- growth ----------------------------------------------------------------
-    def extend(self, facts: list[Fact], omitted: list[tuple[str, str, int]] = ()) -> "Subgraph":
+    def extend(self, facts: list[Fact], omitted: Sequence[tuple[str, str, int]] = ()) -> "Subgraph":
         known = {(e.kg, e.id) for e in self.entities}
         have = set(self.facts)
         new_entities: list[Entity] = []
@@ -131,23 +132,23 @@ class Subgraph:
         for f in self.facts:
             rels = groups.setdefault(f.source.label, {})
             rels.setdefault(f.relation.display, []).append(f.target.label)
-        more = {}
+        more: dict[tuple[str, str], int] = {}
         for src_id, rel_key, n in self.omitted:
             more[(src_id, rel_key)] = n
         omitted_by_label: dict[tuple[str, str], int] = {}
         for f in self.facts:
-            n = more.get((f.source.id, f.relation.key))
-            if n:
-                omitted_by_label[(f.source.label, f.relation.display)] = n
+            hidden = more.get((f.source.id, f.relation.key))
+            if hidden:
+                omitted_by_label[(f.source.label, f.relation.display)] = hidden
         lines = []
         for src, rels in groups.items():
             lines.append(f"{indent}{yaml_scalar(src)}:")
             for rel, targets in rels.items():
                 lines.append(f"{indent * 2}{yaml_scalar(rel)}:")
                 items = list(dict.fromkeys(targets))
-                n = omitted_by_label.get((src, rel))
-                if n:
-                    items.append(f"({n} more not shown)")
+                hidden = omitted_by_label.get((src, rel))
+                if hidden:
+                    items.append(f"({hidden} more not shown)")
                 # One target reads as in Figure 3; several become a YAML list.
                 dash = "- " if len(items) > 1 else ""
                 for t in items:

@@ -63,7 +63,7 @@ def selected_paths(node: Node) -> set[tuple[str, ...]]:
     """The relation paths from the question's entities to the node's selected entities
     (``()`` for a question entity itself, even when an expansion reached it again)."""
     roots = node.path()[0].subgraph.entities
-    paths = {() for e in node.selected if e in roots}
+    paths: set[tuple[str, ...]] = {() for e in node.selected if e in roots}
     others = [e for e in node.selected if e not in roots]
     paths |= {_keys(p) for p in walked_paths(node.subgraph, others, roots)}
     return paths or {()}

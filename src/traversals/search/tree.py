@@ -307,7 +307,7 @@ class TreeOfTraversals:
                 texts = {a: t for t, a in machine.options(node)}
                 for child in children[len(proposal.actions):]:
                     child.add_note("proposed by the trained value's look-ahead, not the LLM")
-                    child.prior = (proposal.priors or {}).get(texts.get(child.action, ""))
+                    child.prior = (proposal.priors or {}).get(texts.get(child.action, "")) if child.action else None
             for child in children:
                 if merge and _mergeable(child) and (first := seen.setdefault(kg_state(child), child)) is not child:
                     child.add_note(f"duplicate of node {first.id}: not expanded")
@@ -389,7 +389,7 @@ class TreeOfTraversals:
             "strategy": self.name,
             "decoding": answer.decoding,
             "value_function": "llm" if self.value is None else type(self.value).__name__,
-            **(self.value.settings() if hasattr(self.value, "settings") else {}),
+            **(settings() if (settings := getattr(self.value, "settings", None)) else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [e.ref() for e in entities],
             "prior_weight": prior_weight,

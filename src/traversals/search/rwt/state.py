@@ -10,7 +10,7 @@ and ``W`` (summed values), so ``Q = W / N``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from ...kg.base import Edge, Edges, Entity, Relation
 from ...llm.base import Usage
@@ -42,7 +42,8 @@ class PathNode:
         return self.total / self.visits if self.visits else 0.0
 
     def path(self) -> list["PathNode"]:
-        out, node = [], self
+        out: list[PathNode] = []
+        node: PathNode | None = self
         while node is not None:
             out.append(node)
             node = node.parent
@@ -81,7 +82,7 @@ class PathNode:
         return out
 
     def to_trace(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id,
             "parent": self.parent.id if self.parent else None,
             "depth": self.depth,
