@@ -45,6 +45,9 @@ class SearchConfig:
     #: LLM value: the answer-rating prompt (F.5) shows worked examples of right answers and of
     #: answers one relation short, one beyond or on the wrong relation (opt-in)
     value_examples: bool = False
+    #: constrained, LLM value: an answer's rating first generates its reasoning (F.5), then reads
+    #: the score's expectation after it (opt-in)
+    value_reasoning: bool = False
     seed: int = 0
     evaluate_intermediate: bool | None = None  # None: only when k > 1
     max_relations: int = DEFAULT_MAX_RELATIONS
@@ -132,6 +135,7 @@ def build_solver(
         both_orders=cfg.both_orders,
         compare_answers=cfg.compare_answers,
         value_examples=cfg.value_examples,
+        value_reasoning=cfg.value_reasoning,
         screen_dead_ends=screen_limit(cfg.screen_dead_ends, kgs),
         prior_weight=cfg.prior_weight,
         answer_choice=cfg.answer_choice,

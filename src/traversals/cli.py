@@ -65,6 +65,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         both_orders=args.both_orders,
         compare_answers=args.compare_answers,
         value_examples=args.value_examples,
+        value_reasoning=args.value_reasoning,
         seed=args.seed,
         simulations=args.simulations,
         value_model=args.value_model,

@@ -135,6 +135,11 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
              "(one per relation path) by asking which one answers the query, listed in both orders",
     )
     p.add_argument(
+        "--value-reasoning", action="store_true",
+        help="constrained decoding, LLM value: the answer rating first writes its reasoning (as F.5 asks), "
+             "then the score is read from the rating tokens' probabilities after it (docs/decisions.md)",
+    )
+    p.add_argument(
         "--value-examples", action="store_true",
         help="LLM value: show the answer-rating prompt worked examples of right answers and of "
              "answers one relation short, one beyond or on the wrong relation (docs/decisions.md)",

@@ -472,7 +472,7 @@ def test_both_orders_and_compare_answers_flags_reach_the_search_config():
 
     base = ["eval", "metaqa-1hop", "--data", "d", "--strategy", "chain", "--out", "o"]
     for flag, field in (("--both-orders", "both_orders"), ("--compare-answers", "compare_answers"),
-                        ("--value-examples", "value_examples")):
+                        ("--value-examples", "value_examples"), ("--value-reasoning", "value_reasoning")):
         assert getattr(_search_config(build_parser().parse_args(base)), field) is False  # off
         assert getattr(_search_config(build_parser().parse_args(base + [flag])), field) is True
         assert getattr(ask_config(build_parser().parse_args(["ask", "q", flag]), k=1), field) is True

@@ -897,6 +897,47 @@ async def test_value_examples_reach_the_tree_value_prompts(constrained):
     assert rated and all("what books did [Jane Austen] write" in p for p in rated)
 
 
+
+async def test_value_reasoning_reads_the_score_after_the_models_own_reasoning():
+    from traversals.search.value import ANSWER_SCORE_PREFIX, ValueFunction
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Bob Dylan"))[:1]))
+    node = await expand(machine, root, kg.entities["Q392"], "P25", u)
+
+    def rate(prompt, options, prefix):  # the score depends on what the reasoning said
+        high = "is the mother" in prefix
+        return [0.0 if o == ("1.0" if high else "0.0") else -6.0 for o in options]
+
+    def reason(prompt, prefix, n, t):
+        sure = "Provided answer: Beatrice Stone" in prompt
+        why = " The path says Beatrice Stone is the mother." if sure else " Sara Dylan is\nnot on the path."
+        return why + "\n\nSo the score for the provided answer should be 0.5"
+
+    llm = ScriptedLLM(rules=[(ANSWER_EVAL, reason)], score=rate)
+    values = ValueFunction(llm, machine, constrained=True, reasoning=True)
+    query = "Who is Bob Dylan's mother?"
+    right = await machine.transition(node, Action(ActionType.ANSWER, "Beatrice Stone"), u)
+    wrong = await machine.transition(node, Action(ActionType.ANSWER, "Sara Dylan"), u)
+    assert await values.evaluate(query, right, u) > 0.95
+    assert await values.evaluate(query, wrong, u) < 0.05
+    gen = llm.generate_calls
+    assert [c.prefix for c in gen] == ["Reasoning:", "Reasoning:"] and "So the score" in gen[0].stop
+    assert "Give reasoning" in gen[0].prompt  # F.5's instruction, as the paper asks it
+    # the score is read after the reasoning, which stopped before the model's own number
+    scored = llm.score_calls
+    assert scored[0].prefix == "Reasoning: The path says Beatrice Stone is the mother.\n" + ANSWER_SCORE_PREFIX
+    assert scored[1].prefix.startswith("Reasoning: Sara Dylan is not on the path.")  # one line
+    assert "value reasoning: The path says Beatrice Stone is the mother." in right.note
+    # the same answer on the same path is not reasoned about twice
+    again = await machine.transition(node, Action(ActionType.ANSWER, "Beatrice Stone"), u)
+    await values.evaluate(query, again, u)
+    assert len(llm.generate_calls) == 2 and len(llm.score_calls) == 2
+    assert "value reasoning: The path says" in again.note
+
+
 def films_kg() -> DictKG:
     """Actor X starred in films A and B; their genres."""
     return DictKG([("a", "starring", "x"), ("b", "starring", "x"), ("a", "has_genre", "comedy"),

@@ -86,6 +86,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
+              "value_reasoning": args.value_reasoning,
               "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,

@@ -81,6 +81,9 @@ class TreeConfig:
     compare_answers: bool = False
     #: the LLM value's answer prompt (F.5) shows worked examples (``prompts/answer_value_examples.txt``)
     value_examples: bool = False
+    #: constrained decoding: the LLM value's answer rating generates F.5's reasoning first and
+    #: reads the expected score after it (:meth:`~.value.ValueFunction._reasoned_rating`)
+    value_reasoning: bool = False
     #: entities an expansion reached that are checked at once for dead ends, so that no
     #: selection offers them (:meth:`Machine._dead_ends`; 0: none, each is caught when selected)
     screen_dead_ends: int = DEFAULT_SCREEN_LIMIT
@@ -258,7 +261,8 @@ class TreeOfTraversals:
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
         )
         value_fn: NodeValue = self.value or ValueFunction(
-            self.llm, machine, constrained=self.constrained, examples=cfg.value_examples
+            self.llm, machine, constrained=self.constrained, examples=cfg.value_examples,
+            reasoning=cfg.value_reasoning,
         )
         linker = Linker(self.llm, self.kgs, constrained=self.constrained)
 

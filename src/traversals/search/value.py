@@ -20,6 +20,14 @@ from .templates import render, template
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
+REASONING_PREFIX = "Reasoning:"
+#: the F.5 instruction when the rating reasons first (sampled decoding, or ``reasoning``)
+REASONED_INSTRUCTION = (
+    "Give reasoning to get to the correct answer. Then provide a score.\ne.g.,\n"
+    "Reasoning...\nSo the score for the provided answer should be..."
+)
+#: constrained decoding with ``reasoning``: the longest reasoning generated before the score
+REASONED_TOKENS = 100
 UNPARSEABLE_INTERMEDIATE = 0.5
 UNCONFIRMED_SCALE = 0.7
 
@@ -67,7 +75,14 @@ class ValueFunction:
     is unchanged), and the expected rating of a prompt is deterministic."""
 
     def __init__(
-        self, llm: LLM, machine: Machine, *, constrained: bool, reasoning_tokens: int = 200, examples: bool = False
+        self,
+        llm: LLM,
+        machine: Machine,
+        *,
+        constrained: bool,
+        reasoning_tokens: int = 200,
+        examples: bool = False,
+        reasoning: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -75,17 +90,15 @@ class ValueFunction:
         self.reasoning_tokens = reasoning_tokens
         #: the answer prompt shows the worked examples of ``prompts/answer_value_examples.txt``
         self.examples = examples
+        #: constrained decoding: an answer's rating reasons first (:meth:`_reasoned_rating`)
+        self.reasoning = reasoning
         self._ratings: dict[tuple[str, str], float] = {}
+        self._reasons: dict[str, str] = {}
 
     def prompt(self, query: str, node: Node) -> str:
         ctx = self.machine.context(query, node)
         if node.state is State.DONE:
-            instruction = (
-                "Provide a score."
-                if self.constrained
-                else "Give reasoning to get to the correct answer. Then provide a score.\ne.g.,\n"
-                "Reasoning...\nSo the score for the provided answer should be..."
-            )
+            instruction = "Provide a score." if self.constrained and not self.reasoning else REASONED_INSTRUCTION
             # Focused on the answer's own KG path rather than the whole subgraph: with the
             # full context the 1.5B model rated wrong answers as high as right ones; with
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
@@ -123,6 +136,8 @@ class ValueFunction:
     async def _rate(self, query: str, node: Node, usage: Usage) -> float:
         prompt = self.prompt(query, node)
         answer = node.state is State.DONE
+        if self.constrained and answer and self.reasoning:
+            return await self._reasoned_rating(prompt, node, usage)
         if self.constrained:
             prefix = ANSWER_SCORE_PREFIX if answer else RATING_PREFIX
             if (prompt, prefix) not in self._ratings:
@@ -145,3 +160,23 @@ class ValueFunction:
             node.add_note("value: no number in the evaluator's output")
             return UNPARSEABLE_INTERMEDIATE
         return value
+
+    async def _reasoned_rating(self, prompt: str, node: Node, usage: Usage) -> float:
+        """F.5 as the paper asks it — reasoning first, then the score — with the score read
+        as the expectation of the rating tokens after the model's own (greedy) reasoning.
+        Without the reasoning the 1.5B model rates every answer about the same (0.4 ± 0.05
+        for the right hop and one hop too far alike); after it the ratings spread to both
+        ends (docs/decisions.md). The reasoning goes into the node's notes (the trace)."""
+        if prompt not in self._reasons:
+            gen = await self.llm.generate(
+                prompt, prefix=REASONING_PREFIX, n=1, temperature=0.0, max_tokens=REASONED_TOKENS,
+                stop=["So the score", "\n\n"],
+            )
+            usage.add_generation(gen)
+            self._reasons[prompt] = " ".join((gen.texts[0] if gen.texts else "").split())
+        why = self._reasons[prompt]
+        node.add_note(f"value reasoning: {why}")
+        prefix = f"{REASONING_PREFIX} {why}\n{ANSWER_SCORE_PREFIX}"
+        if (prompt, prefix) not in self._ratings:
+            self._ratings[prompt, prefix] = await expected_rating(self.llm, prompt, usage, prefix=prefix)
+        return self._ratings[prompt, prefix]
