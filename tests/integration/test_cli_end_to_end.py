@@ -71,6 +71,22 @@ def test_calibrated_or_compared_answers_name_the_second_hop_with_the_real_model(
     assert ("The Apparition", "written_by", "Todd Lincoln") in edges
 
 
+def test_a_reasoned_answer_value_is_decisive_with_the_real_model(metaqa_kb, default_model_path, tmp_path):
+    # Read straight from the rating tokens, the 1.5B model rates answers about 0.4 whatever
+    # they are; after its own reasoning (F.5 as the paper asks it) a right answer confirmed by
+    # the KG is rated near 1, so the chain stops at the answer threshold.
+    question = "who is the director that directed ['Neath the Arizona Skies]"
+    trace = tmp_path / "trace.json"
+    done = traversals("ask", question, "--kg", str(metaqa_kb), "--k", "1", "--value-reasoning", "--value-examples",
+                      "--json", "--trace", str(trace))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["answer"] == "Harry L. Fraser" and out["value"] >= 0.8
+    tree = json.loads(trace.read_text())
+    rated = [n for n in tree["nodes"] if n["state"] == "done" and "value reasoning:" in (n.get("note") or "")]
+    assert rated and tree["stopped"] == "threshold"
+
+
 def test_both_orders_take_the_relation_the_question_asks_for_with_the_real_model(metaqa_kb, default_model_path, tmp_path):
     # Calibrated and asked once, the 1.5B model expands [The Congress] along written_by; with
     # the relations listed in both orders it takes has_genre (a MetaQA dev question, probe of
