@@ -92,27 +92,27 @@ class ValueFunction:
         self.examples = examples
         #: constrained decoding: an answer's rating reasons first (:meth:`_reasoned_rating`)
         self.reasoning = reasoning
+        # The answer prompt starts with the same preamble as every ASM prompt only so that the
+        # KV cache keeps it from one question to the next (~300 tokens not recomputed); the
+        # examples (opt-in) follow it: a fixed text, before anything the node changes.
+        self._answer_head = template("preamble").template
+        if examples:
+            self._answer_head += "\n\n" + template("answer_value_examples").template
         self._ratings: dict[tuple[str, str], float] = {}
-        self._reasons: dict[str, str] = {}
+        #: reasoned ratings by prompt: (the reasoning, the value read after it)
+        self._reasoned: dict[str, tuple[str, float]] = {}
 
     def prompt(self, query: str, node: Node) -> str:
-        ctx = self.machine.context(query, node)
         if node.state is State.DONE:
             instruction = "Provide a score." if self.constrained and not self.reasoning else REASONED_INSTRUCTION
             # Focused on the answer's own KG path rather than the whole subgraph: with the
             # full context the 1.5B model rated wrong answers as high as right ones; with
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
-            # It starts with the same preamble as every ASM prompt only so that the KV cache
-            # keeps the preamble from one question to the next (~300 tokens not recomputed).
-            # The examples (opt-in) follow it: a fixed text, before anything the node changes.
-            preamble = template("preamble").template
-            if self.examples:
-                preamble += "\n\n" + template("answer_value_examples").template
             return render(
-                "evaluate_answer", preamble=preamble, query=query, answer=node.answer or "",
+                "evaluate_answer", preamble=self._answer_head, query=query, answer=node.answer or "",
                 path=render_paths(node), instruction=instruction,
             )
-        return render("evaluate", context=ctx)
+        return render("evaluate", context=self.machine.context(query, node))
 
     def suggest(self, query: str, node: Node) -> list[Action]:
         """The LLM's value adds nothing to the policy's proposals (Algorithm 1)."""
@@ -167,16 +167,15 @@ class ValueFunction:
         Without the reasoning the 1.5B model rates every answer about the same (0.4 ± 0.05
         for the right hop and one hop too far alike); after it the ratings spread to both
         ends (docs/decisions.md). The reasoning goes into the node's notes (the trace)."""
-        if prompt not in self._reasons:
+        if prompt not in self._reasoned:
             gen = await self.llm.generate(
                 prompt, prefix=REASONING_PREFIX, n=1, temperature=0.0, max_tokens=REASONED_TOKENS,
                 stop=["So the score", "\n\n"],
             )
             usage.add_generation(gen)
-            self._reasons[prompt] = " ".join((gen.texts[0] if gen.texts else "").split())
-        why = self._reasons[prompt]
+            why = " ".join((gen.texts[0] if gen.texts else "").split())
+            prefix = f"{REASONING_PREFIX} {why}\n{ANSWER_SCORE_PREFIX}"
+            self._reasoned[prompt] = why, await expected_rating(self.llm, prompt, usage, prefix=prefix)
+        why, value = self._reasoned[prompt]
         node.add_note(f"value reasoning: {why}")
-        prefix = f"{REASONING_PREFIX} {why}\n{ANSWER_SCORE_PREFIX}"
-        if (prompt, prefix) not in self._ratings:
-            self._ratings[prompt, prefix] = await expected_rating(self.llm, prompt, usage, prefix=prefix)
-        return self._ratings[prompt, prefix]
+        return value
