@@ -19,6 +19,7 @@ often the right answer was rated above every near miss::
 
     python bench/value_judge.py                                  # 1- and 2-hop, 20 questions each
     python bench/value_judge.py --hops 2 --limit 30 --value-reasoning --value-examples
+    python bench/value_judge.py --value-model models/metaqa-value.json   # the trained value, same terms
     python bench/value_judge.py --llm openai:MODEL --llm-url http://127.0.0.1:8000/v1 --out judge.jsonl
 
 Minutes, not hours: one rating per candidate (a reasoning generation with
@@ -47,7 +48,9 @@ from traversals.search.kgset import KGSet
 from traversals.search.machine import MAX_GROUP, Action, ActionType, Machine, Node, latest_targets
 from traversals.search.policy import answer_candidates
 from traversals.search.subgraph import Subgraph
-from traversals.search.value import ValueFunction
+from traversals.search.rwt.valuemodel import ValueModel
+from traversals.search.trained_value import TrainedValue
+from traversals.search.value import NodeValue, ValueFunction
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("right", "beyond", "short", "sibling")
@@ -107,7 +110,7 @@ async def walk(machine: Machine, root: Node, keys: Sequence[str], usage: Usage) 
     return node
 
 
-async def judge(question: Question, machine: Machine, value: ValueFunction, usage: Usage) -> dict | None:
+async def judge(question: Question, machine: Machine, value: NodeValue, usage: Usage) -> dict | None:
     types = str(question.meta.get("qtype", "")).split("_to_")
     if len(types) < 2 or any(t != "movie" and t not in RELATION for t in types):
         return None
@@ -153,7 +156,7 @@ def table(records: list[dict], threshold: float) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    llm = open_llm(args.llm, url=args.llm_url)
+    llm = open_llm(args.llm, url=args.llm_url)  # not called with --value-model
     usage = Usage()
     records: list[dict] = []
     out = open(args.out, "w") if args.out else None
@@ -162,8 +165,10 @@ async def main(args: argparse.Namespace) -> None:
             ds = load_dataset(f"metaqa-{hops}hop", str(args.data), "dev", True)
             kgs = KGSet(open_kgs(list(ds.kg_specs)))
             machine = Machine(kgs)
-            value = ValueFunction(llm, machine, constrained=llm.can_score, reasoning=args.value_reasoning,
-                                  examples=args.value_examples)
+            value: NodeValue = (
+                TrainedValue(ValueModel.load(args.value_model)) if args.value_model else
+                ValueFunction(llm, machine, constrained=llm.can_score, reasoning=args.value_reasoning,
+                              examples=args.value_examples))
             try:
                 for q in sample_questions(ds.questions, args.skip + args.limit, args.sample_seed)[args.skip:]:
                     record = await judge(q, machine, value, usage)
@@ -184,8 +189,10 @@ async def main(args: argparse.Namespace) -> None:
         if out:
             out.close()
         await llm.close()
-    print(f"\n{args.llm}, reasoning {'on' if args.value_reasoning else 'off'}, examples "
-          f"{'on' if args.value_examples else 'off'}; MetaQA dev answerable, seed {args.sample_seed}, "
+    judged = (f"trained value {args.value_model}" if args.value_model else
+              f"{args.llm}, reasoning {'on' if args.value_reasoning else 'off'}, examples "
+              f"{'on' if args.value_examples else 'off'}")
+    print(f"\n{judged}; MetaQA dev answerable, seed {args.sample_seed}, "
           f"questions {args.skip + 1}-{args.skip + args.limit} of each hop; {usage.llm_calls} LLM calls\n")
     table(records, args.threshold)
 
@@ -201,6 +208,8 @@ if __name__ == "__main__":
     ap.add_argument("--llm-url", default=None)
     ap.add_argument("--value-reasoning", action="store_true", help="the answer rating reasons first")
     ap.add_argument("--value-examples", action="store_true", help="worked ratings in the answer prompt")
+    ap.add_argument("--value-model", default=None,
+                    help="rate with a model of `traversals train-value` instead of the LLM (the tree's --value-model)")
     ap.add_argument("--threshold", type=float, default=0.8, help="τ, the tree's answer threshold")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     ap.add_argument("--out", default=None, help="write one JSON line per question (answers, values, notes)")
