@@ -14,8 +14,9 @@ same value function the tree uses:
 - **short**: one relation less (2- and 3-hop questions);
 - **sibling**: the last relation swapped for a related one (writer for director …).
 
-Prints, per hop count and kind, how many answers were rated ≥ τ, the mean value, and how
-often the right answer was rated above every near miss::
+Prints, per hop count and kind, how many answers were rated ≥ τ, the mean value, how often
+the right answer was rated above every near miss, and in how many questions the right
+answer alone crossed τ (what a search that stops at τ needs)::
 
     python bench/value_judge.py                                  # 1- and 2-hop, 20 questions each
     python bench/value_judge.py --hops 2 --limit 30 --value-reasoning --value-examples
@@ -153,6 +154,10 @@ def table(records: list[dict], threshold: float) -> None:
         first = sum(all(r["kinds"]["right"]["value"] > k["value"] for name, k in r["kinds"].items() if name != "right")
                     for r in rs)
         print(f"| {hops} | {len(rs)} | right above every near miss | | | {first} / {len(rs)} |")
+        # what a tree that stops at τ needs: the right answer over it, no near miss
+        alone = sum(r["kinds"]["right"]["value"] >= threshold
+                    and all(k["value"] < threshold for name, k in r["kinds"].items() if name != "right") for r in rs)
+        print(f"| {hops} | {len(rs)} | only the right answer ≥ {threshold} | {alone} / {len(rs)} | | |")
 
 
 async def main(args: argparse.Namespace) -> None:
