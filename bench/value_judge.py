@@ -94,10 +94,9 @@ def near_misses(types: list[str]) -> dict[str, list[str]]:
 async def walk(machine: Machine, root: Node, keys: Sequence[str], usage: Usage) -> Node | None:
     """EXPAND_KG, select what the previous hop reached (at most the machine's group size),
     select the relation; ``None`` when a relation is not offered (nothing to walk)."""
-    node = root
+    node, roots = root, root.subgraph.entities
     for key in keys:
         node = await machine.transition(node, Action(ActionType.EXPAND_KG, "follow the question"), usage)
-        roots = root.subgraph.entities
         reached = [e for e in latest_targets(node) if e.id not in node.exhausted and e not in roots]
         chosen = tuple(reached[:MAX_GROUP]) if node.parent is not root else tuple(roots)
         if not chosen:
@@ -123,13 +122,13 @@ async def judge(question: Question, machine: Machine, value: NodeValue, usage: U
     for kind, kind_types in near_misses(types).items():
         end = await walk(machine, root, relation_keys(kind_types), usage)
         candidates = answer_candidates(end) if end is not None else {}
-        if not candidates:
+        if end is None or not candidates:
             continue
         text = next(iter(candidates))
         hits = score(text, question.gold)["hits@1"]
         if kind != "right" and hits:
             continue  # a near miss that reaches a gold answer is no miss
-        answer = await machine.transition(end, Action(ActionType.ANSWER, text), usage)  # type: ignore[arg-type]
+        answer = await machine.transition(end, Action(ActionType.ANSWER, text), usage)
         rated = await value.evaluate(question.text, answer, usage)
         record["kinds"][kind] = {"answer": text, "value": rated, "hits@1": hits, "note": answer.note}
     return record if "right" in record["kinds"] and len(record["kinds"]) > 1 else None
