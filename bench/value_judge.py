@@ -38,6 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from traversals.api import close_all
 from traversals.eval.datasets import DEFAULT_SEED, load_dataset, sample_questions
 from traversals.eval.datasets.base import Question
 from traversals.eval.metrics import score
@@ -46,10 +47,17 @@ from traversals.kg.factory import open_kgs
 from traversals.llm.base import Usage
 from traversals.llm.factory import open_llm
 from traversals.search.kgset import KGSet
-from traversals.search.machine import MAX_GROUP, Action, ActionType, Machine, Node, latest_targets
+from traversals.search.machine import (
+    MAX_GROUP,
+    Action,
+    ActionType,
+    Machine,
+    Node,
+    latest_targets,
+)
 from traversals.search.policy import answer_candidates
-from traversals.search.subgraph import Subgraph
 from traversals.search.rwt.valuemodel import ValueModel
+from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue
 from traversals.search.value import NodeValue, ValueFunction
 
@@ -160,39 +168,35 @@ def table(records: list[dict], threshold: float) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    datasets = {h: load_dataset(f"metaqa-{h}hop", str(args.data), "dev", True) for h in args.hops}
     llm = open_llm(args.llm, url=args.llm_url)  # not called with --value-model
+    kgs = open_kgs(list(datasets[args.hops[0]].kg_specs))  # every hop count's kb.txt
+    machine = Machine(KGSet(kgs))
+    value: NodeValue = (
+        TrainedValue(ValueModel.load(args.value_model)) if args.value_model else
+        ValueFunction(llm, machine, constrained=llm.can_score, reasoning=args.value_reasoning,
+                      examples=args.value_examples))
     usage = Usage()
     records: list[dict] = []
     out = open(args.out, "w") if args.out else None
     try:
-        for hops in args.hops:
-            ds = load_dataset(f"metaqa-{hops}hop", str(args.data), "dev", True)
-            kgs = KGSet(open_kgs(list(ds.kg_specs)))
-            machine = Machine(kgs)
-            value: NodeValue = (
-                TrainedValue(ValueModel.load(args.value_model)) if args.value_model else
-                ValueFunction(llm, machine, constrained=llm.can_score, reasoning=args.value_reasoning,
-                              examples=args.value_examples))
-            try:
-                for q in sample_questions(ds.questions, args.skip + args.limit, args.sample_seed)[args.skip:]:
-                    record = await judge(q, machine, value, usage)
-                    if record is None:
-                        continue
-                    record["hops"] = hops
-                    records.append(record)
-                    if out:
-                        out.write(json.dumps(record) + "\n")
-                        out.flush()
-                    if not args.quiet:
-                        vals = "  ".join(f"{k} {v['value']:.2f}" for k, v in record["kinds"].items())
-                        print(f"{q.text[:70]:70}  {vals}", flush=True)
-            finally:
-                for kg in kgs.kgs:
-                    await kg.close()
+        for hops, ds in datasets.items():
+            for q in sample_questions(ds.questions, args.skip + args.limit, args.sample_seed)[args.skip:]:
+                record = await judge(q, machine, value, usage)
+                if record is None:
+                    continue
+                record["hops"] = hops
+                records.append(record)
+                if out:
+                    out.write(json.dumps(record) + "\n")
+                    out.flush()
+                if not args.quiet:
+                    vals = "  ".join(f"{k} {v['value']:.2f}" for k, v in record["kinds"].items())
+                    print(f"{q.text[:70]:70}  {vals}", flush=True)
     finally:
         if out:
             out.close()
-        await llm.close()
+        await close_all(llm, kgs)
     judged = (f"trained value {args.value_model}" if args.value_model else
               f"{args.llm}, reasoning {'on' if args.value_reasoning else 'off'}, examples "
               f"{'on' if args.value_examples else 'off'}")
