@@ -26,7 +26,7 @@ from hypothesis import strategies as hs
 
 from traversals.errors import BadInput, KGQueryError, KGTimeout, KGUnavailable
 from traversals.kg import iris
-from traversals.kg.base import Entity, KnowledgeGraph, Relation
+from traversals.kg.base import Entity, EntitySampler, KnowledgeGraph, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.http import HttpClient
 from traversals.kg.sparql import SparqlKG
@@ -191,6 +191,18 @@ async def test_is_a_knowledge_graph(oxigraph) -> None:
     async with SparqlKG(oxigraph.url, name="movies") as kg:
         assert isinstance(kg, KnowledgeGraph)
         assert kg.name == "movies"
+
+
+async def test_labelled_entities_are_drawn_the_same_for_a_seed(oxigraph) -> None:
+    """What `train-value --synthetic` walks from: labelled nodes of the endpoint, each an
+    entity `search` finds by its label."""
+    async with SparqlKG(oxigraph.url) as kg:
+        assert isinstance(kg, EntitySampler)
+        drawn = await kg.sample_entities(8, seed=1)
+        assert len({e.id for e in drawn}) == 8 and all(e.label and e.kg == kg.name for e in drawn)
+        assert [e.id for e in await kg.sample_entities(8, seed=1)] == [e.id for e in drawn]
+        for e in drawn[:3]:
+            assert e.id in [x.id for x in await kg.search(e.label, limit=50)]
 
 
 async def test_search_exact_then_case_insensitive_then_contains(oxigraph) -> None:

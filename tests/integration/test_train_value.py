@@ -87,3 +87,61 @@ def test_tree_search_with_the_trained_model_as_its_value_and_the_real_llm(traine
     # the model's value crossed τ: the tree stopped there, and no LLM call rated a node
     assert t["value_function"] == "TrainedValue" and t["stopped"] == "threshold"
     assert all(n["value"] is not None for n in t["nodes"][1:])
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+async def test_the_real_model_phrases_a_relation_in_both_directions(SHARED, local_llm):
+    """The phrasings a synthetic question is made of, from the default local model: the
+    relation's direction kept apart (asked one direction at a time, it was not)."""
+    from traversals.eval.synthetic import SyntheticConfig, SyntheticQuestions
+    from traversals.kg.factory import open_kgs
+    from traversals.llm.base import Usage
+    from traversals.search.kgset import KGSet
+    from traversals.search.rwt.state import PathNode, step
+
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    kgs = KGSet(open_kgs([str(kb)]))
+    try:
+        maker = SyntheticQuestions(kgs, local_llm, SyntheticConfig(variants=2))
+        film = next(e for e in await kgs.search("Man of Aran", Usage()) if e.label == "Man of Aran")
+        relation = next(r for r in (await kgs.get_relations([film], Usage())).items if r.key == "directed_by")
+        root = PathNode(id=0, entities=(film,))
+        reached, edges, _ = await step(kgs, root, relation, Usage())
+        forward, reverse = await maker.phrase(relation, [PathNode(1, reached, root, relation, edges, 1)])
+    finally:
+        await kgs.close()
+    assert forward.questions and forward.phrases and reverse.questions and reverse.phrases
+    # "Who directed {}?" one way, "What films did {} direct?" the other
+    assert all(q.startswith("Who") and "direct" in q for q in forward.questions), forward
+    assert all("direct" in q and not q.startswith("Who") for q in reverse.questions), reverse
+    assert all(p.count("{}") == 1 for p in forward.phrases + reverse.phrases)
+    assert set(forward.checked) >= set(forward.questions + forward.phrases)
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_training_without_labelled_questions(SHARED, default_model_path, tmp_path):
+    """`train-value --synthetic N --kg FILE`: the questions come from random walks phrased by
+    the real local model; no benchmark file is read."""
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    out = tmp_path / "synthetic.json"
+    done = traversals("train-value", "--synthetic", "6", "--kg", str(kb), "--rounds", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "6 questions on random walks (2 of 1 hops, 2 of 2 hops, 2 of 3 hops)" in done.stderr
+    made = [json.loads(line) for line in Path(str(out) + ".questions.jsonl").read_text().splitlines()]
+    assert len(made) == 6 and all(f"[{q['start']['label']}]" in q["question"] and q["answers"] for q in made)
+    phrasings = json.loads(Path(str(out) + ".phrasings.json").read_text())
+    assert all(key in phrasings for q in made for key in q["path"])
+    meta = ValueModel.load(out).meta
+    assert meta["synthetic"]["questions"] == 6 and "datasets" not in meta
+    # a rerun reads the phrasings back instead of asking the LLM again
+    again = traversals("train-value", "--synthetic", "6", "--kg", str(kb), "--rounds", "1", "--out", str(out),
+                       "--llm", "openai:none", "--llm-url", "http://127.0.0.1:9/v1")
+    assert again.returncode == 0, again.stderr
+    assert [json.loads(line)["question"] for line in Path(str(out) + ".questions.jsonl").read_text().splitlines()] \
+        == [q["question"] for q in made]

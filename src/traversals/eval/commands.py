@@ -20,9 +20,10 @@ from ..options import (
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 
 
-def add_question_flags(p: argparse.ArgumentParser) -> None:
+def add_question_flags(p: argparse.ArgumentParser, *, data_required: bool = True) -> None:
     """Where a benchmark's questions and KG come from (``eval`` and ``train-value``)."""
-    p.add_argument("--data", required=True, metavar="DIR", help="the benchmark's folder (or the folder above it, or the file)")
+    p.add_argument("--data", required=data_required, metavar="DIR",
+                   help="the benchmark's folder (or the folder above it, or the file)")
     p.add_argument("--split", default="dev", help="split to read where the benchmark has several (default dev)")
     p.add_argument("--answerable-only", action="store_true",
                    help="MetaQA: keep the answerable_{split}_{h}hop.idx lines; others: drop questions without gold")

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from ..errors import BadInput
 from ..kg.base import Entity
 from ..llm.base import Usage
-from ..options import add_kg_flags, remote_kg_options
+from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
 from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
@@ -30,6 +30,7 @@ from ..search.rwt.valuemodel import ValueModel
 from .commands import add_question_flags
 from .datasets import DATASETS, Question, load_dataset, sample_questions
 from .metrics import f1
+from .synthetic import SyntheticConfig, SyntheticQuestions
 
 
 def add_training_command(subparsers: Any) -> None:
@@ -39,8 +40,9 @@ def add_training_command(subparsers: Any) -> None:
         description="Grow search trees over the KG on questions with gold answers, round after round, and fit "
         "the roll-out model to them (RwT §3.3). Writes a JSON model for `--value-model` of mcts and beam.",
     )
-    tv.add_argument("datasets", nargs="+", metavar="DATASET", help="one or more of: " + ", ".join(DATASETS))
-    add_question_flags(tv)
+    tv.add_argument("datasets", nargs="*", metavar="DATASET",
+                    help="one or more of: " + ", ".join(DATASETS) + " (none with --synthetic)")
+    add_question_flags(tv, data_required=False)
     tv.add_argument("--skip", type=int, default=100, metavar="N",
                     help="leave out the first N shuffled questions of each dataset: what `eval --limit N` "
                          "evaluates (default 100)")
@@ -53,6 +55,15 @@ def add_training_command(subparsers: Any) -> None:
     tv.add_argument("--max-hops", type=int, default=TrainConfig.max_hops, help=f"default {TrainConfig.max_hops}")
     tv.add_argument("--seed", type=int, default=0)
     add_kg_flags(tv)
+    syn = tv.add_argument_group(
+        "training without labelled questions",
+        "--synthetic N: questions written by the LLM for random relation walks over --kg (docs/rwt.md)")
+    syn.add_argument("--synthetic", type=int, default=None, metavar="N",
+                     help="make N training questions from the KG instead of reading a benchmark")
+    syn.add_argument("--questions-out", default=None, metavar="STEM",
+                     help="where the walks' questions (STEM.questions.jsonl) and the LLM's relation phrasings "
+                          "(STEM.phrasings.json, reused by a rerun) go (default: the --out path)")
+    add_llm_flags(syn)
     tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON)")
     tv.set_defaults(func=cmd_train_value)
 
@@ -88,9 +99,10 @@ async def link(kgs: KGSet, q: Question) -> tuple[Entity, ...]:
     return tuple(out)
 
 
-async def _train(args: argparse.Namespace) -> int:
-    from ..kg.factory import open_kgs
-
+def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list[str]]:
+    """The training questions of the named benchmarks and the KG specs they are asked over."""
+    if not args.datasets or not args.data:
+        raise BadInput("name the benchmark(s) and --data DIR, or make questions from a KG with --synthetic N --kg SPEC")
     picked: list[Question] = []
     specs: list[str] | None = None
     for name in args.datasets:
@@ -103,21 +115,74 @@ async def _train(args: argparse.Namespace) -> int:
         specs = mine
         picked.extend(training_questions(ds.questions, args.skip, args.limit, args.sample_seed))
     assert specs is not None
+    return picked, specs
+
+
+async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet) -> tuple[list[TrainingQuestion], dict]:
+    """``--synthetic N``: questions composed from the LLM's phrasings of random walks (:mod:`.synthetic`)."""
+    stem = args.questions_out or args.out
+    phrasings, questions_file = Path(stem + ".phrasings.json"), Path(stem + ".questions.jsonl")
+    cfg = SyntheticConfig(questions=args.synthetic, max_hops=args.max_hops, seed=args.seed)
+    llm = open_llm_from_args(args)
+    try:
+        def progress(i: int, n: int) -> None:
+            if sys.stderr.isatty():
+                print(f"\r  {i}/{n} walks", end="", file=sys.stderr, flush=True)
+
+        made = await SyntheticQuestions(kgs, llm, cfg).run(phrasings, questions_file, progress)
+    finally:
+        await llm.close()
+    if not made:
+        raise BadInput(f"no synthetic question could be made (walks and phrasings: {phrasings}, {questions_file})")
+    hops: dict[int, int] = {}
+    for q in made:
+        hops[len(q.path)] = hops.get(len(q.path), 0) + 1
+    print(("\r" if sys.stderr.isatty() else "") + f"{len(made)} questions on random walks "
+          f"({', '.join(f'{n} of {h} hops' for h, n in sorted(hops.items()))}), phrased by {args.llm}: "
+          f"{questions_file} (phrasings: {phrasings})", file=sys.stderr)
+    training = [TrainingQuestion(f"synthetic:{q.index}", q.question, (q.entity(),),
+                                 gold_reward([[a] for a in q.answers])) for q in made]
+    meta = {"synthetic": {"questions": len(made), "hops": {str(h): n for h, n in sorted(hops.items())},
+                          "llm": args.llm, "questions_file": str(questions_file), "phrasings": str(phrasings),
+                          "max_hops": cfg.max_hops, "seed": cfg.seed}}
+    return training, meta
+
+
+async def _train(args: argparse.Namespace) -> int:
+    from ..kg.factory import open_kgs
+
+    if args.synthetic is not None:
+        if args.datasets:
+            raise BadInput("--synthetic makes its own questions: name no benchmark")
+        if not args.kg:
+            raise BadInput("--synthetic needs --kg SPEC: the KG to walk")
+        if args.synthetic < 1:
+            raise BadInput("--synthetic N needs N >= 1")
+        picked: list[Question] = []
+        specs = list(args.kg)
+    else:
+        picked, specs = _benchmark_questions(args)
     kgs_list = open_kgs(specs, **remote_kg_options(args))
     try:
         kgs = KGSet(kgs_list)
-        linked: list[TrainingQuestion] = []
-        for q in picked:
-            entities = await link(kgs, q)
-            if entities:
-                linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold)))
-        if not linked:
-            raise BadInput("no training question could be linked to the KG")
+        if args.synthetic is not None:
+            linked, source = await _synthetic_questions(args, kgs)
+            unlinked = ""
+        else:
+            linked = []
+            for q in picked:
+                entities = await link(kgs, q)
+                if entities:
+                    linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold)))
+            if not linked:
+                raise BadInput("no training question could be linked to the KG")
+            source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
+                      "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
+            unlinked = f" ({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}"
         random.Random(args.seed).shuffle(linked)
         n_held = int(round(len(linked) * args.heldout))
         heldout, train = linked[:n_held], linked[n_held:]
-        print(f"{len(train)} training and {len(heldout)} held-out questions "
-              f"({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}", file=sys.stderr)
+        print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
         cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
         out = Path(args.out)
         started = time.perf_counter()
@@ -128,9 +193,7 @@ async def _train(args: argparse.Namespace) -> int:
 
         def done(report: RoundReport, model: ValueModel) -> None:
             model.meta.update({
-                "datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
-                "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit, "kg": specs,
-                "train_questions": len(train), "heldout_questions": len(heldout),
+                **source, "kg": specs, "train_questions": len(train), "heldout_questions": len(heldout),
                 "config": dict(cfg.__dict__),
             })
             model.save(out)  # after every round: an interrupted training keeps its last round

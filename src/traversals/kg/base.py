@@ -138,6 +138,19 @@ class IdentityLinks(Protocol):
 
 
 @runtime_checkable
+class EntitySampler(Protocol):
+    """Optional capability: draw entities at random, for training without labelled questions
+    (``traversals train-value --synthetic``: random relation walks start from them)."""
+
+    name: str
+
+    async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
+        """Up to ``n`` distinct entities, drawn uniformly from the KG's entities; the same
+        ``seed`` on the same KG gives the same draw."""
+        ...
+
+
+@runtime_checkable
 class KnowledgeGraph(Protocol):
     """What a KG backend must offer. All methods are async (backends may do I/O).
 

@@ -43,6 +43,7 @@ have no relations of their own here.
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
@@ -523,6 +524,29 @@ class SparqlKG:
             description="",
             kg=self.name,
         )
+
+    # -- random entities ---------------------------------------------------------------
+
+    #: how many labelled nodes :meth:`sample_entities` asks the endpoint for, at most
+    SAMPLE_POOL = 20_000
+
+    async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
+        """Up to ``n`` labelled nodes drawn with ``seed`` (see
+        :class:`~traversals.kg.base.EntitySampler`). An endpoint has no cheap uniform draw:
+        this draws from the first ``max(20 n, 1000)`` labelled nodes (at most
+        :data:`SAMPLE_POOL`) it returns, in its own order — uniform over the whole KG only
+        when the KG has no more than that."""
+        n = max(0, int(n))
+        if n == 0:
+            return []
+        pool = min(self.SAMPLE_POOL, max(20 * n, 1000))
+        rows = await self.select(
+            f"SELECT DISTINCT ?x WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }} LIMIT {pool}"
+        )
+        found = sorted({r["x"].value for r in rows if "x" in r and r["x"].kind == "uri"})
+        picked = random.Random(seed).sample(found, min(n, len(found)))
+        ents = await self._entities(picked)
+        return [ents[x] for x in picked]
 
     # -- identity links ----------------------------------------------------------------
 

@@ -85,6 +85,7 @@ import asyncio
 import importlib.resources
 import logging
 import os
+import random
 import re
 import shutil
 import unicodedata
@@ -442,10 +443,21 @@ class OxigraphKG:
         :class:`~traversals.kg.base.IdentityLinks`)."""
         return await asyncio.to_thread(self.same_as_sync, ids)
 
+    async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
+        """Entities drawn uniformly from the searchable ones (see
+        :class:`~traversals.kg.base.EntitySampler`)."""
+        return await asyncio.to_thread(self.sample_entities_sync, n, seed)
+
     async def close(self) -> None:
         self.close_sync()
 
     # -------------------------------------------------------------- sync versions
+
+    def sample_entities_sync(self, n: int, seed: int = 0) -> list[Entity]:
+        """Synchronous :meth:`sample_entities`."""
+        self._check_open()
+        keys = random.Random(seed).sample(self._index_keys, min(max(n, 0), len(self._index_keys)))
+        return self._entities([self._term_of_key(k) for k in keys])
 
     def search_sync(self, text: str, limit: int = 10) -> list[Entity]:
         """Synchronous :meth:`search`."""

@@ -24,11 +24,13 @@ from ..kg.base import (
     Edge,
     Edges,
     Entity,
+    EntitySampler,
     IdentityLinks,
     KnowledgeGraph,
     Relation,
     Relations,
 )
+from ..errors import BadInput
 from ..llm.base import Usage
 
 
@@ -113,6 +115,22 @@ class KGSet:
             for e in got.edges
         )
         return Edges(edges, tuple(stamp(e) for e in got.new_entities), got.omitted)
+
+    async def sample_entities(self, n: int, usage: Usage, seed: int = 0) -> list[Entity]:
+        """Up to ``n`` entities drawn at random, shared among the KGs that can draw them
+        (:class:`~traversals.kg.base.EntitySampler`)."""
+        samplers = [kg for kg in self.kgs if isinstance(kg, EntitySampler)]
+        if not samplers:
+            raise BadInput(
+                f"cannot draw entities at random from {', '.join(kg.name for kg in self.kgs)}: "
+                "embedded KGs (RDF or triple files) and SPARQL endpoints can, this one cannot"
+            )
+        out: list[Entity] = []
+        for i, kg in enumerate(samplers):
+            share = n // len(samplers) + (i < n % len(samplers))
+            usage.kg_calls += 1
+            out.extend(e if e.kg else replace(e, kg=kg.name) for e in await kg.sample_entities(share, seed + i))
+        return out
 
     async def link(self, entities: Sequence[Entity], usage: Usage) -> None:
         """Record same-entity links into the other KGs (no-op with one KG): explicit

@@ -1,0 +1,299 @@
+"""Training questions without labels: random relation walks over the KG, put into words by the LLM.
+
+RwT's roll-out model (:mod:`traversals.search.rwt.valuemodel`) learns from questions with
+known answers. A user with their own KG rarely has such questions; the KG itself can make
+them. ``traversals train-value --synthetic N`` (:mod:`.training`):
+
+1. draws entities at random (:class:`~traversals.kg.base.EntitySampler`);
+2. walks 1 … ``max_hops`` relations from each (hop counts in turn), at random among the
+   relations that reach an entity the walk has not met, keeping walks whose states stay
+   small (a question whose answer is 500 films is not one a person asks);
+3. has the LLM say, once per relation the walks took, how a person asks for what it
+   leads to, in both directions — a question ("Who directed {}?") and a noun phrase ("the
+   director of {}"), then the reverse ("What films did {} direct?", "the films directed by
+   {}"), each question also starting with the entity ("{} was directed by whom?") —
+   shown three of the KG's own edges (``prompts/relation_phrases.txt``, worked
+   examples on other domains; a few variants, the first greedy);
+4. keeps a phrasing only if the LLM, asked which of an example entity's relations answers
+   it (``prompts/relation_check.txt``), ranks the relation first (the best-scored phrasing
+   if none passes);
+5. composes each walk's question from them, innermost hop first: "When was {} released?"
+   ∘ "the films directed by {}" ∘ "the director of {}" gives "When was the films directed
+   by the director of [The Confessional] released?".
+
+Why this shape (docs/rwt.md, "Training without labelled questions"): asked to write a
+whole multi-hop question from a walk, the 1.5B model mostly described one hop of it or
+named the walk's entities; asked for one direction of a relation at a time, it often wrote
+the other direction ("What films did {} direct?" for *directed by*); asked for both at once
+it tells them apart. The walk's last entities are the gold answers. No benchmark question
+or label is read. The phrasings are kept in a JSON file (read back by a rerun, so the LLM is
+asked once per relation) and every question with its walk in a JSONL file, to be read
+before a model is trained on them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import BadInput
+from ..kg.base import Edge, Entity, Relation
+from ..llm.base import LLM, Usage
+from ..search.choices import option_probs
+from ..search.kgset import KGSet
+from ..search.machine import option_line
+from ..search.rwt.state import MemoEdges, PathNode, labels, offered_relations, step
+from ..search.templates import render
+
+SLOT = "{}"
+
+
+@dataclass
+class SyntheticConfig:
+    questions: int = 500  # questions to make
+    max_hops: int = 3
+    max_answers: int = 20  # a walk ending on more entities is dropped
+    max_width: int = 30  # … and one passing through more
+    max_relations: int = 50  # relations considered at each step
+    draws: int = 5  # entities drawn per question wanted (walks fail: dead ends, huge fan-outs)
+    variants: int = 3  # phrasings asked per relation (the first greedy, the others sampled)
+    temperature: float = 0.7  # of the sampled variants
+    seed: int = 0
+
+
+@dataclass
+class Phrasing:
+    """How a person asks for what one relation leads to; ``{}`` is where it starts."""
+
+    questions: list[str] = field(default_factory=list)  # "When was {} released?"
+    phrases: list[str] = field(default_factory=list)  # "the release year of {}"
+    #: each phrasing the LLM wrote -> the probability the LLM gives the relation back when
+    #: asked which relation answers it (:meth:`SyntheticQuestions.check`)
+    checked: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SyntheticQuestion:
+    """A walk and the question composed for it (a line of the questions file)."""
+
+    index: int  # position in the seeded draw
+    start: dict  # the first entity: {"id", "label", "kg"}
+    path: list[str]  # relation keys walked
+    path_text: str
+    answers: list[str]  # labels of the walk's last entities
+    question: str
+
+    def entity(self) -> Entity:
+        return Entity(id=self.start["id"], label=self.start["label"], kg=self.start.get("kg", ""))
+
+
+def render_walk(node: PathNode, per_step: int = 3) -> str:
+    """``Charles Bail -> directed -> The Gumball Rally -> release year -> 1976``: the walk
+    with at most ``per_step`` labels a step."""
+    parts: list[str] = []
+    for n in node.path():
+        if n.relation is not None:
+            parts.append(n.relation.display)
+        parts.append(labels(n.entities, limit=per_step))
+    return " -> ".join(parts)
+
+
+#: the lines of a phrasing reply (the first continues the ``Question:`` prefix)
+LINES = ("question", "question starting with {}", "phrase",
+         "reverse question", "reverse question starting with {}", "reverse phrase")
+
+
+def parse_phrasing(reply: str) -> dict[str, str]:
+    """The four lines of the LLM's reply (:data:`LINES`), each kept only if it has exactly
+    one ``{}`` and another word."""
+    out: dict[str, str] = {}
+    for n, line in enumerate(ln.strip() for ln in reply.strip().split("\n") if ln.strip()):
+        name, _, text = line.partition(":")
+        if n == 0:
+            name, text = "question", line
+        name, text = name.strip().casefold(), text.strip()
+        if name in LINES and name not in out and text.count(SLOT) == 1 and len(text.split()) >= 2:
+            out[name] = text
+    return out
+
+
+#: how a last hop's noun phrase becomes a question, besides the LLM's own question forms
+#: ("What is the genre of [X]?" is a 1-hop question; without this, "the genre of" would
+#: only ever appear in the inner hops of longer ones)
+PHRASE_QUESTIONS = ("What is {}?", "What are {}?", "Which are {}?", "Name {}.")
+
+
+def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random) -> str:
+    """The question of a walk whose hops have ``phrasings`` (first hop first): the last hop's
+    question — one of its question forms, or one of its noun phrases inside a
+    :data:`PHRASE_QUESTIONS` form, half the time each — around the earlier hops' noun
+    phrases, innermost first."""
+    inner = f"[{mention}]"
+    for ph in phrasings[:-1]:
+        inner = rng.choice(ph.phrases).replace(SLOT, inner)
+    last = phrasings[-1]
+    if last.phrases and (not last.questions or rng.random() < 0.5):
+        return rng.choice(PHRASE_QUESTIONS).replace(SLOT, rng.choice(last.phrases).replace(SLOT, inner))
+    return rng.choice(last.questions).replace(SLOT, inner)
+
+
+class SyntheticQuestions:
+    """Walks over ``kgs`` and questions for them, phrased by ``llm`` (see the module doc)."""
+
+    def __init__(self, kgs: KGSet, llm: LLM, config: SyntheticConfig | None = None) -> None:
+        self.kgs = kgs
+        self.llm = llm
+        self.config = config or SyntheticConfig()
+        self._edges = MemoEdges(kgs)
+        self.usage = Usage()
+
+    async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
+        """A random walk of ``hops`` relations from ``start``, or None where every relation
+        reaches nothing new, too many entities, or more than the KG interface returns."""
+        cfg = self.config
+        node = PathNode(id=0, entities=(start,))
+        for hop in range(1, hops + 1):
+            rels = list((await self.kgs.get_relations(list(node.entities), self.usage)).items)
+            rels = await offered_relations(self._edges, node, rels, self.usage, cfg.max_relations)
+            rng.shuffle(rels)
+            cap = cfg.max_answers if hop == hops else cfg.max_width
+            nxt = None
+            for rel in rels:
+                reached, edges, omitted = await step(self._edges, node, rel, self.usage)
+                if reached and not omitted and len(reached) <= cap:
+                    nxt = PathNode(id=hop, entities=reached, parent=node, relation=rel, edges=edges, depth=hop)
+                    break
+            if nxt is None:
+                return None
+            node = nxt
+        return node
+
+    async def walks(self, progress: Callable[[int, int], None] | None = None) -> list[tuple[int, PathNode]]:
+        """Up to ``questions`` walks, hop counts in turn, from a seeded draw of entities."""
+        cfg = self.config
+        pool = await self.kgs.sample_entities(cfg.questions * cfg.draws, self.usage, seed=cfg.seed)
+        if not pool:
+            raise BadInput("the KG has no entity to start a walk from")
+        out: list[tuple[int, PathNode]] = []
+        for i, start in enumerate(pool):
+            if len(out) >= cfg.questions:
+                break
+            end = await self.walk(start, len(out) % cfg.max_hops + 1, random.Random(f"{cfg.seed}:{i}"))
+            if end is not None:
+                out.append((i, end))
+                if progress:
+                    progress(len(out), cfg.questions)
+        return out
+
+    @staticmethod
+    def examples(relation: Relation, ends: Sequence[PathNode], limit: int = 3) -> list[Edge]:
+        """Edges the walks took with ``relation`` (either direction), at most ``limit``."""
+        shown: list[Edge] = []
+        for node in ends:
+            for n in node.path():
+                if n.relation is not None and n.relation.id == relation.id and n.relation.kg == relation.kg:
+                    for e in n.edges[:1]:
+                        if all(e.subject.id != x.subject.id for x in shown):
+                            shown.append(e)
+                if len(shown) >= limit:
+                    return shown
+        return shown
+
+    async def phrase(self, forward: Relation, ends: Sequence[PathNode]) -> tuple[Phrasing, Phrasing]:
+        """Phrasings of ``forward`` and of its reverse, asked together (one prompt shows the
+        relation with example edges and asks for both directions: asked one direction at a
+        time, the 1.5B model mixed them up). ``variants`` replies, the first greedy; each
+        phrasing is kept only if the LLM, asked which of an example entity's relations
+        answers it, ranks the relation first (the best-scored one if none does)."""
+        cfg = self.config
+        edges = self.examples(forward, ends)
+        shown = "; ".join(f"{e.subject.label} -> {forward.label} -> {e.object.label}" for e in edges)
+        prompt = render("relation_phrases", relation=forward.label, examples=shown)
+        replies: list[str] = []
+        gen = await self.llm.generate(prompt, prefix="Question:", temperature=0.0, max_tokens=120, stop=["\n\n"])
+        self.usage.add_generation(gen)
+        replies += gen.texts[:1]
+        if cfg.variants > 1:
+            gen = await self.llm.generate(prompt, prefix="Question:", n=cfg.variants - 1, temperature=cfg.temperature,
+                                          max_tokens=120, stop=["\n\n"], seed=cfg.seed)
+            self.usage.add_generation(gen)
+            replies += gen.texts
+        named = {x.label.casefold() for edge in edges for x in (edge.subject, edge.object) if len(x.label) > 3}
+        written: dict[str, list[str]] = {name: [] for name in LINES}
+        for reply in replies:
+            for name, text in parse_phrasing(reply).items():
+                if text not in written[name] and not any(f" {w} " in f" {text.casefold()} " for w in named):
+                    written[name].append(text)
+        out = Phrasing(), Phrasing()
+        for ph, relation, reverse in ((out[0], forward, False), (out[1], forward.reversed(), True)):
+            source = (edges[0].object if reverse else edges[0].subject) if edges else None
+            for kind, kept in (("question", ph.questions), ("phrase", ph.phrases)):
+                side = "reverse " if reverse else ""
+                texts = written[side + kind] + (written[side + "question starting with {}"] if kind == "question" else [])
+                if source is None:
+                    kept += texts
+                    continue
+                checks = [await self.check(relation, source, t, as_question=kind == "question") for t in texts]
+                ph.checked.update((t, round(p, 4)) for t, (p, _) in zip(texts, checks))
+                first = [t for t, (_, top) in zip(texts, checks) if top]
+                kept += first or [t for t, _ in sorted(zip(texts, checks), key=lambda x: -x[1][0])[:1]]
+        return out
+
+    async def check(self, relation: Relation, source: Entity, text: str, *, as_question: bool) -> tuple[float, bool]:
+        """The probability the LLM gives ``relation`` among ``source``'s relations as the one
+        that answers ``text`` (a question, or "What is <phrase>?") about ``source``, and
+        whether no other relation is more probable."""
+        rels = list((await self.kgs.get_relations([source], self.usage)).items)
+        keys = self.kgs.option_keys(rels)
+        lines = [option_line(k, r) for k, r in zip(keys, rels)]
+        at = [i for i, r in enumerate(rels) if r.key == relation.key and r.kg == relation.kg]
+        if not at:
+            return 0.0, False
+        filled = text.replace(SLOT, f"[{source.label}]")
+        question = filled if as_question else f"What is {filled}?"
+        prompt = render("relation_check", entity=source.label, options="\n".join(lines), question=question)
+        probs = await option_probs(self.llm, prompt, lines, self.usage)
+        return probs[at[0]], probs[at[0]] >= max(probs)
+
+    async def run(self, phrasings_file: Path, questions_file: Path,
+                  progress: Callable[[int, int], None] | None = None) -> list[SyntheticQuestion]:
+        """Walks, phrasings (read from ``phrasings_file`` when it has the relation, else asked
+        and written back), and the composed questions (written to ``questions_file``)."""
+        cfg = self.config
+        ends = await self.walks(progress)
+        known: dict[str, Phrasing] = {}
+        if phrasings_file.exists():
+            try:
+                known = {k: Phrasing(**v) for k, v in json.loads(phrasings_file.read_text()).items()}
+            except (ValueError, TypeError) as e:
+                raise BadInput(f"{phrasings_file} is not a phrasings file ({e}); move it away to start afresh") from None
+        forward: dict[str, Relation] = {}
+        for _, end in ends:
+            for n in end.path()[1:]:
+                assert n.relation is not None
+                rel = n.relation.reversed() if n.relation.inverse else n.relation
+                forward.setdefault(rel.key, rel)
+        phrasings_file.parent.mkdir(parents=True, exist_ok=True)
+        for key, rel in forward.items():
+            back = rel.reversed().key
+            if key not in known or back not in known:
+                known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
+                phrasings_file.write_text(json.dumps({k: asdict(v) for k, v in known.items()}, indent=1) + "\n")
+        out: list[SyntheticQuestion] = []
+        for i, end in ends:
+            keys = [n.relation.key for n in end.path()[1:] if n.relation is not None]
+            rng = random.Random(f"{cfg.seed}:q{i}")
+            phr = [known[k] for k in keys]
+            if not (phr[-1].questions or phr[-1].phrases) or any(not p.phrases for p in phr[:-1]):
+                continue  # the LLM gave this relation no usable phrasing
+            start = end.path()[0].entities[0]
+            out.append(SyntheticQuestion(
+                i, {"id": start.id, "label": start.label, "kg": start.kg}, keys, render_walk(end),
+                [e.label for e in end.entities], compose(phr, start.label, rng),
+            ))
+        questions_file.parent.mkdir(parents=True, exist_ok=True)
+        questions_file.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
+        return out

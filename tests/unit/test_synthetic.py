@@ -1,0 +1,137 @@
+"""Synthetic training questions (traversals.eval.synthetic): random walks on the real MetaQA
+KB, phrasings from a scripted LLM (the real model's phrasings: tests/integration/test_train_value.py)."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from traversals.errors import BadInput
+from traversals.eval.synthetic import (
+    PHRASE_QUESTIONS,
+    Phrasing,
+    SyntheticConfig,
+    SyntheticQuestions,
+    compose,
+    parse_phrasing,
+)
+from traversals.kg.factory import open_kgs
+from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+
+from .kgdouble import DictKG
+
+
+@pytest.fixture
+async def kb(SHARED):
+    path = SHARED / "data" / "metaqa" / "kb.txt"
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    kgs = KGSet(open_kgs([str(path)]))
+    yield kgs
+    await kgs.close()
+
+
+async def test_entities_are_drawn_the_same_for_a_seed(kb):
+    usage = Usage()
+    first = await kb.sample_entities(50, usage, seed=3)
+    assert len({e.id for e in first}) == 50 and all(e.label and e.kg for e in first)
+    assert [e.id for e in await kb.sample_entities(50, usage, seed=3)] == [e.id for e in first]
+    assert [e.id for e in await kb.sample_entities(50, usage, seed=4)] != [e.id for e in first]
+
+
+async def test_a_kg_that_cannot_draw_entities_says_so():
+    kgs = KGSet([DictKG([("a", "r", "b")], name="mine")])
+    with pytest.raises(BadInput, match="cannot draw entities at random from mine"):
+        await kgs.sample_entities(5, Usage())
+
+
+def test_a_phrasing_needs_exactly_one_slot():
+    reply = " Who directed {}?\nPhrase: the director of {}\nReverse question: What films did {} direct?\nReverse phrase: x"
+    assert parse_phrasing(reply) == {"question": "Who directed {}?", "phrase": "the director of {}",
+                                     "reverse question": "What films did {} direct?"}
+    assert parse_phrasing("Who directed the film?\nPhrase: the director of {} and {}") == {}
+    assert parse_phrasing("") == {}
+
+
+def test_a_question_wraps_the_earlier_hops_phrases_innermost_first():
+    starred = Phrasing(questions=["What films did {} star in?"], phrases=["the films {} starred in"])
+    director = Phrasing(questions=["Who directed {}?"], phrases=[])
+    year = Phrasing(questions=["When was {} released?"], phrases=["the release year of {}"])
+    assert compose([director], "Man of Aran", random.Random(0)) == "Who directed [Man of Aran]?"
+    assert compose([starred, director], "Jon Hamm", random.Random(0)) == "Who directed the films [Jon Hamm] starred in?"
+    # the last hop is asked with its question or, half the time, its noun phrase
+    asked = {compose([starred, year], "Jon Hamm", random.Random(i)) for i in range(40)}
+    assert "When was the films [Jon Hamm] starred in released?" in asked
+    assert {f.replace("{}", "the release year of the films [Jon Hamm] starred in") for f in PHRASE_QUESTIONS} & asked
+
+
+async def test_walks_and_questions_on_the_kb(kb, tmp_path):
+    def reply(prompt, prefix, n, temperature):  # one phrasing per relation and direction, named after it
+        r = prompt.rsplit("Relation: ", 1)[1].split(" (")[0]
+        return (f" What is the {r} of {{}}?\nPhrase: the {r} of {{}}\n"
+                f"Reverse question: What has {r} {{}}?\nReverse phrase: what has {r} {{}}")
+
+    llm = ScriptedLLM(reply, score=lambda prompt, options, prefix: [0.0] * len(options))
+    maker = SyntheticQuestions(kb, llm, SyntheticConfig(questions=9, seed=1, variants=1))
+    made = await maker.run(tmp_path / "p.json", tmp_path / "q.jsonl")
+    assert sorted(len(q.path) for q in made) == [1, 1, 1, 2, 2, 2, 3, 3, 3]  # hop counts in turn
+    lines = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [line["question"] for line in lines] == [q.question for q in made]
+    usage = Usage()
+    for q in made:
+        assert f"[{q.start['label']}]" in q.question and q.answers and q.start["label"] not in q.answers
+        assert 1 <= len(q.answers) <= 20
+        # the gold answers are what the KG reaches along the walk's relations
+        entities = [q.entity()]
+        seen = {q.entity().id}
+        for key in q.path:
+            relation = next(r for r in (await kb.get_relations(entities, usage)).items if r.key == key)
+            got = await kb.get_edges(entities, relation, usage)
+            entities = list({x.id: x for e in got.edges for x in (e.subject, e.object) if x.id not in seen}.values())
+            seen |= {e.id for e in entities}
+        assert sorted(e.label for e in entities) == sorted(q.answers)
+    one_hop = next(q for q in made if len(q.path) == 1)
+    label = json.loads((tmp_path / "p.json").read_text())  # relation key -> phrasing
+    assert one_hop.path[0] in label
+    # a rerun reads the phrasings back: the LLM is not asked again
+    asked = len(llm.generate_calls)
+    again = await SyntheticQuestions(kb, llm, SyntheticConfig(questions=9, seed=1, variants=1)).run(
+        tmp_path / "p.json", tmp_path / "q2.jsonl")
+    assert [q.question for q in again] == [q.question for q in made] and len(llm.generate_calls) == asked
+
+
+async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(kb):
+    right = (" Who directed {}?\nPhrase: the director of {}\n"
+             "Reverse question: What films did {} direct?\nReverse phrase: the films directed by {}")
+    wrong = (" When was {} released?\nPhrase: the year of {}\n"
+             "Reverse question: What films did {} write?\nReverse phrase: the films written by {}")
+
+    def reply(prompt, prefix, n, temperature):
+        assert "Man of Aran -> directed by -> Robert J. Flaherty" in prompt  # the KG's own edge, forward
+        return [right] * n if temperature == 0 else [wrong] * n
+
+    def score(prompt, options, prefix):  # the check: the LLM picks the relation the question's words name
+        q = prompt.split("Question: ")[1].split("\n")[0]
+        named = ("release_year" if "released" in q or "year of" in q else "~written_by" if "writ" in q
+                 else "~directed_by" if "films" in q else "directed_by")
+        return [0.0 if o.split(" ")[0] == named else -5.0 for o in options]
+
+    maker = SyntheticQuestions(kb, ScriptedLLM(reply, score=score), SyntheticConfig(questions=3, variants=2))
+    film = next(e for e in await kb.search("Man of Aran", Usage()) if e.label == "Man of Aran")
+    relation = next(r for r in (await kb.get_relations([film], Usage())).items if r.key == "directed_by")
+    forward, reverse = await maker.phrase(relation, [await _walk_along(maker, film, relation)])
+    assert forward.questions == ["Who directed {}?"] and forward.phrases == ["the director of {}"]
+    assert reverse.questions == ["What films did {} direct?"] and reverse.phrases == ["the films directed by {}"]
+    assert forward.checked["When was {} released?"] < 0.5 < forward.checked["Who directed {}?"]
+    assert reverse.checked["What films did {} write?"] < 0.5 < reverse.checked["What films did {} direct?"]
+
+
+async def _walk_along(maker: SyntheticQuestions, start, relation):
+    from traversals.search.rwt.state import PathNode, step
+
+    root = PathNode(id=0, entities=(start,))
+    reached, edges, _ = await step(maker.kgs, root, relation, maker.usage)
+    return PathNode(id=1, entities=reached, parent=root, relation=relation, edges=edges, depth=1)
