@@ -107,7 +107,7 @@ LINES = ("question", "question starting with {}", "phrase",
 
 
 def parse_phrasing(reply: str) -> dict[str, str]:
-    """The four lines of the LLM's reply (:data:`LINES`), each kept only if it has exactly
+    """The lines of the LLM's reply by name (:data:`LINES`), each kept only if it has exactly
     one ``{}`` and another word."""
     out: dict[str, str] = {}
     for n, line in enumerate(ln.strip() for ln in reply.strip().split("\n") if ln.strip()):

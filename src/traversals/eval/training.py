@@ -5,7 +5,9 @@ honest, ``--skip N`` leaves out the first N questions of the ``--sample-seed`` s
 exactly the questions ``traversals eval --limit N`` (same seed) evaluates — and training
 takes the next ``--limit`` ones; a share of them (``--heldout``) is only searched, to
 report how well each round generalises. The reward of a state is the F1 of its entities
-against the gold answers (:func:`.metrics.f1`).
+against the gold answers (:func:`.metrics.f1`). With ``--synthetic N`` no benchmark is read:
+the questions are made from random walks over ``--kg`` by :mod:`.synthetic`, their gold
+answers the walks' ends.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ def add_training_command(subparsers: Any) -> None:
         "train-value",
         help="train RwT's roll-out model from search trees on benchmark questions (docs/rwt.md)",
         description="Grow search trees over the KG on questions with gold answers, round after round, and fit "
-        "the roll-out model to them (RwT §3.3). Writes a JSON model for `--value-model` of mcts and beam.",
+        "the roll-out model to them (RwT §3.3). The questions are a benchmark's, or with --synthetic N made from "
+        "random walks over --kg and phrased by the LLM (no labels needed). Writes a JSON model for `--value-model` "
+        "of tree, chain, mcts and beam.",
     )
     tv.add_argument("datasets", nargs="*", metavar="DATASET",
                     help="one or more of: " + ", ".join(DATASETS) + " (none with --synthetic)")
