@@ -148,6 +148,7 @@ class SyntheticQuestions:
         self.llm = llm
         self.config = config or SyntheticConfig()
         self._edges = MemoEdges(kgs)
+        self._options: dict[tuple[str, str], tuple[list[Relation], list[str]]] = {}
         self.usage = Usage()
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
@@ -246,9 +247,11 @@ class SyntheticQuestions:
         """The probability the LLM gives ``relation`` among ``source``'s relations as the one
         that answers ``text`` (a question, or "What is <phrase>?") about ``source``, and
         whether no other relation is more probable."""
-        rels = list((await self.kgs.get_relations([source], self.usage)).items)
-        keys = self.kgs.option_keys(rels)
-        lines = [option_line(k, r) for k, r in zip(keys, rels)]
+        key = (source.kg, source.id)
+        if key not in self._options:  # one KG call per example entity, not per phrasing
+            found = list((await self.kgs.get_relations([source], self.usage)).items)
+            self._options[key] = found, [option_line(k, r) for k, r in zip(self.kgs.option_keys(found), found)]
+        rels, lines = self._options[key]
         at = [i for i, r in enumerate(rels) if r.key == relation.key and r.kg == relation.kg]
         if not at:
             return 0.0, False
