@@ -45,7 +45,7 @@ from ..llm.base import LLM, Usage
 from ..search.choices import option_probs
 from ..search.kgset import KGSet
 from ..search.machine import option_line
-from ..search.rwt.state import MemoEdges, PathNode, labels, offered_relations, step
+from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
 from ..search.templates import render
 
 SLOT = "{}"
@@ -80,7 +80,7 @@ class SyntheticQuestion:
     """A walk and the question composed for it (a line of the questions file)."""
 
     index: int  # position in the seeded draw
-    start: dict  # the first entity: {"id", "label", "kg"}
+    start: dict  # the first entity, as :meth:`Entity.ref` gives it
     path: list[str]  # relation keys walked
     path_text: str
     answers: list[str]  # labels of the walk's last entities
@@ -88,17 +88,6 @@ class SyntheticQuestion:
 
     def entity(self) -> Entity:
         return Entity(id=self.start["id"], label=self.start["label"], kg=self.start.get("kg", ""))
-
-
-def render_walk(node: PathNode, per_step: int = 3) -> str:
-    """``Charles Bail -> directed -> The Gumball Rally -> release year -> 1976``: the walk
-    with at most ``per_step`` labels a step."""
-    parts: list[str] = []
-    for n in node.path():
-        if n.relation is not None:
-            parts.append(n.relation.display)
-        parts.append(labels(n.entities, limit=per_step))
-    return " -> ".join(parts)
 
 
 #: the lines of a phrasing reply (the first continues the ``Question:`` prefix)
@@ -294,7 +283,7 @@ class SyntheticQuestions:
                 continue  # the LLM gave this relation no usable phrasing
             start = end.path()[0].entities[0]
             out.append(SyntheticQuestion(
-                i, {"id": start.id, "label": start.label, "kg": start.kg}, keys, render_walk(end),
+                i, start.ref(), keys, end.path_text(" -> ", per_step=3),
                 [e.label for e in end.entities], compose(phr, start.label, rng),
             ))
         questions_file.parent.mkdir(parents=True, exist_ok=True)

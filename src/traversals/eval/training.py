@@ -17,6 +17,7 @@ import asyncio
 import random
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -138,9 +139,7 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet) -> tuple[li
         await llm.close()
     if not made:
         raise BadInput(f"no synthetic question could be made (walks and phrasings: {phrasings}, {questions_file})")
-    hops: dict[int, int] = {}
-    for q in made:
-        hops[len(q.path)] = hops.get(len(q.path), 0) + 1
+    hops = Counter(len(q.path) for q in made)
     print(("\r" if sys.stderr.isatty() else "") + f"{len(made)} questions on random walks "
           f"({', '.join(f'{n} of {h} hops' for h, n in sorted(hops.items()))}), phrased by {args.llm}: "
           f"{questions_file} (phrasings: {phrasings})", file=sys.stderr)

@@ -49,14 +49,15 @@ class PathNode:
             node = node.parent
         return out[::-1]
 
-    def path_text(self) -> str:
-        """``Qian Xuesen → Mentored → Theodore von Kármán`` (the paper's past reasoning path)."""
+    def path_text(self, arrow: str = " → ", per_step: int = 10) -> str:
+        """``Qian Xuesen → Mentored → Theodore von Kármán`` (the paper's past reasoning path),
+        at most ``per_step`` labels a step."""
         parts: list[str] = []
         for n in self.path():
             if n.relation is not None:
                 parts.append(n.relation.display)
-            parts.append(labels(n.entities))
-        return " → ".join(parts)
+            parts.append(labels(n.entities, limit=per_step))
+        return arrow.join(parts)
 
     def reverses(self) -> set[tuple[str, str]]:
         """(relation key, kg) pairs that reverse a relation on the path: they may only walk
