@@ -23,7 +23,7 @@ from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
-from traversals.search.rwt.valuemodel import Example, features, fit, question_words
+from traversals.search.rwt.valuemodel import FEATURES, Example, features, fit, question_words, singular
 
 from .kgdouble import DictKG
 
@@ -73,6 +73,30 @@ def test_fit_learns_which_relation_a_wording_asks_for():
     model = fit(data * 5, epochs=20)
     assert model.predict(w_dir, ["~directed_by"])["stop"] > 0.8 > 0.2 > model.predict(w_dir, ["starred_actors"])["stop"]
     assert model.predict(w_act, ["starred_actors"])["stop"] > model.predict(w_act, ["~directed_by"])["stop"]
+
+
+def test_singular_reads_plurals_and_leaves_other_words():
+    assert [singular(w) for w in ["genres", "movies", "stories", "actresses", "watches", "films"]] == [
+        "genre", "movie", "story", "actress", "watch", "film"]
+    assert [singular(w) for w in ["is", "was", "has", "series", "news", "boss", "status", "genre"]] == [
+        "is", "was", "has", "series", "news", "boss", "status", "genre"]
+
+
+def test_a_model_trained_on_singular_words_reads_plural_questions():
+    singular_q, plural_q = question_words("what genre is [X]"), question_words("what genres are [X] in")
+    data = [Example(features(singular_q, ["has_genre"], "stop"), 1.0), Example(features(singular_q, ["in_language"], "stop"), 0.0)]
+    model = fit(data * 5, epochs=20)
+    assert model.meta["features"] == FEATURES == 2
+    assert model.predict(plural_q, ["has_genre"])["stop"] > 0.8 > 0.2 > model.predict(plural_q, ["in_language"])["stop"]
+
+
+def test_a_model_without_a_feature_version_reads_words_as_it_was_trained():
+    """Version 1 (models saved before versioning) kept plurals as they were."""
+    words = question_words("what genres are [X] in")
+    old = ValueModel({"stop|last=has_genre|w=genres": 3.0})
+    assert old.version == 1 and old.predict(words, ["has_genre"])["stop"] > 0.9
+    new = ValueModel({"stop|last=has_genre|w=genres": 3.0}, {"features": 2})
+    assert new.predict(words, ["has_genre"])["stop"] == 0.5  # "genres" is read as "genre": no weight
 
 
 def test_a_model_file_round_trips_and_bad_files_are_named(tmp_path):

@@ -36,6 +36,31 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
+FEATURES = 2  # the feature set new models are trained on (see the module's docstring)
+
+
+_IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", "selfies", "brownies", "hippies",
+                         "goalies", "species", "pies", "ties", "lies", "dies"})
+
+
+def singular(word: str) -> str:
+    """A light, rule-based singular of an English word: ``genres`` → ``genre``, ``stories``
+    → ``story`` (but ``movies`` → ``movie``), ``actresses`` → ``actress``; ``is``, ``was``, ``series``, ``news`` and words
+    of three letters or fewer stay."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is", "series", "news", "'s")):
+        return word
+    if word.endswith("ies") and len(word) > 4 and word not in _IE_PLURALS:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    return word[:-1]
+
+
+def normalise(words: Sequence[str], version: int) -> list[str]:
+    """The question words as a feature set of ``version`` reads them (bigrams word by word)."""
+    if version < 2:
+        return list(words)
+    return ["_".join(singular(w) for w in word.split("_")) for word in words]
 
 
 def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
@@ -48,9 +73,10 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
     return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
 
 
-def features(words: Sequence[str], path: Sequence[str], head: str) -> list[str]:
+def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES) -> list[str]:
     """The active (binary) features of a state (its question words and relation path) for
-    one head."""
+    one head, in feature set ``version``."""
+    words = normalise(words, version)
     t = len(path)
     h = head + "|"
     out = [h + "bias", f"{h}len={t}", f"{h}path={'>'.join(path)}"]
@@ -86,11 +112,16 @@ class ValueModel:
     weights: dict[str, float] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
+    @property
+    def version(self) -> int:
+        """The feature set the model was trained on (1 for models older than versioning)."""
+        return int(self.meta.get("features", 1))
+
     def score(self, feats: Iterable[str]) -> float:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
-        return {head: self.score(features(words, path, head)) for head in HEADS}
+        return {head: self.score(features(words, path, head, self.version)) for head in HEADS}
 
     def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
         """``max(stop, go)``; the stop head alone where nothing lies below (``final``)."""
@@ -99,7 +130,7 @@ class ValueModel:
 
     def stop_value(self, words: Sequence[str], path: Sequence[str]) -> float:
         """The stop head: how good the path's state is as the answer."""
-        return self.score(features(words, path, "stop"))
+        return self.score(features(words, path, "stop", self.version))
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -128,7 +159,8 @@ def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: fl
         model: ValueModel | None = None) -> ValueModel:
     """Logistic regression on soft targets in [0, 1] (cross-entropy), AdaGrad, L2.
 
-    Deterministic for a seed; continues from ``model``'s weights if given."""
+    Deterministic for a seed; continues from ``model``'s weights if given (the examples'
+    features then have to be of ``model.version``); a new model is of version ``FEATURES``."""
     weights = dict(model.weights) if model else {}
     grad2: dict[str, float] = {}
     order = list(range(len(examples)))
@@ -144,7 +176,7 @@ def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: fl
                 gf = g + l2 * w
                 grad2[f] = grad2.get(f, 0.0) + gf * gf
                 weights[f] = w - lr * gf / math.sqrt(grad2[f] + 1e-8)
-    return ValueModel(weights, dict(model.meta) if model else {})
+    return ValueModel(weights, dict(model.meta) if model else {"features": FEATURES})
 
 
 def path_keys(node: PathNode) -> list[str]:
