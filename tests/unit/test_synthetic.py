@@ -14,8 +14,12 @@ from traversals.eval.synthetic import (
     SyntheticConfig,
     SyntheticQuestions,
     compose,
+    head_noun,
+    join_round_trips,
     parse_phrasing,
+    plural,
 )
+from traversals.kg.base import Relation
 from traversals.kg.factory import open_kgs
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
@@ -66,6 +70,34 @@ def test_a_question_wraps_the_earlier_hops_phrases_innermost_first():
     asked = {compose([starred, year], "Jon Hamm", random.Random(i)) for i in range(40)}
     assert "When was the films [Jon Hamm] starred in released?" in asked
     assert {f.replace("{}", "the release year of the films [Jon Hamm] starred in") for f in PHRASE_QUESTIONS} & asked
+
+
+def test_head_nouns_of_the_llms_noun_phrases():
+    assert [head_noun(p) for p in ("the films directed by {}", "the release year of {}", "the actors who starred in {}",
+                                   "the IMDb rating of {}", "the people speaking {}?", "the films {} starred in")] == [
+        "films", "release year", "actors", "IMDb rating", "people", "films"]
+    assert head_noun("what {} directed") is None and head_noun("the {}") is None
+    assert [plural(n) for n in ("director", "story", "actress", "release year", "films", "people")] == [
+        "directors", "stories", "actresses", "release years", "films", "people"]
+
+
+def test_a_round_trip_is_said_as_one_unit_half_the_time():
+    directed = Relation(id="directed_by", label="directed by", kg="kb")
+    director = Phrasing(questions=["Who directed {}?"], phrases=["the director of {}"])
+    films = Phrasing(questions=["Which films did {} direct?"], phrases=["the films directed by {}?"])
+    year = Phrasing(questions=["When was {} released?"], phrases=["the release year of {}"])
+    rels, phr = [directed, directed.reversed(), Relation(id="release_year", label="release year", kg="kb")], [director, films, year]
+    asked = {compose(join_round_trips(rels, phr, random.Random(i)), "Heat", random.Random(i)) for i in range(60)}
+    assert "When was the films directed by the director of [Heat] released?" in asked  # hop by hop
+    assert "When was the films that share directors with [Heat] released?" in asked
+    assert "When was the films with the same director as [Heat] released?" in asked
+    assert not any("?" in q[:-1] for q in asked)  # the phrase's own "?" is dropped inside the question
+    assert not any("co-" in q for q in asked)  # "co-" only when the trip starts against the edges
+    back = {compose(join_round_trips([directed.reversed(), directed], [films, director], random.Random(i)), "Mann",
+                    random.Random(i)) for i in range(60)}
+    assert {"What are the co-directors of [Mann]?", "Which are the directors that share films with [Mann]?"} & back
+    # no round trip: two different relations are composed hop by hop, always
+    assert join_round_trips([directed, rels[2]], [director, year], random.Random(0)) == [director, year]
 
 
 async def test_walks_and_questions_on_the_kb(kb, tmp_path):

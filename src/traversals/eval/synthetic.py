@@ -19,14 +19,19 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    if none passes);
 5. composes each walk's question from them, innermost hop first: "When was {} released?"
    ∘ "the films directed by {}" ∘ "the director of {}" gives "When was the films directed
-   by the director of [The Confessional] released?".
+   by the director of [The Confessional] released?". Half the time a round trip (a relation,
+   then back along it) is said as one unit instead, in fixed English forms around the head
+   nouns of the two hops' phrases ("the films that share directors with {}", "the films with
+   the same director as {}", "the co-writers of {}"; :data:`ROUND_TRIP_PHRASES`).
 
 Why this shape (docs/rwt.md, "Training without labelled questions"): asked to write a
 whole multi-hop question from a walk, the 1.5B model mostly described one hop of it or
 named the walk's entities; asked for one direction of a relation at a time, it often wrote
 the other direction ("What films did {} direct?" for *directed by*); asked for both at once
-it tells them apart. The walk's last entities are the gold answers. No benchmark question
-or label is read. The phrasings are kept in a JSON file (read back by a rerun, so the LLM is
+it tells them apart; asked to phrase a round trip as one unit, it wrote one hop of it ("Who
+directed the film {}?"), hence the fixed forms — ordinary English for a round trip, written
+by us knowing that benchmark questions (MetaQA's among them) say round trips this way. The
+walk's last entities are the gold answers. No benchmark question or label is read. The phrasings are kept in a JSON file (read back by a rerun, so the LLM is
 asked once per relation) and every question with its walk in a JSONL file, to be read
 before a model is trained on them.
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -46,6 +52,7 @@ from ..search.choices import option_probs
 from ..search.kgset import KGSet
 from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
+from ..search.rwt.valuemodel import singular
 from ..search.templates import render
 
 SLOT = "{}"
@@ -61,6 +68,7 @@ class SyntheticConfig:
     draws: int = 5  # entities drawn per question wanted (walks fail: dead ends, huge fan-outs)
     variants: int = 3  # phrasings asked per relation (the first greedy, the others sampled)
     temperature: float = 0.7  # of the sampled variants
+    round_trips: float = 0.5  # share of round trips (a relation, then back) said as one unit
     seed: int = 0
 
 
@@ -115,18 +123,95 @@ def parse_phrasing(reply: str) -> dict[str, str]:
 PHRASE_QUESTIONS = ("What is {}?", "What are {}?", "Which are {}?", "Name {}.")
 
 
+#: how a round trip (a relation, then back along it: a film's director, then that director's
+#: films) is said as one unit; ``{result}`` and ``{middle}`` are head nouns taken from the two
+#: hops' noun phrases (:func:`head_noun`), ``{middle_one}`` the middle one in the singular
+ROUND_TRIP_PHRASES = ("the {result} that share {middle} with {{}}", "the {result} with the same {middle_one} as {{}}",
+                      "the other {result} of the {middle} of {{}}")
+#: … and, when the walk first goes against the KG's edges (from a person to their works), "co-"
+CO_PHRASE = "the co-{result} of {{}}"
+_NOT_NOUN = frozenset({"of", "by", "with", "in", "who", "whom", "which", "that", "for", "from", "on", "at", "as",
+                       "to", "{}", "and", "or"})
+
+
+def head_noun(phrase: str) -> str | None:
+    """The head noun of a noun phrase the LLM wrote ("the films directed by {}" → "films",
+    "the release year of {}" → "release year"), or None when it does not start with an
+    article or has no noun before ``{}``."""
+    words = phrase.strip().rstrip("?.!").split()
+    if len(words) < 2 or words[0].casefold() not in ("the", "a", "an"):
+        return None
+    noun: list[str] = []
+    for w, after in zip(words[1:], words[2:] + [""]):
+        participle = w.casefold().endswith(("ed", "en")) or (w.casefold().endswith("ing") and after != "of")
+        if w.casefold() in _NOT_NOUN or SLOT in w or (noun and participle):  # "the IMDb rating of" is a noun
+            break
+        noun.append(w)
+    return " ".join(noun) if 0 < len(noun) <= 3 else None
+
+
+def plural(noun: str) -> str:
+    """``noun`` in the plural (its last word; a word :func:`singular` changes is already plural)."""
+    *first, last = noun.split()
+    if singular(last) != last or last.casefold() in ("people", "children", "media", "data"):
+        return noun
+    if last.endswith("y") and last[-2:-1] not in tuple("aeiou"):
+        last = last[:-1] + "ies"
+    elif last.endswith(("s", "x", "ch", "sh")):
+        last += "es"
+    else:
+        last += "s"
+    return " ".join(first + [last])
+
+
+def round_trip(there: Phrasing, back: Phrasing, *, co: bool) -> Phrasing:
+    """A phrasing of a relation followed by its reverse, as one unit (:data:`ROUND_TRIP_PHRASES`;
+    ``co``: also :data:`CO_PHRASE`); no phrase when neither hop's noun can be read."""
+    middles = [n for n in map(head_noun, there.phrases) if n]
+    results = [n for n in map(head_noun, back.phrases) if n]
+    out = Phrasing()
+    for middle, result in ((m, r) for m in middles[:1] for r in results[:1]):
+        names = {"result": plural(result), "middle": plural(middle), "middle_one": singular(middle)}
+        out.phrases += [f.format(**names) for f in ROUND_TRIP_PHRASES + ((CO_PHRASE,) if co else ())]
+    return out
+
+
+def join_round_trips(relations: Sequence[Relation], phrasings: Sequence[Phrasing], rng: random.Random,
+                     share: float = 0.5) -> list[Phrasing]:
+    """The hops' phrasings with, ``share`` of the time, a relation followed by its reverse
+    said as one unit (:func:`round_trip`; "co-" when the first of the two goes against the
+    KG's edges)."""
+    out: list[Phrasing] = []
+    i = 0
+    while i < len(phrasings):
+        if i + 1 < len(phrasings) and relations[i + 1] == relations[i].reversed() and rng.random() < share:
+            joined = round_trip(phrasings[i], phrasings[i + 1], co=relations[i].inverse)
+            if joined.phrases:
+                out.append(joined)
+                i += 2
+                continue
+        out.append(phrasings[i])
+        i += 1
+    return out
+
+
 def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random) -> str:
     """The question of a walk whose hops have ``phrasings`` (first hop first): the last hop's
     question — one of its question forms, or one of its noun phrases inside a
     :data:`PHRASE_QUESTIONS` form, half the time each — around the earlier hops' noun
     phrases, innermost first."""
+    def phrase(ph: Phrasing) -> str:  # a phrase goes inside a sentence: no "?" of its own
+        return rng.choice(ph.phrases).rstrip("?.! ")
+
     inner = f"[{mention}]"
     for ph in phrasings[:-1]:
-        inner = rng.choice(ph.phrases).replace(SLOT, inner)
+        inner = phrase(ph).replace(SLOT, inner)
     last = phrasings[-1]
     if last.phrases and (not last.questions or rng.random() < 0.5):
-        return rng.choice(PHRASE_QUESTIONS).replace(SLOT, rng.choice(last.phrases).replace(SLOT, inner))
-    return rng.choice(last.questions).replace(SLOT, inner)
+        text = rng.choice(PHRASE_QUESTIONS).replace(SLOT, phrase(last).replace(SLOT, inner))
+    else:
+        text = rng.choice(last.questions).replace(SLOT, inner)
+    return re.sub(r"\b([Tt]he) the\b", r"\1", text)  # "What was the the films …" (a form with "the" around a phrase)
 
 
 class SyntheticQuestions:
@@ -276,9 +361,10 @@ class SyntheticQuestions:
                 phrasings_file.write_text(json.dumps({k: asdict(v) for k, v in known.items()}, indent=1) + "\n")
         out: list[SyntheticQuestion] = []
         for i, end in ends:
-            keys = [n.relation.key for n in end.path()[1:] if n.relation is not None]
+            rels = [n.relation for n in end.path()[1:] if n.relation is not None]
+            keys = [r.key for r in rels]
             rng = random.Random(f"{cfg.seed}:q{i}")
-            phr = [known[k] for k in keys]
+            phr = join_round_trips(rels, [known[k] for k in keys], rng, cfg.round_trips)
             if not (phr[-1].questions or phr[-1].phrases) or any(not p.phrases for p in phr[:-1]):
                 continue  # the LLM gave this relation no usable phrasing
             start = end.path()[0].entities[0]
