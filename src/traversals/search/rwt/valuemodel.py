@@ -16,6 +16,11 @@ the search walked three). Features pair the question's words (unigrams and bigra
 question's own entity names masked) with the relation at each hop, the last relation, the
 whole path and the path length; relations are the KG's
 keys (``~directed_by``), so a model belongs to a KG schema (its ``meta`` says which).
+
+Feature sets are versioned (``meta["features"]``; a model without it is version 1 and is
+read as it was trained). Version 2 reads the question's words in the singular ("genres",
+"stories" → "genre", "story"), so a model trained on "What genre is …" also reads "what
+genres are …". New models are version 2 (:data:`FEATURES`).
 """
 
 from __future__ import annotations
