@@ -109,6 +109,9 @@ def test_a_model_file_round_trips_and_bad_files_are_named(tmp_path):
     (tmp_path / "other.json").write_text('{"weights": {}}')
     with pytest.raises(BadInput, match="is not a value model"):
         ValueModel.load(tmp_path / "other.json")
+    ValueModel({}, {"features": FEATURES + 1}).save(tmp_path / "newer.json")
+    with pytest.raises(BadInput, match=f"feature set {FEATURES + 1}; this traversals reads up to {FEATURES}"):
+        ValueModel.load(tmp_path / "newer.json")
 
 
 async def test_training_from_trees_learns_the_path_and_where_to_stop():

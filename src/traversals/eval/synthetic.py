@@ -31,9 +31,10 @@ the other direction ("What films did {} direct?" for *directed by*); asked for b
 it tells them apart; asked to phrase a round trip as one unit, it wrote one hop of it ("Who
 directed the film {}?"), hence the fixed forms — ordinary English for a round trip, written
 by us knowing that benchmark questions (MetaQA's among them) say round trips this way. The
-walk's last entities are the gold answers. No benchmark question or label is read. The phrasings are kept in a JSON file (read back by a rerun, so the LLM is
-asked once per relation) and every question with its walk in a JSONL file, to be read
-before a model is trained on them.
+walk's last entities are the gold answers. No benchmark question or label is read. The
+phrasings are kept in a JSON file (read back by a rerun, so the LLM is asked once per
+relation) and every question with its walk in a JSONL file, to be read before a model is
+trained on them.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def plural(noun: str) -> str:
 
 def round_trip(there: Phrasing, back: Phrasing, *, co: bool) -> Phrasing:
     """A phrasing of a relation followed by its reverse, as one unit (:data:`ROUND_TRIP_PHRASES`;
-    ``co``: also :data:`CO_PHRASE`); no phrase when neither hop's noun can be read."""
+    ``co``: also :data:`CO_PHRASE`); no phrase when either hop's head noun cannot be read."""
     middles = [n for n in map(head_noun, there.phrases) if n]
     results = [n for n in map(head_noun, back.phrases) if n]
     out = Phrasing()

@@ -50,8 +50,8 @@ _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", 
 
 def singular(word: str) -> str:
     """A light, rule-based singular of an English word: ``genres`` → ``genre``, ``stories``
-    → ``story`` (but ``movies`` → ``movie``), ``actresses`` → ``actress``; ``is``, ``was``, ``series``, ``news`` and words
-    of three letters or fewer stay."""
+    → ``story`` (but ``movies`` → ``movie``), ``actresses`` → ``actress``; ``is``, ``was``,
+    ``series``, ``news`` and words of three letters or fewer stay."""
     if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is", "series", "news", "'s")):
         return word
     if word.endswith("ies") and len(word) > 4 and word not in _IE_PLURALS:
@@ -157,7 +157,11 @@ class ValueModel:
             raise BadInput(f"value model {p} is not readable JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BadInput(f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)")
-        return cls({str(k): float(v) for k, v in data.get("weights", {}).items()}, dict(data.get("meta", {})))
+        model = cls({str(k): float(v) for k, v in data.get("weights", {}).items()}, dict(data.get("meta", {})))
+        if model.version > FEATURES:
+            raise BadInput(f"value model {p} uses feature set {model.version}; this traversals reads up to "
+                           f"{FEATURES} (upgrade traversals, or train the model again)")
+        return model
 
 
 def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: float = 1e-4, seed: int = 0,
