@@ -168,13 +168,12 @@ def plural(noun: str) -> str:
 def round_trip(there: Phrasing, back: Phrasing, *, co: bool) -> Phrasing:
     """A phrasing of a relation followed by its reverse, as one unit (:data:`ROUND_TRIP_PHRASES`;
     ``co``: also :data:`CO_PHRASE`); no phrase when either hop's head noun cannot be read."""
-    middles = [n for n in map(head_noun, there.phrases) if n]
-    results = [n for n in map(head_noun, back.phrases) if n]
-    out = Phrasing()
-    for middle, result in ((m, r) for m in middles[:1] for r in results[:1]):
-        names = {"result": plural(result), "middle": plural(middle), "middle_one": singular(middle)}
-        out.phrases += [f.format(**names) for f in ROUND_TRIP_PHRASES + ((CO_PHRASE,) if co else ())]
-    return out
+    middle = next((n for n in map(head_noun, there.phrases) if n), None)
+    result = next((n for n in map(head_noun, back.phrases) if n), None)
+    if middle is None or result is None:
+        return Phrasing()
+    names = {"result": plural(result), "middle": plural(middle), "middle_one": singular(middle)}
+    return Phrasing(phrases=[f.format(**names) for f in ROUND_TRIP_PHRASES + ((CO_PHRASE,) if co else ())])
 
 
 def join_round_trips(relations: Sequence[Relation], phrasings: Sequence[Phrasing], rng: random.Random,

@@ -30,6 +30,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -48,6 +49,7 @@ _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", 
                          "goalies", "species", "pies", "ties", "lies", "dies"})
 
 
+@lru_cache(maxsize=1 << 16)  # every rating of a state reads the question's words again
 def singular(word: str) -> str:
     """A light, rule-based singular of an English word: ``genres`` → ``genre``, ``stories``
     → ``story`` (but ``movies`` → ``movie``), ``actresses`` → ``actress``; ``is``, ``was``,
@@ -81,7 +83,11 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
 def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES) -> list[str]:
     """The active (binary) features of a state (its question words and relation path) for
     one head, in feature set ``version``."""
-    words = normalise(words, version)
+    return _features(normalise(words, version), path, head)
+
+
+def _features(words: Sequence[str], path: Sequence[str], head: str) -> list[str]:
+    """:func:`features` of words already normalised."""
     t = len(path)
     h = head + "|"
     out = [h + "bias", f"{h}len={t}", f"{h}path={'>'.join(path)}"]
@@ -126,7 +132,8 @@ class ValueModel:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
-        return {head: self.score(features(words, path, head, self.version)) for head in HEADS}
+        read = normalise(words, self.version)  # once for both heads
+        return {head: self.score(_features(read, path, head)) for head in HEADS}
 
     def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
         """``max(stop, go)``; the stop head alone where nothing lies below (``final``)."""
