@@ -5,8 +5,6 @@ whose two ends have different labels, and namesakes that a label match would con
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from traversals.api import SearchConfig, build_solver
