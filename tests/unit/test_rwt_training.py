@@ -86,8 +86,28 @@ def test_a_model_trained_on_singular_words_reads_plural_questions():
     singular_q, plural_q = question_words("what genre is [X]"), question_words("what genres are [X] in")
     data = [Example(features(singular_q, ["has_genre"], "stop"), 1.0), Example(features(singular_q, ["in_language"], "stop"), 0.0)]
     model = fit(data * 5, epochs=20)
-    assert model.meta["features"] == FEATURES == 2
+    assert model.meta["features"] == FEATURES == 3
     assert model.predict(plural_q, ["has_genre"])["stop"] > 0.8 > 0.2 > model.predict(plural_q, ["in_language"])["stop"]
+
+
+def test_the_kind_a_question_gives_its_entity_is_not_read_as_what_it_asks():
+    """Feature set 3: "the film [X]" says what X is; "film" there is not a word of the ask."""
+    asks_director, asks_films = question_words("who directed [X]"), question_words("what films did [X] direct")
+    data = [Example(features(asks_director, ["directed_by"], "stop"), 1.0),
+            Example(features(asks_director, ["directed_by", "~directed_by"], "stop"), 0.0),
+            Example(features(asks_films, ["~directed_by"], "stop"), 1.0),
+            Example(features(asks_films, ["~directed_by", "directed_by"], "stop"), 0.0)]
+    model = fit(data * 5, epochs=20)
+    typed = question_words("who directed the film [X]")
+    read = features(typed, ["directed_by"], "stop")
+    assert "stop|len=1|w=kind=film" in read and "stop|len=1|w=film" not in read
+    assert model.predict(typed, ["directed_by"]) == model.predict(asks_director, ["directed_by"])
+    assert model.predict(typed, ["directed_by"])["stop"] > 0.8
+    # two hops in a row are read together with the words ("share directors with": there and back)
+    words = question_words("the films that share directors with [X] were in which genres")
+    assert "stop|pair=directed_by>~directed_by|w=share" in features(words, ["directed_by", "~directed_by", "has_genre"],
+                                                                     "stop")
+    assert not any("pair=" in f for f in features(words, ["directed_by"], "stop") + features(words, ["x", "y"], "stop", 2))
 
 
 def test_a_model_without_a_feature_version_reads_words_as_it_was_trained():
@@ -97,6 +117,10 @@ def test_a_model_without_a_feature_version_reads_words_as_it_was_trained():
     assert old.version == 1 and old.predict(words, ["has_genre"])["stop"] > 0.9
     new = ValueModel({"stop|last=has_genre|w=genres": 3.0}, {"features": 2})
     assert new.predict(words, ["has_genre"])["stop"] == 0.5  # "genres" is read as "genre": no weight
+    typed = question_words("what genre is the film [X]")
+    two = ValueModel({"stop|last=has_genre|w=film": 3.0}, {"features": 2})
+    assert two.predict(typed, ["has_genre"])["stop"] > 0.9  # version 2 reads the kind as a word
+    assert ValueModel(two.weights, {"features": 3}).predict(typed, ["has_genre"])["stop"] == 0.5
 
 
 def test_a_model_file_round_trips_and_bad_files_are_named(tmp_path):

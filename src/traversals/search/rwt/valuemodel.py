@@ -20,7 +20,9 @@ keys (``~directed_by``), so a model belongs to a KG schema (its ``meta`` says wh
 Feature sets are versioned (``meta["features"]``; a model without it is version 1 and is
 read as it was trained). Version 2 reads the question's words in the singular ("genres",
 "stories" → "genre", "story"), so a model trained on "What genre is …" also reads "what
-genres are …". New models are version 2 (:data:`FEATURES`).
+genres are …". Version 3 also reads the kind a question gives its entity ("the film [X]",
+"the actor [X]") as a word of its own (``kind=film``), not as one of the words that say what
+is asked. New models are version 3 (:data:`FEATURES`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
-FEATURES = 2  # the feature set new models are trained on (see the module's docstring)
+FEATURES = 3  # the feature set new models are trained on (see the module's docstring)
 
 
 _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", "selfies", "brownies", "hippies",
@@ -67,7 +69,29 @@ def normalise(words: Sequence[str], version: int) -> list[str]:
     """The question words as a feature set of ``version`` reads them (bigrams word by word)."""
     if version < 2:
         return list(words)
-    return ["_".join(singular(w) for w in word.split("_")) for word in words]
+    if version < 3:
+        return ["_".join(singular(w) for w in word.split("_")) for word in words]
+    unigrams, kinds = split_kinds([singular(w) for w in words if "_" not in w])
+    return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds
+
+
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def split_kinds(words: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The words without the kind the question gives its entity ("the film [X]" → "[X]"),
+    and that kind as a word of its own (``kind=film``): it says what the entity is, not
+    what is asked of it, so "film" in "who directed the film [X]" is not read as asking
+    for films."""
+    out: list[str] = []
+    kinds: list[str] = []
+    for i, w in enumerate(words):
+        if 0 < i < len(words) - 1 and words[i - 1] in _ARTICLES and words[i + 1] == ENT and w != ENT:
+            out.pop()  # the article before it
+            kinds.append(f"kind={w}")
+            continue
+        out.append(w)
+    return out, kinds
 
 
 def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
@@ -83,10 +107,10 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
 def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES) -> list[str]:
     """The active (binary) features of a state (its question words and relation path) for
     one head, in feature set ``version``."""
-    return _features(normalise(words, version), path, head)
+    return _features(normalise(words, version), path, head, version)
 
 
-def _features(words: Sequence[str], path: Sequence[str], head: str) -> list[str]:
+def _features(words: Sequence[str], path: Sequence[str], head: str, version: int) -> list[str]:
     """:func:`features` of words already normalised."""
     t = len(path)
     h = head + "|"
@@ -97,6 +121,8 @@ def _features(words: Sequence[str], path: Sequence[str], head: str) -> list[str]
         out.append(f"{h}last={last}|w={w}")
         for i, rel in enumerate(path, 1):
             out.append(f"{h}h{i}={rel}|w={w}")
+        if version >= 3:  # two hops in a row ("share directors with": a relation and back)
+            out += [f"{h}pair={a}>{b}|w={w}" for a, b in zip(path, path[1:])]
     return out
 
 
@@ -133,7 +159,7 @@ class ValueModel:
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
         read = normalise(words, self.version)  # once for both heads
-        return {head: self.score(_features(read, path, head)) for head in HEADS}
+        return {head: self.score(_features(read, path, head, self.version)) for head in HEADS}
 
     def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
         """``max(stop, go)``; the stop head alone where nothing lies below (``final``)."""
