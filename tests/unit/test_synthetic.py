@@ -16,8 +16,11 @@ from traversals.eval.synthetic import (
     compose,
     head_noun,
     join_round_trips,
+    entity_kinds,
     parse_phrasing,
     plural,
+    role_questions,
+    side_kinds,
 )
 from traversals.kg.base import Relation
 from traversals.kg.factory import open_kgs
@@ -72,6 +75,31 @@ def test_a_question_wraps_the_earlier_hops_phrases_innermost_first():
     assert {f.replace("{}", "the release year of the films [Jon Hamm] starred in") for f in PHRASE_QUESTIONS} & asked
 
 
+def test_an_entity_is_named_with_the_kind_most_of_its_relations_give_it():
+    films = Phrasing(questions=["Which films did {} direct?"],
+                     phrases=["what {} directed", "the films directed by {}", "the movies directed by {}"])
+    assert side_kinds(films) == ["film", "movie"] and side_kinds(Phrasing(phrases=["the release years of {}"])) == [
+        "release year"]
+    assert side_kinds(Phrasing(questions=["Who directed {}?"])) == []
+    assert entity_kinds([["film", "movie"], [], ["show"], ["film"], ["image"], ["movie"]]) == ["film", "movie"]
+    assert entity_kinds([["actor", "star"], ["director"]]) == ["actor", "star"] and entity_kinds([[]]) == []
+    director = Phrasing(questions=["Who directed {}?"], phrases=["the director of {}"])
+    assert compose([director], "Heat", random.Random(0), "film") == "Who directed the film [Heat]?"
+    assert compose([films, director], "Mann", random.Random(0), "director") == (
+        "Who directed the films directed by the director [Mann]?")
+
+
+def test_a_hop_against_the_edges_is_also_asked_by_role():
+    director = Phrasing(questions=["Who directed {}?"], phrases=["the director of {}"])
+    films = Phrasing(questions=["Which films did {} direct?"], phrases=["the films directed by {}"])
+    assert role_questions(director, films) == ["{} is the director of which films?",
+                                               "{} was the director of which films?"]
+    year = Phrasing(phrases=["the release years of {}"])
+    assert role_questions(year, Phrasing(phrases=["the movie released in {}"]))[0] == (
+        "{} is the release year of which movies?")
+    assert role_questions(Phrasing(questions=["Who directed {}?"]), films) == []
+
+
 def test_head_nouns_of_the_llms_noun_phrases():
     assert [head_noun(p) for p in ("the films directed by {}", "the release year of {}", "the actors who starred in {}",
                                    "the IMDb rating of {}", "the people speaking {}?", "the films {} starred in")] == [
@@ -104,17 +132,20 @@ async def test_walks_and_questions_on_the_kb(kb, tmp_path):
     def reply(prompt, prefix, n, temperature):  # one phrasing per relation and direction, named after it
         r = prompt.rsplit("Relation: ", 1)[1].split(" (")[0]
         return (f" What is the {r} of {{}}?\nPhrase: the {r} of {{}}\n"
-                f"Reverse question: What has {r} {{}}?\nReverse phrase: what has {r} {{}}")
+                f"Reverse question: What has {r} {{}}?\nReverse phrase: the things with {r} {{}}")
 
     llm = ScriptedLLM(reply, score=lambda prompt, options, prefix: [0.0] * len(options))
-    maker = SyntheticQuestions(kb, llm, SyntheticConfig(questions=9, seed=1, variants=1))
-    made = await maker.run(tmp_path / "p.json", tmp_path / "q.jsonl")
+    config = SyntheticConfig(questions=9, seed=1, variants=1, typed_mentions=0.5)
+    made = await SyntheticQuestions(kb, llm, config).run(tmp_path / "p.json", tmp_path / "q.jsonl")
     assert sorted(len(q.path) for q in made) == [1, 1, 1, 2, 2, 2, 3, 3, 3]  # hop counts in turn
     lines = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
     assert [line["question"] for line in lines] == [q.question for q in made]
+    assert 0 < sum("the thing [" in q.question for q in made) < len(made)
     usage = Usage()
     for q in made:
         assert f"[{q.start['label']}]" in q.question and q.answers and q.start["label"] not in q.answers
+        # some questions name their entity with its kind, read from the phrases that lead to it
+        assert q.question.count("the thing [") <= 1 and "the the" not in q.question
         assert 1 <= len(q.answers) <= 20
         # the gold answers are what the KG reaches along the walk's relations
         entities = [q.entity()]
@@ -130,8 +161,7 @@ async def test_walks_and_questions_on_the_kb(kb, tmp_path):
     assert one_hop.path[0] in label
     # a rerun reads the phrasings back: the LLM is not asked again
     asked = len(llm.generate_calls)
-    again = await SyntheticQuestions(kb, llm, SyntheticConfig(questions=9, seed=1, variants=1)).run(
-        tmp_path / "p.json", tmp_path / "q2.jsonl")
+    again = await SyntheticQuestions(kb, llm, config).run(tmp_path / "p.json", tmp_path / "q2.jsonl")
     assert [q.question for q in again] == [q.question for q in made] and len(llm.generate_calls) == asked
 
 

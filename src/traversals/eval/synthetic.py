@@ -22,7 +22,12 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    by the director of [The Confessional] released?". Half the time a round trip (a relation,
    then back along it) is said as one unit instead, in fixed English forms around the head
    nouns of the two hops' phrases ("the films that share directors with {}", "the films with
-   the same director as {}", "the co-writers of {}"; :data:`ROUND_TRIP_PHRASES`).
+   the same director as {}", "the co-writers of {}"; :data:`ROUND_TRIP_PHRASES`). A hop
+   against the KG's edges is also asked by its entity's role ("[X] was the director of
+   which films?"; :data:`ROLE_QUESTIONS`), and 30 % of the questions name their entity
+   with its kind ("Who directed the film [X]?"): the kind most of the entity's relations
+   give it, read from the head nouns of the LLM's phrases that lead to it ("the films
+   directed by {}" → film, movie; :func:`entity_kinds`).
 
 Why this shape (docs/rwt.md, "Training without labelled questions"): asked to write a
 whole multi-hop question from a walk, the 1.5B model mostly described one hop of it or
@@ -30,7 +35,8 @@ named the walk's entities; asked for one direction of a relation at a time, it o
 the other direction ("What films did {} direct?" for *directed by*); asked for both at once
 it tells them apart; asked to phrase a round trip as one unit, it wrote one hop of it ("Who
 directed the film {}?"), hence the fixed forms — ordinary English for a round trip, written
-by us knowing that benchmark questions (MetaQA's among them) say round trips this way. The
+by us knowing that benchmark questions (MetaQA's among them) say round trips this way (and
+name their entity's kind, and ask by role, as people do). The
 walk's last entities are the gold answers. No benchmark question or label is read. The
 phrasings are kept in a JSON file (read back by a rerun, so the LLM is asked once per
 relation) and every question with its walk in a JSONL file, to be read before a model is
@@ -42,7 +48,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -70,6 +77,7 @@ class SyntheticConfig:
     variants: int = 3  # phrasings asked per relation (the first greedy, the others sampled)
     temperature: float = 0.7  # of the sampled variants
     round_trips: float = 0.5  # share of round trips (a relation, then back) said as one unit
+    typed_mentions: float = 0.3  # share of questions naming their entity with its kind ("the film [X]")
     seed: int = 0
 
 
@@ -131,6 +139,10 @@ ROUND_TRIP_PHRASES = ("the {result} that share {middle} with {{}}", "the {result
                       "the other {result} of the {middle} of {{}}")
 #: … and, when the walk first goes against the KG's edges (from a person to their works), "co-"
 CO_PHRASE = "the co-{result} of {{}}"
+#: how a hop against the KG's edges is also asked, from the role its entity plays in the edge:
+#: "[X] was the director of which films?" (``{role}`` and ``{result}`` are head nouns of the
+#: relation's two noun phrases, :func:`role_questions`)
+ROLE_QUESTIONS = ("{{}} is the {role} of which {result}?", "{{}} was the {role} of which {result}?")
 _NOT_NOUN = frozenset({"of", "by", "with", "in", "who", "whom", "which", "that", "for", "from", "on", "at", "as",
                        "to", "{}", "and", "or"})
 
@@ -176,6 +188,20 @@ def round_trip(there: Phrasing, back: Phrasing, *, co: bool) -> Phrasing:
     return Phrasing(phrases=[f.format(**names) for f in ROUND_TRIP_PHRASES + ((CO_PHRASE,) if co else ())])
 
 
+def role_questions(forward: Phrasing, reverse: Phrasing) -> list[str]:
+    """Questions for the reverse of a relation (from the entity an edge ends at) by the
+    entity's role in it (:data:`ROLE_QUESTIONS`): the role is the head noun of the forward
+    noun phrase ("the director of {}"), the result that of the reverse one ("the films
+    directed by {}"); none when either cannot be read."""
+    role = next((n for n in map(head_noun, forward.phrases) if n), None)
+    result = next((n for n in map(head_noun, reverse.phrases) if n), None)
+    if role is None or result is None:
+        return []
+    *first, last = role.split()
+    names = {"role": " ".join(first + [singular(last)]), "result": plural(result)}
+    return [f.format(**names) for f in ROLE_QUESTIONS]
+
+
 def join_round_trips(relations: Sequence[Relation], phrasings: Sequence[Phrasing], rng: random.Random,
                      share: float = 0.5) -> list[Phrasing]:
     """The hops' phrasings with, ``share`` of the time, a relation followed by its reverse
@@ -195,15 +221,43 @@ def join_round_trips(relations: Sequence[Relation], phrasings: Sequence[Phrasing
     return out
 
 
-def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random) -> str:
+def side_kinds(back: Phrasing) -> list[str]:
+    """What kind of thing sits where a relation starts, read from its reverse's phrasing:
+    the head nouns of its noun phrases in the singular ("the films directed by {}", "the
+    movies directed by {}" → "film", "movie"), first noun first, without repeats."""
+    kinds: list[str] = []
+    for noun in filter(None, map(head_noun, back.phrases)):
+        *first, last = noun.split()
+        kind = " ".join(first + [singular(last)])
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
+def entity_kinds(relations: Sequence[list[str]]) -> list[str]:
+    """The kinds an entity goes by, given :func:`side_kinds` of each of its relations: the
+    first kind most of them name (the first named on a tie), with the other nouns of the
+    phrasings that name it first ("film", "movie"); none when no relation names one."""
+    named = Counter(kinds[0] for kinds in relations if kinds)
+    if not named:
+        return []
+    top = named.most_common(1)[0][0]
+    out: list[str] = []
+    for kinds in relations:
+        if kinds and kinds[0] == top:
+            out += [k for k in kinds if k not in out]
+    return out
+
+
+def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random, kind: str | None = None) -> str:
     """The question of a walk whose hops have ``phrasings`` (first hop first): the last hop's
     question — one of its question forms, or one of its noun phrases inside a
     :data:`PHRASE_QUESTIONS` form, half the time each — around the earlier hops' noun
-    phrases, innermost first."""
+    phrases, innermost first. With a ``kind`` the entity is named with it ("the film [X]")."""
     def phrase(ph: Phrasing) -> str:  # a phrase goes inside a sentence: no "?" of its own
         return rng.choice(ph.phrases).rstrip("?.! ")
 
-    inner = f"[{mention}]"
+    inner = f"the {kind} [{mention}]" if kind else f"[{mention}]"
     for ph in phrasings[:-1]:
         inner = phrase(ph).replace(SLOT, inner)
     last = phrasings[-1]
@@ -317,6 +371,12 @@ class SyntheticQuestions:
                 kept += first or [t for t, _ in sorted(zip(texts, checks), key=lambda x: -x[1][0])[:1]]
         return out
 
+    async def entity_kinds(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
+        """What kind of thing ``entity`` is, as the phrasings of its relations say (:func:`entity_kinds`)."""
+        rels = (await self.kgs.get_relations([entity], self.usage)).items
+        backs = (known.get(r.reversed().key) for r in rels)
+        return entity_kinds([side_kinds(b) for b in backs if b is not None])
+
     async def check(self, relation: Relation, source: Entity, text: str, *, as_question: bool) -> tuple[float, bool]:
         """The probability the LLM gives ``relation`` among ``source``'s relations as the one
         that answers ``text`` (a question, or "What is <phrase>?") about ``source``, and
@@ -359,18 +419,27 @@ class SyntheticQuestions:
             if key not in known or back not in known:
                 known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
                 phrasings_file.write_text(json.dumps({k: asdict(v) for k, v in known.items()}, indent=1) + "\n")
+        asked = dict(known)  # a hop against the edges is also asked by role
+        for key, rel in forward.items():
+            back = rel.reversed().key
+            roles = role_questions(known[key], known[back])
+            asked[back] = replace(known[back], questions=known[back].questions + roles)
         out: list[SyntheticQuestion] = []
         for i, end in ends:
             rels = [n.relation for n in end.path()[1:] if n.relation is not None]
             keys = [r.key for r in rels]
             rng = random.Random(f"{cfg.seed}:q{i}")
-            phr = join_round_trips(rels, [known[k] for k in keys], rng, cfg.round_trips)
+            phr = join_round_trips(rels, [asked[k] for k in keys], rng, cfg.round_trips)
             if not (phr[-1].questions or phr[-1].phrases) or any(not p.phrases for p in phr[:-1]):
                 continue  # the LLM gave this relation no usable phrasing
             start = end.path()[0].entities[0]
+            # its own draws, so the rest of the question is what it is without kinds
+            draw = random.Random(f"{cfg.seed}:k{i}")
+            kinds = await self.entity_kinds(start, known) if draw.random() < cfg.typed_mentions else []
+            kind = draw.choice(kinds) if kinds else None
             out.append(SyntheticQuestion(
                 i, start.ref(), keys, end.path_text(" -> ", per_step=3),
-                [e.label for e in end.entities], compose(phr, start.label, rng),
+                [e.label for e in end.entities], compose(phr, start.label, rng, kind),
             ))
         questions_file.parent.mkdir(parents=True, exist_ok=True)
         questions_file.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
