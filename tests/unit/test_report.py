@@ -248,7 +248,7 @@ async def test_the_report_replays_llm_valued_runs_at_lower_thresholds(tmp_path):
 
 
 def test_the_answer_choice_is_replayed_from_the_proposed_answers():
-    from traversals.eval.report import choice_cut
+    from traversals.eval.report import choice_cut, threshold_cut
 
     trace = llm_valued_trace([0.4, 0.5, 0.3], final="A2")
     trace["nodes"][-1]["answer"] = "a1"  # the third proposal names the first answer again
@@ -257,6 +257,12 @@ def test_the_answer_choice_is_replayed_from_the_proposed_answers():
     assert choice_cut(trace, "support") == "A1"  # 0.4 + 0.3 > 0.5; its better-valued proposal
     assert choice_cut({**trace, "stopped": "threshold"}, "support") == "A2"  # stopped at τ: as it ran
     assert choice_cut({"nodes": trace["nodes"]}, "value") is None  # no search config: not a tree trace
+    tie = llm_valued_trace([0.5, 0.5], final="A1")
+    tie["stopped"] = "max_expansions"
+    tie["nodes"][-1]["grounded"] = True  # the second is an entity list, the first a sentence
+    assert choice_cut(tie, "value") == "A2"
+    assert choice_cut(tie, "support") == "A1"  # two answers pooling 0.5 each: the one proposed first
+    assert threshold_cut(tie, 0.4).answer == "A1"  # stopped after expansion 1: A2 not born yet
     assert choice_cut(None, "value") is None
 
 

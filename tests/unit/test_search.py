@@ -206,6 +206,7 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     assert answer.trace["stopped"] == "threshold"
     chosen = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
     assert chosen["answer"] == "Florence Stone"  # the trace names the node the answer came from
+    assert chosen["grounded"] is True  # an entity of the subgraph, not free text
 
 
 def test_choose_answer_by_value_or_by_pooled_support():
@@ -218,6 +219,12 @@ def test_choose_answer_by_value_or_by_pooled_support():
     assert choose_answer([("A", 0.4), ("B", 0.4)], "support") == 0  # ties: the answer proposed first
     assert choose_answer([("A", 0.4), ("B", 0.5)], "support") == 1  # one proposal each: the value decides
     assert choose_answer([], "support") is None
+    # ties: an answer made of the subgraph's entities before a sentence about them, by either choice
+    said = [("Heat was directed by Michael Mann", 0.8), ("[Michael Mann]", 0.8), ("Michael Mann", 0.8)]
+    assert choose_answer(said, "value", [False, True, True]) == 1
+    assert choose_answer(said, "value") == 0 and choose_answer(said, "value", [False, False, True]) == 2
+    assert choose_answer([("Heat was directed by Michael Mann", 0.9), ("[Michael Mann]", 0.8)], "value",
+                         [False, True]) == 0  # the value comes first
     with pytest.raises(ValueError, match="support"):
         choose_answer(proposals, "votes")
 

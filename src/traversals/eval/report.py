@@ -284,9 +284,9 @@ def threshold_cut(trace: dict | None, threshold: float) -> ThresholdCut | None:
     after the expansion in which an answer's value exceeds τ), so everything before that
     stop is what the trace holds: the search would have stopped after the first expansion
     that produced an answer valued above ``threshold`` and answered with the best-valued
-    answer born by then (ties: the first). None when the replay would not be exact: a
-    trained value (its early answers depend on τ), a trace without nodes or values, or a
-    threshold above the run's own (that search stopped there)."""
+    answer born by then (ties: the grounded one, then the first). None when the replay
+    would not be exact: a trained value (its early answers depend on τ), a trace without
+    nodes or values, or a threshold above the run's own (that search stopped there)."""
     nodes = _nodes(trace)
     if not trace or not nodes or trace.get("value_function") != "llm":
         return None
@@ -302,7 +302,7 @@ def threshold_cut(trace: dict | None, threshold: float) -> ThresholdCut | None:
     if stop == float("inf") or stop >= max(ran, default=0):
         return ThresholdCut(str(trace.get("answer", "")), False, float(total))
     born = [n for n in answers if _born(n, by_id) <= stop]
-    best = max(born, key=lambda n: (_value(n) or 0.0, -n["id"]))
+    best = max(born, key=lambda n: (_value(n) or 0.0, n.get("grounded") is True, -n["id"]))
     calls = 0
     for n in nodes:
         e = n.get("expansion")
@@ -361,7 +361,7 @@ def choice_cut(trace: dict | None, how: str) -> str | None:
     if trace.get("stopped") == "threshold":
         return str(trace.get("answer", ""))
     answers = sorted(proposed_answers(trace), key=lambda n: n["id"])
-    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how)
+    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how, [n.get("grounded") is True for n in answers])
     return answers[chosen]["answer"] if chosen is not None else str(trace.get("answer", ""))
 
 

@@ -172,6 +172,9 @@ class Node:
     #: the probability the parent's proposal gave the action that made this node
     #: (a scored entity or relation choice; None otherwise)
     prior: float | None = None
+    #: an answer made of the subgraph's entities (one of ``policy.answer_candidates`` of its
+    #: parent), not free text; None where the search did not look
+    grounded: bool | None = None
     #: (entity id, relation kg, relation key, relation label) expanded on this path
     expanded: frozenset = frozenset()
     #: ids of entities whose every relation was expanded on this path (not offered again)
@@ -207,6 +210,8 @@ class Node:
         }
         if self.answer is not None:
             out["answer"] = self.answer
+        if self.grounded is not None:
+            out["grounded"] = self.grounded
         if self.new_facts:
             out["new_edges"] = [f.edge().to_json() for f in self.new_facts]
         if self.selected:

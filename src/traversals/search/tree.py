@@ -44,7 +44,7 @@ from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
 from .machine import DEFAULT_SCREEN_LIMIT, ActionType, Machine, Node, State
-from .policy import Policy
+from .policy import Policy, answer_candidates
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
@@ -138,14 +138,19 @@ def answer_key(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value") -> int | None:
+def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value",
+                  grounded: Sequence[bool] = ()) -> int | None:
     """Index of the answer to return among ``(text, value)`` proposals (None if empty).
 
-    "value": the best-valued proposal (ties: the first). "support": proposals naming the
-    same answer (:func:`answer_key`) pool their values — self-consistency over the tree:
-    an answer reached on several branches is better supported than one rated a little
-    higher once — and the best-valued proposal of the answer with the largest sum is
-    returned (ties: the answer proposed first)."""
+    "value": the best-valued proposal (ties: an answer made of the subgraph's entities —
+    ``grounded[i]``, :func:`~.policy.answer_candidates` — before free text, then the first).
+    "support": proposals naming the same answer (:func:`answer_key`) pool their values —
+    self-consistency over the tree: an answer reached on several branches is better
+    supported than one rated a little higher once — and the best-valued proposal of the
+    answer with the largest sum is returned (ties between answers: the one proposed first;
+    between its proposals: as with "value"). A trained value rates a state, so a sentence
+    the LLM wrote about the state's entities gets the value of the entity list beside it:
+    the list, which names the answers one by one with their edges, is returned."""
     if how not in ANSWER_CHOICES:
         raise ValueError(f"unknown answer choice {how!r}; choose one of {', '.join(ANSWER_CHOICES)}")
     if not answers:
@@ -160,7 +165,7 @@ def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value
         candidates = [i for i, (t, _) in enumerate(answers) if answer_key(t) == winner]
     else:
         candidates = list(range(len(answers)))
-    return max(candidates, key=lambda i: (answers[i][1] or 0.0, -i))
+    return max(candidates, key=lambda i: (answers[i][1] or 0.0, i < len(grounded) and grounded[i], -i))
 
 
 #: answers an ANSWER action proposes with a trained value when ``TreeConfig.answers`` is None
@@ -329,6 +334,7 @@ class TreeOfTraversals:
                 nodes.append(child)
                 emit(events.node(child))
                 if child.state is State.DONE and not child.invalid:
+                    child.grounded = (child.answer or "") in answer_candidates(node)
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
                         finished = True
@@ -347,6 +353,7 @@ class TreeOfTraversals:
                 if child.state is not State.DONE:
                     continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
+                child.grounded = (child.answer or "") in answer_candidates(last)
                 child.add_note(why)
                 last.children.append(child)
                 nodes.append(child)
@@ -369,7 +376,8 @@ class TreeOfTraversals:
                                   "answered when the expansions ran out")
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
-        chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice)
+        chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice,
+                               [bool(a.grounded) for a in answers])
         best = answers[chosen] if chosen is not None else None
         usage = Usage()
         for n in nodes:
