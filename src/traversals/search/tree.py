@@ -329,12 +329,13 @@ class TreeOfTraversals:
                     child.value = await value_fn.evaluate(question, child, child.usage)
 
             await asyncio.gather(*(score(c) for c in children))
+            offered = answer_candidates(node) if any(c.state is State.DONE for c in children) else {}
             for child in children:
                 node.children.append(child)
                 nodes.append(child)
                 emit(events.node(child))
                 if child.state is State.DONE and not child.invalid:
-                    child.grounded = (child.answer or "") in answer_candidates(node)
+                    child.grounded = (child.answer or "") in offered
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
                         finished = True
@@ -348,12 +349,13 @@ class TreeOfTraversals:
         async def answer_from(last: Node, why: str) -> None:
             """Force the answers of ``last`` (one LLM proposal) and rate them."""
             proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
+            offered = answer_candidates(last)
             for action in proposal.actions:
                 child = await machine.transition(last, action, last.usage)
                 if child.state is not State.DONE:
                     continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
-                child.grounded = (child.answer or "") in answer_candidates(last)
+                child.grounded = (child.answer or "") in offered
                 child.add_note(why)
                 last.children.append(child)
                 nodes.append(child)
