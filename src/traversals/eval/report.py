@@ -361,7 +361,8 @@ def choice_cut(trace: dict | None, how: str) -> str | None:
     if trace.get("stopped") == "threshold":
         return str(trace.get("answer", ""))
     answers = sorted(proposed_answers(trace), key=lambda n: n["id"])
-    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how, [n.get("grounded") is True for n in answers])
+    grounded = [n.get("grounded") is True for n in answers]
+    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how, grounded)
     return answers[chosen]["answer"] if chosen is not None else str(trace.get("answer", ""))
 
 

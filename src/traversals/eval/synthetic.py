@@ -371,7 +371,7 @@ class SyntheticQuestions:
                 kept += first or [t for t, _ in sorted(zip(texts, checks), key=lambda x: -x[1][0])[:1]]
         return out
 
-    async def entity_kinds(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
+    async def kinds_of(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
         """What kind of thing ``entity`` is, as the phrasings of its relations say (:func:`entity_kinds`)."""
         rels = (await self.kgs.get_relations([entity], self.usage)).items
         backs = (known.get(r.reversed().key) for r in rels)
@@ -435,7 +435,7 @@ class SyntheticQuestions:
             start = end.path()[0].entities[0]
             # its own draws, so the rest of the question is what it is without kinds
             draw = random.Random(f"{cfg.seed}:k{i}")
-            kinds = await self.entity_kinds(start, known) if draw.random() < cfg.typed_mentions else []
+            kinds = await self.kinds_of(start, known) if draw.random() < cfg.typed_mentions else []
             kind = draw.choice(kinds) if kinds else None
             out.append(SyntheticQuestion(
                 i, start.ref(), keys, end.path_text(" -> ", per_step=3),
