@@ -301,8 +301,8 @@ def threshold_cut(trace: dict | None, threshold: float) -> ThresholdCut | None:
     ran = [e for n in nodes if (e := n.get("expansion")) is not None]
     if stop == float("inf") or stop >= max(ran, default=0):
         return ThresholdCut(str(trace.get("answer", "")), False, float(total))
-    born = [n for n in answers if _born(n, by_id) <= stop]
-    best = max(born, key=lambda n: (_value(n) or 0.0, n.get("grounded") is True, -n["id"]))
+    born = sorted((n for n in answers if _born(n, by_id) <= stop), key=lambda n: n["id"])
+    best = born[_choose(born, "value")]
     calls = 0
     for n in nodes:
         e = n.get("expansion")
@@ -361,9 +361,17 @@ def choice_cut(trace: dict | None, how: str) -> str | None:
     if trace.get("stopped") == "threshold":
         return str(trace.get("answer", ""))
     answers = sorted(proposed_answers(trace), key=lambda n: n["id"])
-    grounded = [n.get("grounded") is True for n in answers]
-    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how, grounded)
+    chosen = _choose(answers, how) if answers else None
     return answers[chosen]["answer"] if chosen is not None else str(trace.get("answer", ""))
+
+
+def _choose(answers: list[dict], how: str) -> int:
+    """:func:`~traversals.search.tree.choose_answer` over trace answer nodes (in id order),
+    their ``grounded`` flags included, as the search chose."""
+    chosen = choose_answer([(n["answer"], _value(n)) for n in answers], how,
+                           [n.get("grounded") is True for n in answers])
+    assert chosen is not None  # answers is not empty
+    return chosen
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,17 @@ def head_noun(phrase: str) -> str | None:
     return " ".join(noun) if 0 < len(noun) <= 3 else None
 
 
+def first_noun(ph: Phrasing) -> str | None:
+    """The head noun of the first of ``ph``'s noun phrases that has one (:func:`head_noun`)."""
+    return next((n for n in map(head_noun, ph.phrases) if n), None)
+
+
+def singular_noun(noun: str) -> str:
+    """``noun`` with its last word in the singular ("release years" → "release year")."""
+    *first, last = noun.split()
+    return " ".join(first + [singular(last)])
+
+
 def plural(noun: str) -> str:
     """``noun`` in the plural (its last word; a word :func:`singular` changes is already plural)."""
     *first, last = noun.split()
@@ -180,8 +191,7 @@ def plural(noun: str) -> str:
 def round_trip(there: Phrasing, back: Phrasing, *, co: bool) -> Phrasing:
     """A phrasing of a relation followed by its reverse, as one unit (:data:`ROUND_TRIP_PHRASES`;
     ``co``: also :data:`CO_PHRASE`); no phrase when either hop's head noun cannot be read."""
-    middle = next((n for n in map(head_noun, there.phrases) if n), None)
-    result = next((n for n in map(head_noun, back.phrases) if n), None)
+    middle, result = first_noun(there), first_noun(back)
     if middle is None or result is None:
         return Phrasing()
     names = {"result": plural(result), "middle": plural(middle), "middle_one": singular(middle)}
@@ -193,12 +203,10 @@ def role_questions(forward: Phrasing, reverse: Phrasing) -> list[str]:
     entity's role in it (:data:`ROLE_QUESTIONS`): the role is the head noun of the forward
     noun phrase ("the director of {}"), the result that of the reverse one ("the films
     directed by {}"); none when either cannot be read."""
-    role = next((n for n in map(head_noun, forward.phrases) if n), None)
-    result = next((n for n in map(head_noun, reverse.phrases) if n), None)
+    role, result = first_noun(forward), first_noun(reverse)
     if role is None or result is None:
         return []
-    *first, last = role.split()
-    names = {"role": " ".join(first + [singular(last)]), "result": plural(result)}
+    names = {"role": singular_noun(role), "result": plural(result)}
     return [f.format(**names) for f in ROLE_QUESTIONS]
 
 
@@ -225,13 +233,7 @@ def side_kinds(back: Phrasing) -> list[str]:
     """What kind of thing sits where a relation starts, read from its reverse's phrasing:
     the head nouns of its noun phrases in the singular ("the films directed by {}", "the
     movies directed by {}" → "film", "movie"), first noun first, without repeats."""
-    kinds: list[str] = []
-    for noun in filter(None, map(head_noun, back.phrases)):
-        *first, last = noun.split()
-        kind = " ".join(first + [singular(last)])
-        if kind not in kinds:
-            kinds.append(kind)
-    return kinds
+    return list(dict.fromkeys(singular_noun(n) for n in map(head_noun, back.phrases) if n))
 
 
 def entity_kinds(relations: Sequence[list[str]]) -> list[str]:
