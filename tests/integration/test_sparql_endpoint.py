@@ -205,6 +205,34 @@ async def test_labelled_entities_are_drawn_the_same_for_a_seed(oxigraph) -> None
             assert e.id in [x.id for x in await kg.search(e.label, limit=50)]
 
 
+async def test_a_draw_from_a_large_endpoint_reaches_past_its_first_nodes(oxigraph) -> None:
+    """More labelled nodes than the pool: the pool is read as slices at seeded offsets over
+    all of them, not as the endpoint's first ones; an endpoint that will not count them
+    gives its first pool's worth."""
+    scan = "SELECT DISTINCT ?x WHERE"
+
+    async with SparqlKG(oxigraph.url) as kg:
+        everyone = await kg._labelled_count()
+        kg.SAMPLE_POOL = 40  # an instance's own limit: the fixture's nodes are then "many"
+        assert everyone is not None and everyone > 4 * kg.SAMPLE_POOL
+        first = {r["x"].value for r in await kg.select(f"{scan} {{ {kg._label_union()} FILTER(isIRI(?x)) }} LIMIT 40")}
+        drawn = await kg.sample_entities(20, seed=2)
+        assert len({e.id for e in drawn}) == 20 and all(e.label for e in drawn)
+        assert len({e.id for e in drawn} - first) >= 10  # nearly all of them lie past the first 40
+        assert [e.id for e in await kg.sample_entities(20, seed=2)] == [e.id for e in drawn]
+        assert [e.id for e in await kg.sample_entities(20, seed=3)] != [e.id for e in drawn]
+
+    class NoCount(SparqlKG):
+        async def select(self, query: str):
+            if "COUNT(DISTINCT ?x)" in query:
+                raise KGTimeout("the endpoint gave up counting")
+            return await super().select(query)
+
+    async with NoCount(oxigraph.url) as kg:
+        kg.SAMPLE_POOL = 40
+        assert {e.id for e in await kg.sample_entities(20, seed=2)} <= first
+
+
 async def test_search_exact_then_case_insensitive_then_contains(oxigraph) -> None:
     async with SparqlKG(oxigraph.url) as kg:
         [bail] = await kg.search("Charles Bail")

@@ -529,24 +529,45 @@ class SparqlKG:
 
     #: how many labelled nodes :meth:`sample_entities` asks the endpoint for, at most
     SAMPLE_POOL = 20_000
+    SAMPLE_WINDOWS = 10
 
     async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
         """Up to ``n`` labelled nodes drawn with ``seed`` (see
         :class:`~traversals.kg.base.EntitySampler`). An endpoint has no cheap uniform draw:
-        this draws from the first ``max(20 n, 1000)`` labelled nodes (at most
-        :data:`SAMPLE_POOL`) it returns, in its own order — uniform over the whole KG only
-        when the KG has no more than that."""
+        this counts the labelled nodes, and when there are more than a pool of
+        ``max(20 n, 1000)`` (at most :data:`SAMPLE_POOL`) reads the pool as
+        :data:`SAMPLE_WINDOWS` slices at seeded offsets over the whole list (``OFFSET``, in
+        the endpoint's own order), then draws ``n`` from it. An endpoint that cannot count
+        them (a timeout, an error) gives its first pool's worth, as before — uniform over
+        the whole KG only when it has no more than that."""
         n = max(0, int(n))
         if n == 0:
             return []
         pool = min(self.SAMPLE_POOL, max(20 * n, 1000))
-        rows = await self.select(
-            f"SELECT DISTINCT ?x WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }} LIMIT {pool}"
-        )
+        scan = f"SELECT DISTINCT ?x WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }}"
+        total = await self._labelled_count()
+        if total is None or total <= pool:
+            rows = await self.select(f"{scan} LIMIT {pool}")
+        else:
+            size = max(1, pool // self.SAMPLE_WINDOWS)
+            offsets = random.Random(f"{seed}:offsets").sample(range(total - size + 1), self.SAMPLE_WINDOWS)
+            rows = []
+            for offset in sorted(offsets):  # overlapping slices are fine: the pool is deduplicated
+                rows += await self.select(f"{scan} LIMIT {size} OFFSET {offset}")
         found = sorted({r["x"].value for r in rows if "x" in r and r["x"].kind == "uri"})
         picked = random.Random(seed).sample(found, min(n, len(found)))
         ents = await self._entities(picked)
         return [ents[x] for x in picked]
+
+    async def _labelled_count(self) -> int | None:
+        """How many labelled nodes the endpoint has, or None when it will not say."""
+        try:
+            rows = await self.select(
+                f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }}"
+            )
+            return int(rows[0]["n"].value) if rows and "n" in rows[0] else None
+        except (KGTimeout, KGQueryError, ValueError):
+            return None
 
     # -- identity links ----------------------------------------------------------------
 
