@@ -137,13 +137,19 @@ def test_training_without_labelled_questions(SHARED, default_model_path, tmp_pat
     assert "6 questions on random walks (2 of 1 hops, 2 of 2 hops, 2 of 3 hops)" in done.stderr
     made = [json.loads(line) for line in Path(str(out) + ".questions.jsonl").read_text().splitlines()]
     assert len(made) == 6 and all(f"[{q['start']['label']}]" in q["question"] and q["answers"] for q in made)
-    phrasings = json.loads(Path(str(out) + ".phrasings.json").read_text())
-    assert all(key in phrasings for q in made for key in q["path"])
+    phrasings_file = Path(str(out) + ".phrasings.json")
+    phrasings = json.loads(phrasings_file.read_text())
+    assert phrasings["llm"].startswith("local:") and all(key in phrasings["relations"] for q in made for key in q["path"])
     meta = ValueModel.load(out).meta
     assert meta["synthetic"]["questions"] == 6 and "datasets" not in meta
-    # a rerun reads the phrasings back instead of asking the LLM again
-    again = traversals("train-value", "--synthetic", "6", "--kg", str(kb), "--rounds", "1", "--out", str(out),
+    # another LLM's rerun is told whose phrasings the file holds, not handed them as its own
+    other = traversals("train-value", "--synthetic", "6", "--kg", str(kb), "--rounds", "1", "--out", str(out),
                        "--llm", "openai:none", "--llm-url", "http://127.0.0.1:9/v1")
+    assert other.returncode != 0 and f"holds phrasings written by {phrasings['llm']}, not by openai:none" in other.stderr
+    # the same LLM's rerun reads the phrasings back instead of asking again (the file is not rewritten)
+    written = phrasings_file.stat().st_mtime_ns
+    again = traversals("train-value", "--synthetic", "6", "--kg", str(kb), "--rounds", "1", "--out", str(out))
     assert again.returncode == 0, again.stderr
+    assert phrasings_file.stat().st_mtime_ns == written
     assert [json.loads(line)["question"] for line in Path(str(out) + ".questions.jsonl").read_text().splitlines()] \
         == [q["question"] for q in made]

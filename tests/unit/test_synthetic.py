@@ -157,12 +157,24 @@ async def test_walks_and_questions_on_the_kb(kb, tmp_path):
             seen |= {e.id for e in entities}
         assert sorted(e.label for e in entities) == sorted(q.answers)
     one_hop = next(q for q in made if len(q.path) == 1)
-    label = json.loads((tmp_path / "p.json").read_text())  # relation key -> phrasing
-    assert one_hop.path[0] in label
+    written = json.loads((tmp_path / "p.json").read_text())  # relation key -> phrasing, and who wrote them
+    assert written["llm"] == "scripted" and one_hop.path[0] in written["relations"]
     # a rerun reads the phrasings back: the LLM is not asked again
     asked = len(llm.generate_calls)
     again = await SyntheticQuestions(kb, llm, config).run(tmp_path / "p.json", tmp_path / "q2.jsonl")
     assert [q.question for q in again] == [q.question for q in made] and len(llm.generate_calls) == asked
+    # … but another LLM's rerun does not silently take them as its own
+    other = ScriptedLLM(reply, score=lambda prompt, options, prefix: [0.0] * len(options), name="local:other.gguf")
+    with pytest.raises(BadInput, match=r"p.json holds phrasings written by scripted, not by local:other.gguf: move"):
+        await SyntheticQuestions(kb, other, config).run(tmp_path / "p.json", tmp_path / "q3.jsonl")
+    assert not other.generate_calls
+    # a file of the first format (relation keys at the top, no LLM recorded) is read as before
+    (tmp_path / "old.json").write_text(json.dumps(written["relations"]))
+    old = await SyntheticQuestions(kb, other, config).run(tmp_path / "old.json", tmp_path / "q4.jsonl")
+    assert [q.question for q in old] == [q.question for q in made] and not other.generate_calls
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "something/9", "relations": {}}))
+    with pytest.raises(BadInput, match="bad.json is not a phrasings file .*something/9.*move it away"):
+        await SyntheticQuestions(kb, llm, config).run(tmp_path / "bad.json", tmp_path / "q5.jsonl")
 
 
 async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(kb):

@@ -270,6 +270,38 @@ def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random, kin
     return re.sub(r"\b([Tt]he) the\b", r"\1", text)  # "What was the the films …" (a form with "the" around a phrase)
 
 
+PHRASINGS_FORMAT = "traversals-phrasings/1"
+
+
+def write_phrasings(path: Path, phrasings: dict[str, Phrasing], llm: str) -> None:
+    """The phrasings file: the relations' phrasings by relation key, and the LLM that wrote
+    them (a rerun with another LLM must not silently reuse them, :func:`read_phrasings`)."""
+    body = {"format": PHRASINGS_FORMAT, "llm": llm, "relations": {k: asdict(v) for k, v in phrasings.items()}}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(body, indent=1) + "\n")
+    tmp.replace(path)  # an interrupted write keeps the previous file whole
+
+
+def read_phrasings(path: Path, llm: str) -> dict[str, Phrasing]:
+    """The phrasings :func:`write_phrasings` wrote to ``path`` (or a file of the first
+    format, a bare mapping of relation keys, whose LLM is not recorded). Raises
+    :class:`BadInput` for a file that is not one, or one another LLM wrote."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        if "format" in data:
+            if data["format"] != PHRASINGS_FORMAT:
+                raise TypeError(f"format {data['format']!r}, not {PHRASINGS_FORMAT!r}")
+            if data.get("llm") != llm:
+                raise BadInput(f"{path} holds phrasings written by {data.get('llm')}, not by {llm}: move it away to "
+                               f"have {llm} phrase the relations (or name another file stem with --questions-out)")
+            data = data.get("relations", {})
+        return {str(k): Phrasing(**v) for k, v in data.items()}
+    except (ValueError, TypeError) as e:
+        raise BadInput(f"{path} is not a phrasings file ({e}); move it away to start afresh") from None
+
+
 class SyntheticQuestions:
     """Walks over ``kgs`` and questions for them, phrased by ``llm`` (see the module doc)."""
 
@@ -403,12 +435,7 @@ class SyntheticQuestions:
         and written back), and the composed questions (written to ``questions_file``)."""
         cfg = self.config
         ends = await self.walks(progress)
-        known: dict[str, Phrasing] = {}
-        if phrasings_file.exists():
-            try:
-                known = {k: Phrasing(**v) for k, v in json.loads(phrasings_file.read_text()).items()}
-            except (ValueError, TypeError) as e:
-                raise BadInput(f"{phrasings_file} is not a phrasings file ({e}); move it away to start afresh") from None
+        known = read_phrasings(phrasings_file, self.llm.name) if phrasings_file.exists() else {}
         forward: dict[str, Relation] = {}
         for _, end in ends:
             for n in end.path()[1:]:
@@ -420,7 +447,7 @@ class SyntheticQuestions:
             back = rel.reversed().key
             if key not in known or back not in known:
                 known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
-                phrasings_file.write_text(json.dumps({k: asdict(v) for k, v in known.items()}, indent=1) + "\n")
+                write_phrasings(phrasings_file, known, self.llm.name)
         asked = dict(known)  # a hop against the edges is also asked by role
         for key, rel in forward.items():
             back = rel.reversed().key
