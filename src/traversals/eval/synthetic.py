@@ -310,7 +310,7 @@ class SyntheticQuestions:
         self.llm = llm
         self.config = config or SyntheticConfig()
         self._edges = MemoEdges(kgs)
-        self._options: dict[tuple[str, str], tuple[list[Relation], list[str]]] = {}
+        self._relations: dict[tuple[str, str], list[Relation]] = {}
         self.usage = Usage()
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
@@ -405,9 +405,16 @@ class SyntheticQuestions:
                 kept += first or [t for t, _ in sorted(zip(texts, checks), key=lambda x: -x[1][0])[:1]]
         return out
 
+    async def _relations_of(self, entity: Entity) -> list[Relation]:
+        """``entity``'s relations, asked of the KG once per entity (checks and kinds ask again)."""
+        key = (entity.kg, entity.id)
+        if key not in self._relations:
+            self._relations[key] = list((await self.kgs.get_relations([entity], self.usage)).items)
+        return self._relations[key]
+
     async def kinds_of(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
         """What kind of thing ``entity`` is, as the phrasings of its relations say (:func:`entity_kinds`)."""
-        rels = (await self.kgs.get_relations([entity], self.usage)).items
+        rels = await self._relations_of(entity)
         backs = (known.get(r.reversed().key) for r in rels)
         return entity_kinds([side_kinds(b) for b in backs if b is not None])
 
@@ -415,11 +422,8 @@ class SyntheticQuestions:
         """The probability the LLM gives ``relation`` among ``source``'s relations as the one
         that answers ``text`` (a question, or "What is <phrase>?") about ``source``, and
         whether no other relation is more probable."""
-        key = (source.kg, source.id)
-        if key not in self._options:  # one KG call per example entity, not per phrasing
-            found = list((await self.kgs.get_relations([source], self.usage)).items)
-            self._options[key] = found, [option_line(k, r) for k, r in zip(self.kgs.option_keys(found), found)]
-        rels, lines = self._options[key]
+        rels = await self._relations_of(source)  # one KG call per example entity, not per phrasing
+        lines = [option_line(k, r) for k, r in zip(self.kgs.option_keys(rels), rels)]
         at = [i for i, r in enumerate(rels) if r.key == relation.key and r.kg == relation.kg]
         if not at:
             return 0.0, False
