@@ -529,6 +529,7 @@ class SparqlKG:
 
     #: how many labelled nodes :meth:`sample_entities` asks the endpoint for, at most
     SAMPLE_POOL = 20_000
+    #: … read as this many slices at seeded offsets when the endpoint has more labelled nodes
     SAMPLE_WINDOWS = 10
 
     async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
@@ -544,7 +545,7 @@ class SparqlKG:
         if n == 0:
             return []
         pool = min(self.SAMPLE_POOL, max(20 * n, 1000))
-        scan = f"SELECT DISTINCT ?x WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }}"
+        scan = f"SELECT DISTINCT ?x WHERE {{ {self._labelled()} }}"
         total = await self._labelled_count()
         if total is None or total <= pool:
             rows = await self.select(f"{scan} LIMIT {pool}")
@@ -559,12 +560,14 @@ class SparqlKG:
         ents = await self._entities(picked)
         return [ents[x] for x in picked]
 
+    def _labelled(self) -> str:
+        """The pattern of the nodes that can be drawn: IRIs with a label."""
+        return f"{self._label_union()} FILTER(isIRI(?x))"
+
     async def _labelled_count(self) -> int | None:
         """How many labelled nodes the endpoint has, or None when it will not say."""
         try:
-            rows = await self.select(
-                f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ {self._label_union()} FILTER(isIRI(?x)) }}"
-            )
+            rows = await self.select(f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ {self._labelled()} }}")
             return int(rows[0]["n"].value) if rows and "n" in rows[0] else None
         except (KGTimeout, KGQueryError, ValueError):
             return None
