@@ -62,6 +62,7 @@ from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
 from ..search.rwt.valuemodel import singular
 from ..search.templates import render
+from .runner import write_json_atomic
 
 SLOT = "{}"
 
@@ -276,10 +277,9 @@ PHRASINGS_FORMAT = "traversals-phrasings/1"
 def write_phrasings(path: Path, phrasings: dict[str, Phrasing], llm: str) -> None:
     """The phrasings file: the relations' phrasings by relation key, and the LLM that wrote
     them (a rerun with another LLM must not silently reuse them, :func:`read_phrasings`)."""
-    body = {"format": PHRASINGS_FORMAT, "llm": llm, "relations": {k: asdict(v) for k, v in phrasings.items()}}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(body, indent=1) + "\n")
-    tmp.replace(path)  # an interrupted write keeps the previous file whole
+    # through a temporary file: an interrupted write keeps the previous file whole
+    write_json_atomic(path, {"format": PHRASINGS_FORMAT, "llm": llm,
+                             "relations": {k: asdict(v) for k, v in phrasings.items()}})
 
 
 def read_phrasings(path: Path, llm: str) -> dict[str, Phrasing]:
