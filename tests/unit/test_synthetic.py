@@ -209,3 +209,36 @@ async def _walk_along(maker: SyntheticQuestions, start, relation):
     root = PathNode(id=0, entities=(start,))
     reached, edges, _ = await step(maker.kgs, root, relation, maker.usage)
     return PathNode(id=1, entities=reached, parent=root, relation=relation, edges=edges, depth=1)
+
+
+async def test_a_walk_goes_on_only_by_relations_most_ends_of_its_last_relation_have(kb):
+    """MetaQA's year "1984" is also a film's title, so the node has "directed by": a walk
+    that reached it by "release year" must not go on by that (no one asks for the director
+    of a release year), while "is release year of" stays open."""
+    llm = ScriptedLLM(lambda *a: "", score=lambda prompt, options, prefix: [0.0] * len(options))
+    maker = SyntheticQuestions(kb, llm, SyntheticConfig(usual_after=5))
+    usage = Usage()
+    allen = next(e for e in await kb.search("Woody Allen", usage) if e.label == "Woody Allen")
+    directed = next(r for r in (await kb.get_relations([allen], usage)).items if r.key == "~directed_by")
+    films = await _walk_along(maker, allen, directed)
+    release = next(r for r in (await kb.get_relations(list(films.entities), usage)).items if r.key == "release_year")
+    years = await _walk_along(maker, films.entities[0], release)
+    year_1984 = next(e for e in await kb.search("1984", usage) if e.label == "1984")
+    assert "directed_by" in {r.key for r in (await kb.get_relations([year_1984], usage)).items}
+    # too few of the relation's ends looked at yet: no judgement
+    assert await maker.usual_next(release, [year_1984, *years.entities]) is None
+    more = await step_all(maker, films.entities[:12], release)
+    usual = await maker.usual_next(release, more)
+    assert ("kb", "~release_year") in usual and ("kb", "directed_by") not in usual
+    # … and the walks take that rule: after a release year only its films follow
+    made = await maker.walks()
+    paths = [[n.relation.key for n in end.path() if n.relation is not None] for _, end in made]
+    assert any("release_year" in p[:-1] for p in paths)
+    assert all(b == "~release_year" for p in paths for a, b in zip(p, p[1:]) if a == "release_year")
+
+
+async def step_all(maker: SyntheticQuestions, starts, relation):
+    reached = []
+    for start in starts:
+        reached += (await _walk_along(maker, start, relation)).entities
+    return reached

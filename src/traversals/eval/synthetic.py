@@ -79,6 +79,11 @@ class SyntheticConfig:
     temperature: float = 0.7  # of the sampled variants
     round_trips: float = 0.5  # share of round trips (a relation, then back) said as one unit
     typed_mentions: float = 0.3  # share of questions naming their entity with its kind ("the film [X]")
+    #: a walk goes on from what a relation reached only by relations at least this share of
+    #: that relation's ends have (:meth:`SyntheticQuestions.usual_next`): a year reached by
+    #: "release year" that is also a film's title ("2012") does not lead on to "directed by"
+    usual_share: float = 0.25
+    usual_after: int = 10  # … once this many of the relation's ends were looked at
     seed: int = 0
 
 
@@ -311,6 +316,8 @@ class SyntheticQuestions:
         self.config = config or SyntheticConfig()
         self._edges = MemoEdges(kgs)
         self._relations: dict[tuple[str, str], list[Relation]] = {}
+        #: (kg, relation key) -> the ends of that relation looked at -> their relations (kg, key)
+        self._ends: dict[tuple[str, str], dict[tuple[str, str], set[tuple[str, str]]]] = {}
         self.usage = Usage()
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
@@ -321,6 +328,9 @@ class SyntheticQuestions:
         for hop in range(1, hops + 1):
             rels = list((await self.kgs.get_relations(list(node.entities), self.usage)).items)
             rels = await offered_relations(self._edges, node, rels, self.usage, cfg.max_relations)
+            if node.relation is not None:
+                usual = await self.usual_next(node.relation, node.entities)
+                rels = [r for r in rels if usual is None or (r.kg, r.key) in usual]
             rng.shuffle(rels)
             cap = cfg.max_answers if hop == hops else cfg.max_width
             nxt = None
@@ -411,6 +421,22 @@ class SyntheticQuestions:
         if key not in self._relations:
             self._relations[key] = list((await self.kgs.get_relations([entity], self.usage)).items)
         return self._relations[key]
+
+    async def usual_next(self, via: Relation, reached: Sequence[Entity]) -> set[tuple[str, str]] | None:
+        """The relations (kg, key) that at least ``usual_share`` of ``via``'s ends have, from
+        every end of ``via`` looked at so far (up to ten of ``reached`` are added now), or None
+        while fewer than ``usual_after`` were looked at. A KG that merges things sharing a
+        label (MetaQA's year "2012" is also a film) gives such a node both kinds' relations;
+        a walk taking the rare ones (release year, then directed by) is not a question anyone
+        asks, and training on it teaches that a release year is not where a question stops."""
+        ends = self._ends.setdefault((via.kg, via.key), {})
+        for entity in reached[:10]:
+            if (entity.kg, entity.id) not in ends:
+                ends[(entity.kg, entity.id)] = {(r.kg, r.key) for r in await self._relations_of(entity)}
+        if len(ends) < self.config.usual_after:
+            return None
+        counts = Counter(rel for rels in ends.values() for rel in rels)
+        return {rel for rel, n in counts.items() if n >= self.config.usual_share * len(ends)}
 
     async def kinds_of(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
         """What kind of thing ``entity`` is, as the phrasings of its relations say (:func:`entity_kinds`)."""
