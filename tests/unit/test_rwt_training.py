@@ -23,7 +23,9 @@ from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
-from traversals.search.rwt.valuemodel import FEATURES, Example, features, fit, question_words, singular
+from traversals.search.rwt.valuemodel import (
+    FEATURES, Example, features, fit, names, normalise, question_words, relation_lexicon, singular,
+)
 
 from .kgdouble import DictKG
 
@@ -86,7 +88,7 @@ def test_a_model_trained_on_singular_words_reads_plural_questions():
     singular_q, plural_q = question_words("what genre is [X]"), question_words("what genres are [X] in")
     data = [Example(features(singular_q, ["has_genre"], "stop"), 1.0), Example(features(singular_q, ["in_language"], "stop"), 0.0)]
     model = fit(data * 5, epochs=20)
-    assert model.meta["features"] == FEATURES == 3
+    assert model.meta["features"] == FEATURES == 4
     assert model.predict(plural_q, ["has_genre"])["stop"] > 0.8 > 0.2 > model.predict(plural_q, ["in_language"])["stop"]
 
 
@@ -108,6 +110,47 @@ def test_the_kind_a_question_gives_its_entity_is_not_read_as_what_it_asks():
     assert "stop|pair=directed_by>~directed_by|w=share" in features(words, ["directed_by", "~directed_by", "has_genre"],
                                                                      "stop")
     assert not any("pair=" in f for f in features(words, ["directed_by"], "stop") + features(words, ["x", "y"], "stop", 2))
+
+
+METAQA_LABELS = {"directed_by": "directed by", "written_by": "written by", "starred_actors": "starred actors",
+                 "release_year": "release year", "in_language": "in language", "has_tags": "has tags",
+                 "has_genre": "has genre", "has_imdb_votes": "has imdb votes", "has_imdb_rating": "has imdb rating"}
+
+
+def test_the_relations_a_question_names_are_read_from_their_labels_words():
+    """Feature set 4: a word sharing its stem with a word only one relation's label has."""
+    lexicon = relation_lexicon(METAQA_LABELS)
+    assert lexicon["release_year"] == ["release", "year"] and lexicon["has_imdb_votes"] == ["vote"]  # not "imdb"
+
+    def named(question: str) -> list[str]:
+        return [w for w in normalise(question_words(question), 4, lexicon) if w.startswith("named=")]
+
+    assert named("what are the main languages in [A] written movies") == ["named=in_language", "named=written_by"]
+    assert named("who is listed as screenwriter of [C] acted films") == ["named=starred_actors", "named=written_by"]
+    assert named("the films directed by [P] were released in which years") == ["named=directed_by",
+                                                                              "named=release_year"]
+    assert named("[Written Nightmare] appears in which movies") == []  # the entity's own words are not read
+    assert named("the director [X] was in which movies") == []  # … nor the kind it is given
+    assert not names("rather", "rating") and not names("the", "tag") and names("ratings", "rating")
+    # the path is read against them: what the question names and the path lacks, and back
+    words = question_words("the films written by [X] were in which languages")
+    one_hop = features(words, ["~written_by"], "stop", lexicon=lexicon)
+    assert {"stop|uncovered=in_language", "stop|uncovered>0"} <= set(one_hop)
+    two_hops = features(words, ["~written_by", "in_language"], "stop", lexicon=lexicon)
+    assert not any("uncovered" in f or "unnamed" in f for f in two_hops)
+    assert "stop|unnamed=starred_actors" in features(words, ["~written_by", "starred_actors"], "stop", lexicon=lexicon)
+    # a model trained on one relation's questions reads the next one's: "uncovered" is learnt
+    data = []
+    for ask, rel in (("what genres are the films written by [X]", "has_genre"),
+                     ("what years were the films directed by [X] released", "release_year")):
+        first = "~written_by" if "written" in ask else "~directed_by"
+        data += [Example(features(question_words(ask), [first], "stop", lexicon=lexicon), 0.0),
+                 Example(features(question_words(ask), [first, rel], "stop", lexicon=lexicon), 1.0)]
+    model = fit(data * 10, epochs=20)
+    model.meta["lexicon"] = lexicon
+    unseen = question_words("the movies starred by [X] were in which languages")
+    assert model.predict(unseen, ["~starred_actors"])["stop"] < 0.5 < model.predict(
+        unseen, ["~starred_actors", "in_language"])["stop"]
 
 
 def test_a_model_without_a_feature_version_reads_words_as_it_was_trained():
@@ -145,6 +188,8 @@ async def test_training_from_trees_learns_the_path_and_where_to_stop():
     model = await Trainer(kgs, TrainConfig(rounds=2, trees=2, width=3, branch=3, max_hops=2, seed=1)).train(
         train, held, on_round=lambda r, m: reports.append(r))
     assert [r.round for r in reports] == [1, 2] and len(model.meta["rounds"]) == 2
+    # the relations' label words, from what the trees walked, go with the model
+    assert model.meta["lexicon"]["directed_by"] == ["directed"] and "starred_actors" in model.meta["lexicon"]
     assert reports[-1].heldout_hits == 1.0  # both held-out directors, both question shapes
     words = question_words("what films did [Director 7] direct")
     heads = model.predict(words, ["~directed_by"])

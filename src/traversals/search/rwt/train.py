@@ -17,7 +17,11 @@ reveal; the next round searches with the new model. What differs from the paper,
   states), every state above it by the best reward found below it in the tree (the
   "go" head) and by its own ``r`` (the "stop" head);
 - the critical model is left out of training targets (λ·V_critical needs the LLM's
-  guesses); at inference Eq. 4 mixes it in as before.
+  guesses); at inference Eq. 4 mixes it in as before;
+- the model reads which relations a question names by the words of their labels
+  (:func:`.valuemodel.relation_lexicon`): the lexicon is made from the labels of the
+  relations the first round's trees walked and kept for every round (a relation first
+  walked later is not in it), stored with the model.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
 from .state import MemoEdges, PathNode, offered_relations, step
-from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words
+from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words, relation_lexicon
 
 Reward = Callable[[Sequence[Entity]], float]
 
@@ -98,6 +102,7 @@ class Trainer:
         self.config = config or TrainConfig()
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
         self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
+        self.labels: dict[str, str] = {}  # relation id -> forward label, of every relation offered
 
     def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...]) -> float:
         return 0.0 if model is None else model.search_value(words, path, final=len(path) >= self.config.max_hops)
@@ -106,6 +111,7 @@ class Trainer:
         key = tuple(sorted((e.kg, e.id) for e in node.entities))
         if key not in self._relations:
             self._relations[key] = list((await self.kgs.get_relations(list(node.entities), usage)).items)
+            self.labels.update((r.id, r.label or r.id) for r in self._relations[key])
         return await offered_relations(self._edges, node, self._relations[key], usage, self.config.max_actions)
 
     async def grow(self, q: TrainingQuestion, model: ValueModel | None, rng: random.Random, tree: Tree) -> None:
@@ -144,8 +150,9 @@ class Trainer:
             if not beam:
                 break
 
-    def examples(self, tree: Tree, rng: random.Random) -> list[Example]:
-        """Solution paths of a tree as training targets (deduplicated by head and path)."""
+    def examples(self, tree: Tree, rng: random.Random, lexicon: dict[str, list[str]] | None = None) -> list[Example]:
+        """Solution paths of a tree as training targets (deduplicated by head and path),
+        featurised with the relations ``lexicon`` says the question names."""
         cfg = self.config
         words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
@@ -159,7 +166,8 @@ class Trainer:
                 below = tree.best_below(path)
                 if below is not None and t < cfg.max_hops:
                     targets[("go", path)] = below
-        return [Example(features(words, list(path), head), target) for (head, path), target in targets.items()]
+        return [Example(features(words, list(path), head, lexicon=lexicon), target)
+                for (head, path), target in targets.items()]
 
     @staticmethod
     def _chosen_path(tree: Tree, model: ValueModel) -> tuple[str, ...] | None:
@@ -191,6 +199,7 @@ class Trainer:
         model: ValueModel | None = None
         data: list[Example] = []
         history: list[dict] = []
+        lexicon: dict[str, list[str]] | None = None
         for rnd in range(cfg.rounds):
             started = time.perf_counter()
             trees = []
@@ -199,10 +208,14 @@ class Trainer:
                 for _ in range(cfg.trees):
                     await self.grow(q, model, rng, tree)
                 trees.append(tree)
-                data.extend(self.examples(tree, rng))
                 if on_question:
                     on_question(i + 1, len(questions))
+            if lexicon is None:  # the first round's relations; every round's data reads the same
+                lexicon = relation_lexicon(self.labels)
+            for tree in trees:
+                data.extend(self.examples(tree, rng, lexicon))
             model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
+            model.meta["lexicon"] = lexicon
             held_trees = []
             for q in heldout:  # searched with the new model, as inference would
                 tree = Tree(q)

@@ -22,19 +22,27 @@ read as it was trained). Version 2 reads the question's words in the singular ("
 "stories" → "genre", "story"), so a model trained on "What genre is …" also reads "what
 genres are …". Version 3 also reads the kind a question gives its entity ("the film [X]",
 "the actor [X]") as a word of its own (``kind=film``), not as one of the words that say what
-is asked. New models are version 3 (:data:`FEATURES`).
+is asked. Version 4 also reads which of the KG's relations the question names — a word
+of the question sharing its stem with a word only that relation's label has ("languages"
+→ ``in language``, "screenwriter" → ``written by``; the model's ``meta["lexicon"]``, from the
+labels of the relations training walked) — as a word of its own (``named=in_language``),
+and marks each named relation the path lacks (``uncovered=…``: "the films written by [X]
+were in which languages" is not answered by the films) and each path relation the
+question does not name (``unnamed=…``). New models are version 4 (:data:`FEATURES`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ...errors import BadInput
 from ...llm.base import Usage
@@ -44,7 +52,8 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
-FEATURES = 3  # the feature set new models are trained on (see the module's docstring)
+FEATURES = 4  # the feature set new models are trained on (see the module's docstring)
+NAMED = "named="  # the prefix of the words that say which relation the question names
 
 
 _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", "selfies", "brownies", "hippies",
@@ -65,14 +74,57 @@ def singular(word: str) -> str:
     return word[:-1]
 
 
-def normalise(words: Sequence[str], version: int) -> list[str]:
-    """The question words as a feature set of ``version`` reads them (bigrams word by word)."""
+def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """The question words as a feature set of ``version`` reads them (bigrams word by word;
+    from version 4, a ``named=…`` word for each relation of ``lexicon`` the question names)."""
     if version < 2:
         return list(words)
     if version < 3:
         return ["_".join(singular(w) for w in word.split("_")) for word in words]
     unigrams, kinds = split_kinds([singular(w) for w in words if "_" not in w])
-    return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds
+    named = [NAMED + r for r in named_relations(unigrams, lexicon or {})] if version >= 4 else []
+    return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds + named
+
+
+_LABEL_STOPWORDS = frozenset({"a", "an", "the", "by", "in", "of", "on", "at", "to", "for", "from", "with", "is",
+                              "has", "have", "was", "are", "and"})
+
+
+def relation_lexicon(labels: Mapping[str, str]) -> dict[str, list[str]]:
+    """Relation id -> the words of its (forward) label that no other relation's label has,
+    in the singular ("release year" -> ``release``, ``year``; "has imdb votes" -> ``vote``,
+    not ``imdb``, which "has imdb rating" shares)."""
+    words = {rid: [singular(w) for w in _WORD.findall(label.replace("_", " ").lower()) if w not in _LABEL_STOPWORDS]
+             for rid, label in labels.items()}
+    shared = Counter(w for ws in words.values() for w in set(ws))
+    return {rid: [w for w in ws if shared[w] == 1] for rid, ws in sorted(words.items())}
+
+
+_SUFFIXES = ("ing", "ed", "er", "or", "ion")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def names(word: str, label_word: str) -> bool:
+    """Whether a question's ``word`` says a relation label's ``label_word``, by stem: the
+    same first four letters ("directed" / "director"), the label word's first four inside
+    the word ("written" / "screenwriter"), or the same word less a suffix ("acted" /
+    "actor"; not "rather" / "rating")."""
+    shared = len(os.path.commonprefix([word, label_word]))
+    return (shared >= min(4, len(label_word)) or (len(label_word) >= 5 and label_word[:4] in word)
+            or _stem(word) == _stem(label_word))
+
+
+def named_relations(unigrams: Sequence[str], lexicon: Mapping[str, Sequence[str]]) -> list[str]:
+    """The relation ids of ``lexicon`` some question word :func:`names` (the question's
+    entity and its kind are not among ``unigrams``)."""
+    return [rid for rid, label_words in lexicon.items()
+            if any(names(w, lw) for lw in label_words for w in unigrams if w != ENT)]
 
 
 _ARTICLES = frozenset({"the", "a", "an"})
@@ -104,10 +156,11 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
     return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
 
 
-def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES) -> list[str]:
+def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES,
+             lexicon: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The active (binary) features of a state (its question words and relation path) for
-    one head, in feature set ``version``."""
-    return _features(normalise(words, version), path, head, version)
+    one head, in feature set ``version`` (from 4, with the relations ``lexicon`` names)."""
+    return _features(normalise(words, version, lexicon), path, head, version)
 
 
 def _features(words: Sequence[str], path: Sequence[str], head: str, version: int) -> list[str]:
@@ -123,6 +176,12 @@ def _features(words: Sequence[str], path: Sequence[str], head: str, version: int
             out.append(f"{h}h{i}={rel}|w={w}")
         if version >= 3:  # two hops in a row ("share directors with": a relation and back)
             out += [f"{h}pair={a}>{b}|w={w}" for a, b in zip(path, path[1:])]
+    if version >= 4:  # what the question names and the path lacks, and the other way round
+        named = {w[len(NAMED):] for w in words if w.startswith(NAMED)}
+        walked = {rel.lstrip("~") for rel in path}
+        out += [f"{h}uncovered={r}" for r in sorted(named - walked)]
+        out += [f"{h}unnamed={r}" for r in sorted(walked - named)]
+        out += [f"{h}uncovered>0"] * bool(named - walked) + [f"{h}unnamed>0"] * bool(walked - named)
     return out
 
 
@@ -154,11 +213,16 @@ class ValueModel:
         """The feature set the model was trained on (1 for models older than versioning)."""
         return int(self.meta.get("features", 1))
 
+    @property
+    def lexicon(self) -> dict[str, list[str]]:
+        """Relation id -> its label's own words (:func:`relation_lexicon`; feature set 4)."""
+        return self.meta.get("lexicon") or {}
+
     def score(self, feats: Iterable[str]) -> float:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
-        read = normalise(words, self.version)  # once for both heads
+        read = normalise(words, self.version, self.lexicon)  # once for both heads
         return {head: self.score(_features(read, path, head, self.version)) for head in HEADS}
 
     def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
@@ -168,7 +232,7 @@ class ValueModel:
 
     def stop_value(self, words: Sequence[str], path: Sequence[str]) -> float:
         """The stop head: how good the path's state is as the answer."""
-        return self.score(features(words, path, "stop", self.version))
+        return self.score(features(words, path, "stop", self.version, self.lexicon))
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
