@@ -93,8 +93,9 @@ _LABEL_STOPWORDS = frozenset({"a", "an", "the", "by", "in", "of", "on", "at", "t
 def relation_lexicon(labels: Mapping[str, str]) -> dict[str, list[str]]:
     """Relation id -> the words of its (forward) label that no other relation's label has,
     in the singular ("release year" -> ``release``, ``year``; "has imdb votes" -> ``vote``,
-    not ``imdb``, which "has imdb rating" shares)."""
-    words = {rid: [singular(w) for w in _WORD.findall(label.replace("_", " ").lower()) if w not in _LABEL_STOPWORDS]
+    not ``imdb``, which "has imdb rating" shares); words under three letters are left out."""
+    words = {rid: [singular(w) for w in _WORD.findall(label.replace("_", " ").lower())
+                   if w not in _LABEL_STOPWORDS and len(w) >= 3]
              for rid, label in labels.items()}
     shared = Counter(w for ws in words.values() for w in set(ws))
     return {rid: [w for w in ws if shared[w] == 1] for rid, ws in sorted(words.items())}
