@@ -211,7 +211,7 @@ async def _walk_along(maker: SyntheticQuestions, start, relation):
     return PathNode(id=1, entities=reached, parent=root, relation=relation, edges=edges, depth=1)
 
 
-async def test_a_walk_goes_on_only_by_relations_most_ends_of_its_last_relation_have(kb):
+async def test_a_walk_goes_on_only_by_relations_usual_at_the_ends_of_its_last_relation(kb):
     """MetaQA's year "1984" is also a film's title, so the node has "directed by": a walk
     that reached it by "release year" must not go on by that (no one asks for the director
     of a release year), while "is release year of" stays open."""

@@ -318,8 +318,10 @@ class SyntheticQuestions:
         self.config = config or SyntheticConfig()
         self._edges = MemoEdges(kgs)
         self._relations: dict[tuple[str, str], list[Relation]] = {}
-        #: (kg, relation key) -> the ends of that relation looked at -> their relations (kg, key)
-        self._ends: dict[tuple[str, str], dict[tuple[str, str], set[tuple[str, str]]]] = {}
+        #: (kg, relation key) -> the ends of that relation looked at, and how many of them have
+        #: each relation (kg, key)
+        self._ends: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self._end_relations: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
         self.usage = Usage()
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
@@ -431,13 +433,14 @@ class SyntheticQuestions:
         label (MetaQA's year "2012" is also a film) gives such a node both kinds' relations;
         a walk taking the rare ones (release year, then directed by) is not a question anyone
         asks, and training on it teaches that a release year is not where a question stops."""
-        ends = self._ends.setdefault((via.kg, via.key), {})
+        ends = self._ends.setdefault((via.kg, via.key), set())
+        counts = self._end_relations.setdefault((via.kg, via.key), Counter())
         for entity in reached[:10]:
             if (entity.kg, entity.id) not in ends:
-                ends[(entity.kg, entity.id)] = {(r.kg, r.key) for r in await self._relations_of(entity)}
+                ends.add((entity.kg, entity.id))
+                counts.update({(r.kg, r.key) for r in await self._relations_of(entity)})
         if len(ends) < self.config.usual_after:
             return None
-        counts = Counter(rel for rels in ends.values() for rel in rels)
         return {rel for rel, n in counts.items() if n >= self.config.usual_share * len(ends)}
 
     async def kinds_of(self, entity: Entity, known: dict[str, Phrasing]) -> list[str]:
