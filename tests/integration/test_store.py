@@ -381,9 +381,9 @@ names = st.text(
 HOSTILE = ['a "quoted" name', "back\\slash }", "<angle> {brace}", "line\nbreak", "ünï 🎬", "?x } DROP ALL"]
 
 
-def build_csv_kg(tmp_path: Path, rows) -> OxigraphKG:
+def build_csv_kg(tmp_path: Path, rows, *, encoding: str = "utf-8") -> OxigraphKG:
     src = tmp_path / "hostile.csv"
-    with open(src, "w", newline="", encoding="utf-8") as fh:
+    with open(src, "w", newline="", encoding=encoding) as fh:
         csv.writer(fh).writerows(rows)
     return OxigraphKG.from_file(src, name="h")
 
@@ -413,7 +413,9 @@ async def test_hostile_names_round_trip(tmp_path):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(names, names, names), min_size=1, max_size=4))
 def test_any_names_round_trip(tmp_path, rows):
-    kg = build_csv_kg(tmp_path, rows)
+    # A file's leading U+FEFF is read as a byte-order mark (as every spreadsheet writes one), so a
+    # first name that itself begins with U+FEFF survives only behind a mark: write one always.
+    kg = build_csv_kg(tmp_path, rows, encoding="utf-8-sig")
 
     async def run() -> None:
         for row in rows:

@@ -154,6 +154,9 @@ def test_bom_and_gzip(tmp_path):
     with gzip.open(p, "wt", encoding="utf-8") as fh:
         fh.write("\ufeffa|r|b\n")
     assert list(formats.iter_plain_triples(p)) == [("a", "r", "b")]
+    # One mark is read as the encoding's; a second is the first name's own.
+    q = write(tmp_path / "two.txt", "\ufeff\ufeffa|r|b\n")
+    assert list(formats.iter_plain_triples(q)) == [("\ufeffa", "r", "b")]
 
 
 def test_errors(tmp_path):
@@ -274,7 +277,8 @@ names = st.text(
 @given(rows=st.lists(st.tuples(names, names, names), min_size=1, max_size=5))
 def test_any_names_survive_csv_to_ntriples(tmp_path, rows):
     src = tmp_path / "any.csv"
-    with open(src, "w", newline="", encoding="utf-8") as fh:
+    # "utf-8-sig": a leading U+FEFF is the file's byte-order mark, the first name keeps its own.
+    with open(src, "w", newline="", encoding="utf-8-sig") as fh:
         csv.writer(fh).writerows(rows)
     out = tmp_path / "any.nt"
     stats = formats.write_ntriples(src, out)

@@ -237,8 +237,8 @@ def _decoded_lines(fh: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadInput(f"{path}: line {lineno}: not valid UTF-8 ({exc.reason})") from exc
-        if lineno == 1:
-            line = line.lstrip("\ufeff")
+        if lineno == 1:  # one byte-order mark; a name may itself begin with U+FEFF
+            line = line.removeprefix("\ufeff")
         yield lineno, line.rstrip("\r\n")
 
 
