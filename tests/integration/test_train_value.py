@@ -117,8 +117,9 @@ async def test_the_real_model_phrases_a_relation_in_both_directions(SHARED, loca
     assert forward.questions and forward.phrases and reverse.questions and reverse.phrases
     # a person one way ("Who directed {}?", "{} was directed by whom?"), films the other
     asks_for_a_person = re.compile(r"\bwhom?\b", re.IGNORECASE)
-    assert all("direct" in q and asks_for_a_person.search(q) for q in forward.questions), forward
-    assert all("direct" in q and not asks_for_a_person.search(q) for q in reverse.questions), reverse
+    # (the first question of each uses the relation's word; the others may say it in other words)
+    assert all(asks_for_a_person.search(q) for q in forward.questions) and "direct" in forward.questions[0], forward
+    assert not any(asks_for_a_person.search(q) for q in reverse.questions) and "direct" in reverse.questions[0], reverse
     assert all(p.count("{}") == 1 for p in forward.phrases + reverse.phrases)
     assert set(forward.checked) >= set(forward.questions + forward.phrases)
 

@@ -135,7 +135,7 @@ async def test_walks_and_questions_on_the_kb(kb, tmp_path):
                 f"Reverse question: What has {r} {{}}?\nReverse phrase: the things with {r} {{}}")
 
     llm = ScriptedLLM(reply, score=lambda prompt, options, prefix: [0.0] * len(options))
-    config = SyntheticConfig(questions=9, seed=1, variants=1, typed_mentions=0.5)
+    config = SyntheticConfig(questions=9, seed=1, variants=1, typed_mentions=0.5, paraphrases=0)
     made = await SyntheticQuestions(kb, llm, config).run(tmp_path / "p.json", tmp_path / "q.jsonl")
     assert sorted(len(q.path) for q in made) == [1, 1, 1, 2, 2, 2, 3, 3, 3]  # hop counts in turn
     lines = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
@@ -184,6 +184,12 @@ async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(
              "Reverse question: What films did {} write?\nReverse phrase: the films written by {}")
 
     def reply(prompt, prefix, n, temperature):
+        if prefix.startswith("Question: "):  # the first question said in other words
+            assert prefix.endswith("\nIn other words:") and "Man of Aran" not in prompt
+            if temperature > 0 and "What films" in prefix:  # turned around: asks for a person
+                return [" Who starred in the films of {}?"] * n
+            other = {"Who directed {}?": " Who made {}?", "What films did {} direct?": " What did {} write?"}
+            return [other.get(prefix.split("\n")[0].removeprefix("Question: "), " no slot")] * n
         assert "Man of Aran -> directed by -> Robert J. Flaherty" in prompt  # the KG's own edge, forward
         return [right] * n if temperature == 0 else [wrong] * n
 
@@ -197,8 +203,13 @@ async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(
     film = next(e for e in await kb.search("Man of Aran", Usage()) if e.label == "Man of Aran")
     relation = next(r for r in (await kb.get_relations([film], Usage())).items if r.key == "directed_by")
     forward, reverse = await maker.phrase(relation, [await _walk_along(maker, film, relation)])
-    assert forward.questions == ["Who directed {}?"] and forward.phrases == ["the director of {}"]
+    # the first question in other words is checked and kept like the others ("What did {} write?"
+    # reads as "wrote": dropped)
+    assert forward.questions == ["Who directed {}?", "Who made {}?"] and forward.phrases == ["the director of {}"]
     assert reverse.questions == ["What films did {} direct?"] and reverse.phrases == ["the films directed by {}"]
+    assert reverse.checked["What did {} write?"] < 0.5
+    # a paraphrase asking for a person where the question does not is not even checked
+    assert "Who starred in the films of {}?" not in reverse.checked
     assert forward.checked["When was {} released?"] < 0.5 < forward.checked["Who directed {}?"]
     assert reverse.checked["What films did {} write?"] < 0.5 < reverse.checked["What films did {} direct?"]
 

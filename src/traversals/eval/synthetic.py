@@ -76,6 +76,11 @@ class SyntheticConfig:
     max_relations: int = 50  # relations considered at each step
     draws: int = 5  # entities drawn per question wanted (walks fail: dead ends, huge fan-outs)
     variants: int = 3  # phrasings asked per relation (the first greedy, the others sampled)
+    #: each direction's first question is also said in other everyday words this many times
+    #: (the first greedy, the others sampled; :meth:`SyntheticQuestions.paraphrase`): the
+    #: phrasing prompt's questions repeat the relation's own words ("What genre is {}?"),
+    #: a person also asks "What kind of film is {}?". 0: off
+    paraphrases: int = 4
     temperature: float = 0.7  # of the sampled variants
     round_trips: float = 0.5  # share of round trips (a relation, then back) said as one unit
     typed_mentions: float = 0.3  # share of questions naming their entity with its kind ("the film [X]")
@@ -118,6 +123,19 @@ class SyntheticQuestion:
 #: the lines of a phrasing reply (the first continues the ``Question:`` prefix)
 LINES = ("question", "question starting with {}", "phrase",
          "reverse question", "reverse question starting with {}", "reverse phrase")
+
+
+#: the questions :meth:`SyntheticQuestions.paraphrase` adds, by direction
+PARAPHRASED = ("question in other words", "reverse question in other words")
+#: the questions of a direction besides its first (checked and kept like it)
+OTHER_QUESTIONS = ("question starting with {}", "question in other words")
+#: the paraphrase prompt's reply starts by repeating the question (``prompts/question_paraphrase.txt``
+#: shows the examples; the 1.5B model paraphrased the examples when the question ended the prompt)
+PARAPHRASE_PREFIX = "Question: {question}\nIn other words:"
+
+
+def asks_for_a_person(question: str) -> bool:
+    return re.search(r"\bwhom?\b", question, re.IGNORECASE) is not None
 
 
 def parse_phrasing(reply: str) -> dict[str, str]:
@@ -399,17 +417,21 @@ class SyntheticQuestions:
             self.usage.add_generation(gen)
             replies += gen.texts
         named = {x.label.casefold() for edge in edges for x in (edge.subject, edge.object) if len(x.label) > 3}
-        written: dict[str, list[str]] = {name: [] for name in LINES}
+        written: dict[str, list[str]] = {name: [] for name in (*LINES, *PARAPHRASED)}
         for reply in replies:
             for name, text in parse_phrasing(reply).items():
                 if text not in written[name] and not any(f" {w} " in f" {text.casefold()} " for w in named):
                     written[name].append(text)
+        for side in ("", "reverse "):
+            for text in await self.paraphrase(written[side + "question"][:1]):
+                if text not in written[side + "question"] and not any(f" {w} " in f" {text.casefold()} " for w in named):
+                    written[side + "question in other words"].append(text)
         out = Phrasing(), Phrasing()
         for ph, relation, reverse in ((out[0], forward, False), (out[1], forward.reversed(), True)):
             source = (edges[0].object if reverse else edges[0].subject) if edges else None
             for kind, kept in (("question", ph.questions), ("phrase", ph.phrases)):
                 side = "reverse " if reverse else ""
-                texts = written[side + kind] + (written[side + "question starting with {}"] if kind == "question" else [])
+                texts = written[side + kind] + [t for o in OTHER_QUESTIONS for t in written[side + o] if kind == "question"]
                 if source is None:
                     kept += texts
                     continue
@@ -417,6 +439,30 @@ class SyntheticQuestions:
                 ph.checked.update((t, round(p, 4)) for t, (p, _) in zip(texts, checks))
                 first = [t for t, (_, top) in zip(texts, checks) if top]
                 kept += first or [t for t, _ in sorted(zip(texts, checks), key=lambda x: -x[1][0])[:1]]
+        return out
+
+    async def paraphrase(self, questions: Sequence[str]) -> list[str]:
+        """Each of ``questions`` said again in other everyday words (``paraphrases`` replies
+        each, the first greedy): distinct texts with exactly one ``{}`` and another word that
+        ask for a person only if the question does — the check cannot catch a paraphrase
+        turned around ("Which films did {} star in?" → "Who appeared in the movies of {}?")
+        when the example entity has one relation of the kind."""
+        cfg = self.config
+        out: list[str] = []
+        for question in questions if cfg.paraphrases > 0 else ():
+            prompt, prefix = render("question_paraphrase"), PARAPHRASE_PREFIX.format(question=question)
+            gen = await self.llm.generate(prompt, prefix=prefix, temperature=0.0, max_tokens=40, stop=["\n"])
+            self.usage.add_generation(gen)
+            texts = gen.texts[:1]
+            if cfg.paraphrases > 1:
+                gen = await self.llm.generate(prompt, prefix=prefix, n=cfg.paraphrases - 1, temperature=cfg.temperature,
+                                              max_tokens=40, stop=["\n"], seed=cfg.seed)
+                self.usage.add_generation(gen)
+                texts += gen.texts
+            for text in (t.strip() for t in texts):
+                if (text.count(SLOT) == 1 and len(text.split()) >= 2 and text not in out
+                        and asks_for_a_person(text) == asks_for_a_person(question)):
+                    out.append(text)
         return out
 
     async def _relations_of(self, entity: Entity) -> list[Relation]:
