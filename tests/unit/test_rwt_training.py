@@ -403,7 +403,7 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
     for merge in (True, False):
         value = Recording(flat)
         tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12, prior_weight=0.0,
-                                merge_duplicates=None if merge else False), value=value)
+                                merge_duplicates=None if merge else False, drop_detours=False), value=value)
         answer = await tree.ask("who starred in the films directed by [Director 7]")
         assert answer.trace["expansions"] == 12 and answer.trace["stopped"] == "max_expansions"
         runs[merge] = (answer, expanded_states(value))
@@ -650,3 +650,51 @@ def test_the_frontier_key_adds_the_weighted_log_prior_relative_to_the_favourite_
 def test_a_negative_prior_weight_is_refused():
     with pytest.raises(BadInput, match="prior-weight"):
         build_solver("tree", ScriptedLLM(responses=["x"]), [movie_kg()], SearchConfig(prior_weight=-1.0))
+
+
+async def test_with_a_trained_value_a_side_walk_then_the_right_relation_is_a_detour_of_the_direct_branch():
+    # The LLM's favourite relation for "who directed [Film 7-0]" is the release year, and
+    # once that is walked the director becomes its favourite: walked after the year, the
+    # director's state carries no prior penalty and outranks the direct branch, which the
+    # model rates the same. With a trained value that state is a detour: not expanded.
+    from traversals.search.tree import detour_of
+
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.01 if "release_year" in o else -2.5 if "directed_by" in o else -6.0) for o in options]
+
+    def walked(node) -> list[str]:
+        out = []
+        while node is not None:
+            if node.action is not None and node.action.type is ActionType.SELECT_RELATION:
+                out.append(node.action.relation.key)
+            node = node.parent
+        return out[::-1]
+
+    class Recording(TrainedValue):
+        def __init__(self, model):
+            super().__init__(model)
+            self.nodes = []
+
+        async def evaluate(self, query, node, usage):
+            self.nodes.append(node)
+            return await super().evaluate(query, node, usage)
+
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    model = ValueModel({"go|bias": -1.0, "go|path=directed_by": 3.0, "stop|bias": -6.0})
+    expanded = {}
+    for drop in (None, False):
+        value = Recording(model)
+        tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12, drop_detours=drop),
+                                value=value)
+        answer = await tree.ask("who directed [Film 7-0]")
+        expanded[drop] = [walked(n) for n in value.nodes if n.expansion is not None]
+        detours = [n for n in value.nodes if "a detour of node" in n.note]
+        assert bool(detours) == (drop is None)
+        for n in detours:
+            first = detour_of(n, [m for m in value.nodes if m.id < n.id])
+            # the detour is the earlier branch after a side walk; rated no higher, never expanded
+            assert first is not None and walked(first) == walked(n)[1:] and first.value >= n.value
+            assert n.expansion is None
+    assert ["release_year", "directed_by"] in expanded[False]
+    assert ["release_year", "directed_by"] not in expanded[None] and ["directed_by"] in expanded[None]

@@ -95,6 +95,11 @@ class TreeConfig:
     #: do not queue a child whose KG state equals an earlier node's (:func:`kg_state`).
     #: None: on with a trained value (equal states get equal values), off with the LLM value
     merge_duplicates: bool | None = None
+    #: do not queue a child that only adds a side walk to an earlier node of another branch
+    #: (:func:`detour_of`: its walked facts are that node's and more, in the same state, and
+    #: it is rated no higher). None: on with a trained value, whose rating then says the side
+    #: walk added nothing, off with the LLM value
+    drop_detours: bool | None = None
     #: when the expansions run out and an unexpanded default state is rated above every
     #: answer found, answer from it (one more proposal). None: on with a trained value
     #: (a state's value and an answer's are on one scale), off with the LLM value
@@ -204,6 +209,33 @@ def _mergeable(node: Node) -> bool:
     return node.state is not State.DONE and not node.invalid and not thought
 
 
+def detour_of(node: Node, earlier: Sequence[Node]) -> Node | None:
+    """The earlier node ``node`` is a detour of, if any: a node of another branch (not an
+    ancestor) in the same state with the same selection, whose walked facts are a strict
+    subset of ``node``'s, rated at least as high. Walking A, then B from where A started
+    (a film's release year, then its director) reaches what walking B alone reached, plus
+    A's facts; when the value rates both the same, A added nothing but a deeper state with
+    less depth left and more entities to answer from. Found on MetaQA 3-hop, where the
+    LLM's favourite first relation was a side walk and the relation the question needed
+    became its favourite only after it, so the detour outranked the direct branch."""
+    if not _mergeable(node) or node.value is None:
+        return None
+    ancestors = set()
+    walk = node.parent
+    while walk is not None:
+        ancestors.add(walk.id)
+        walk = walk.parent
+    facts = frozenset(node.subgraph.facts)
+    selected = frozenset(node.selected)
+    for other in earlier:
+        if (other.id in ancestors or other.duplicate or other.invalid or other.value is None
+                or other.state is not node.state or other.value < node.value or not _mergeable(other)):
+            continue
+        if frozenset(other.selected) == selected and frozenset(other.subgraph.facts) < facts:
+            return other
+    return None
+
+
 def kg_state(node: Node) -> tuple:
     """What a node's future holds apart from the LLM's history (its thoughts): the state,
     the subgraph's entities and walked facts, the entities selected, and what this path
@@ -276,6 +308,7 @@ class TreeOfTraversals:
         evaluate_intermediate = default_intermediate if cfg.evaluate_intermediate is None else cfg.evaluate_intermediate
         merge = self.value is not None if cfg.merge_duplicates is None else cfg.merge_duplicates
         answer_when_rated = self.value is not None if cfg.answer_when_rated is None else cfg.answer_when_rated
+        drop_detours = self.value is not None if cfg.drop_detours is None else cfg.drop_detours
         prior_weight = (1.0 if self.value is not None else 0.0) if cfg.prior_weight is None else cfg.prior_weight
         asked_early: set[int] = set()  # ids of the states answer_when_rated asked for the answer
         init_usage = Usage()
@@ -329,6 +362,10 @@ class TreeOfTraversals:
                     child.value = await value_fn.evaluate(question, child, child.usage)
 
             await asyncio.gather(*(score(c) for c in children))
+            for child in children if drop_detours else ():
+                if not child.duplicate and (shorter := detour_of(child, nodes)) is not None:
+                    child.add_note(f"a detour of node {shorter.id} (its walks and a side walk, rated no higher): not expanded")
+                    child.duplicate = True
             offered = answer_candidates(node) if any(c.state is State.DONE for c in children) else {}
             for child in children:
                 node.children.append(child)
