@@ -62,6 +62,18 @@ def _usage():
     return Usage()
 
 
+class RecordingValue(TrainedValue):
+    """A trained value that keeps every node it rated, in order."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.nodes = []
+
+    async def evaluate(self, query, node, usage):
+        self.nodes.append(node)
+        return await super().evaluate(query, node, usage)
+
+
 def test_question_words_mask_the_question_entities():
     words = question_words("Which films did [Eytan Fox] direct?", [])
     assert words[:4] == ["which", "films", "did", "qentity"] and "qentity_direct" in words
@@ -385,15 +397,6 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
         table = {"THINK": -0.1, "EXPAND_KG": -0.5, "ANSWER": -2.0, "x": -10.0}
         return [table.get(o, -max(1, round(len(o) / 4))) for o in options]
 
-    class Recording(TrainedValue):
-        def __init__(self, model):
-            super().__init__(model)
-            self.nodes = []
-
-        async def evaluate(self, query, node, usage):
-            self.nodes.append(node)
-            return await super().evaluate(query, node, usage)
-
     def expanded_states(value):
         return [kg_state(n) for n in value.nodes if n.expansion is not None and n.action.type is not ActionType.THINK]
 
@@ -401,7 +404,7 @@ async def test_with_a_trained_value_the_tree_never_expands_the_same_kg_state_twi
     flat = ValueModel({"go|bias": 0.0, "go|len=1": -1.0, "stop|bias": -5.0})
     runs = {}
     for merge in (True, False):
-        value = Recording(flat)
+        value = RecordingValue(flat)
         tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12, prior_weight=0.0,
                                 merge_duplicates=None if merge else False, drop_detours=False), value=value)
         answer = await tree.ask("who starred in the films directed by [Director 7]")
@@ -671,23 +674,14 @@ async def test_with_a_trained_value_a_side_walk_then_the_right_relation_is_a_det
             node = node.parent
         return out[::-1]
 
-    class Recording(TrainedValue):
-        def __init__(self, model):
-            super().__init__(model)
-            self.nodes = []
-
-        async def evaluate(self, query, node, usage):
-            self.nodes.append(node)
-            return await super().evaluate(query, node, usage)
-
     llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
     model = ValueModel({"go|bias": -1.0, "go|path=directed_by": 3.0, "stop|bias": -6.0})
     expanded = {}
     for drop in (None, False):
-        value = Recording(model)
+        value = RecordingValue(model)
         tree = TreeOfTraversals(llm, KGSet([movie_kg()]), TreeConfig(k=3, max_expansions=12, drop_detours=drop),
                                 value=value)
-        answer = await tree.ask("who directed [Film 7-0]")
+        await tree.ask("who directed [Film 7-0]")
         expanded[drop] = [walked(n) for n in value.nodes if n.expansion is not None]
         detours = [n for n in value.nodes if "a detour of node" in n.note]
         assert bool(detours) == (drop is None)
