@@ -418,14 +418,18 @@ class SyntheticQuestions:
             replies += gen.texts
         named = {x.label.casefold() for edge in edges for x in (edge.subject, edge.object) if len(x.label) > 3}
         written: dict[str, list[str]] = {name: [] for name in (*LINES, *PARAPHRASED)}
+
+        def keep(name: str, text: str) -> None:  # a text naming an example's entity is no phrasing
+            if text not in written[name] and not any(f" {w} " in f" {text.casefold()} " for w in named):
+                written[name].append(text)
+
         for reply in replies:
             for name, text in parse_phrasing(reply).items():
-                if text not in written[name] and not any(f" {w} " in f" {text.casefold()} " for w in named):
-                    written[name].append(text)
+                keep(name, text)
         for side in ("", "reverse "):
             for text in await self.paraphrase(written[side + "question"][:1]):
-                if text not in written[side + "question"] and not any(f" {w} " in f" {text.casefold()} " for w in named):
-                    written[side + "question in other words"].append(text)
+                if text not in written[side + "question"]:
+                    keep(side + "question in other words", text)
         out = Phrasing(), Phrasing()
         for ph, relation, reverse in ((out[0], forward, False), (out[1], forward.reversed(), True)):
             source = (edges[0].object if reverse else edges[0].subject) if edges else None
