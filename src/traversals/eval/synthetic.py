@@ -13,7 +13,9 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    director of {}"), then the reverse ("What films did {} direct?", "the films directed by
    {}"), each question also starting with the entity ("{} was directed by whom?") —
    shown three of the KG's own edges (``prompts/relation_phrases.txt``, worked
-   examples on other domains; a few variants, the first greedy);
+   examples on other domains; a few variants, the first greedy), and each direction's
+   first question again in other everyday words ("What genre is {}?" → "What kind of
+   story is {} about?"; ``prompts/question_paraphrase.txt``);
 4. keeps a phrasing only if the LLM, asked which of an example entity's relations answers
    it (``prompts/relation_check.txt``), ranks the relation first (the best-scored phrasing
    if none passes);
