@@ -409,15 +409,7 @@ class SyntheticQuestions:
         edges = self.examples(forward, ends)
         shown = "; ".join(f"{e.subject.label} -> {forward.label} -> {e.object.label}" for e in edges)
         prompt = render("relation_phrases", relation=forward.label, examples=shown)
-        replies: list[str] = []
-        gen = await self.llm.generate(prompt, prefix="Question:", temperature=0.0, max_tokens=120, stop=["\n\n"])
-        self.usage.add_generation(gen)
-        replies += gen.texts[:1]
-        if cfg.variants > 1:
-            gen = await self.llm.generate(prompt, prefix="Question:", n=cfg.variants - 1, temperature=cfg.temperature,
-                                          max_tokens=120, stop=["\n\n"], seed=cfg.seed)
-            self.usage.add_generation(gen)
-            replies += gen.texts
+        replies = await self._replies(prompt, "Question:", cfg.variants, max_tokens=120, stop="\n\n")
         named = {x.label.casefold() for edge in edges for x in (edge.subject, edge.object) if len(x.label) > 3}
         written: dict[str, list[str]] = {name: [] for name in (*LINES, *PARAPHRASED)}
 
@@ -456,20 +448,26 @@ class SyntheticQuestions:
         cfg = self.config
         out: list[str] = []
         for question in questions if cfg.paraphrases > 0 else ():
-            prompt, prefix = render("question_paraphrase"), PARAPHRASE_PREFIX.format(question=question)
-            gen = await self.llm.generate(prompt, prefix=prefix, temperature=0.0, max_tokens=40, stop=["\n"])
-            self.usage.add_generation(gen)
-            texts = gen.texts[:1]
-            if cfg.paraphrases > 1:
-                gen = await self.llm.generate(prompt, prefix=prefix, n=cfg.paraphrases - 1, temperature=cfg.temperature,
-                                              max_tokens=40, stop=["\n"], seed=cfg.seed)
-                self.usage.add_generation(gen)
-                texts += gen.texts
+            texts = await self._replies(render("question_paraphrase"), PARAPHRASE_PREFIX.format(question=question),
+                                        cfg.paraphrases, max_tokens=40, stop="\n")
             for text in (t.strip() for t in texts):
                 if (text.count(SLOT) == 1 and len(text.split()) >= 2 and text not in out
                         and asks_for_a_person(text) == asks_for_a_person(question)):
                     out.append(text)
         return out
+
+    async def _replies(self, prompt: str, prefix: str, count: int, *, max_tokens: int, stop: str) -> list[str]:
+        """``count`` replies to ``prompt`` (at least one): the first greedy, the others sampled
+        at the configured temperature and seed."""
+        gen = await self.llm.generate(prompt, prefix=prefix, temperature=0.0, max_tokens=max_tokens, stop=[stop])
+        self.usage.add_generation(gen)
+        texts = gen.texts[:1]
+        if count > 1:
+            gen = await self.llm.generate(prompt, prefix=prefix, n=count - 1, temperature=self.config.temperature,
+                                          max_tokens=max_tokens, stop=[stop], seed=self.config.seed)
+            self.usage.add_generation(gen)
+            texts += gen.texts
+        return texts
 
     async def _relations_of(self, entity: Entity) -> list[Relation]:
         """``entity``'s relations, asked of the KG once per entity (checks and kinds ask again)."""

@@ -220,18 +220,12 @@ def detour_of(node: Node, earlier: Sequence[Node]) -> Node | None:
     became its favourite only after it, so the detour outranked the direct branch."""
     if not _mergeable(node) or node.value is None:
         return None
-    ancestors = set()
-    walk = node.parent
-    while walk is not None:
-        ancestors.add(walk.id)
-        walk = walk.parent
-    facts = frozenset(node.subgraph.facts)
-    selected = frozenset(node.selected)
+    ancestors = {n.id for n in node.path()}
+    facts, selected = frozenset(node.subgraph.facts), frozenset(node.selected)
     for other in earlier:
-        if (other.id in ancestors or other.duplicate or other.invalid or other.value is None
-                or other.state is not node.state or other.value < node.value or not _mergeable(other)):
-            continue
-        if frozenset(other.selected) == selected and frozenset(other.subgraph.facts) < facts:
+        if (other.state is node.state and other.id not in ancestors and not other.duplicate and _mergeable(other)
+                and other.value is not None and other.value >= node.value
+                and frozenset(other.selected) == selected and frozenset(other.subgraph.facts) < facts):
             return other
     return None
 
