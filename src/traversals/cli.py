@@ -82,6 +82,10 @@ def _strategy(args: argparse.Namespace) -> str:
     return args.strategy or ("chain" if args.k == 1 else "tree")
 
 
+#: how a search that returned an answer under τ stopped (:attr:`Answer.stopped`)
+UNSURE = {"max_expansions": "used its {} expansions", "frontier_empty": "had nothing left to expand"}
+
+
 async def _ask(args: argparse.Namespace) -> int:
     from .api import build_solver, close_all
     from .kg.factory import open_kgs
@@ -111,9 +115,17 @@ async def _ask(args: argparse.Namespace) -> int:
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:
             print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
+    if answer.found and answer.stopped in UNSURE:
+        print(f"note: no answer was rated over the threshold {args.threshold:g} before the search "
+              f"{UNSURE[answer.stopped].format(args.max_expansions)}; this one, rated "
+              f"{answer.value or 0.0:.2f}, is the best of the rest and may be wrong (a value trained "
+              f"on the KG judges answers better than a small LLM: traversals train-value --synthetic, "
+              f"docs/rwt.md)", file=sys.stderr)
     if answer.linked_entities == []:
         print("note: nothing in the question was found in the KG, so the answer is the LLM's alone "
               "(name the entity as the KG labels it, or put it in [brackets])", file=sys.stderr)
+    elif not answer.found:
+        print("note: the search found no answer", file=sys.stderr)
     elif answer.linked_entities and not answer.supporting_edges:
         print("note: the answer has no supporting KG edge (the search found none that leads to it)", file=sys.stderr)
     return 0

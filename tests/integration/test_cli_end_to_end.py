@@ -57,6 +57,20 @@ def test_ask_on_the_embedded_store_with_the_real_model(metaqa_kb, default_model_
     assert all({"id", "parent", "depth", "state", "action", "value"} <= n.keys() for n in tree["nodes"])
 
 
+def test_an_answer_no_one_rated_over_the_threshold_is_flagged_with_the_real_model(metaqa_kb, default_model_path):
+    # τ over 1: no value crosses it, so the chain runs out of its 3 expansions and answers
+    # the best state it reached; the answer says so (JSON "stopped") and ask notes it
+    done = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--threshold", "1.01",
+                      "--max-expansions", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["stopped"] == "max_expansions" and out["answer"] != "Cannot find answer"
+    assert (f"note: no answer was rated over the threshold 1.01 before the search used its 3 expansions; "
+            f"this one, rated {out['value']:.2f}, is the best of the rest and may be wrong") in done.stderr
+    sure = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--threshold", "0", "--json")
+    assert json.loads(sure.stdout)["stopped"] == "threshold" and "no answer was rated" not in sure.stderr
+
+
 @pytest.mark.parametrize("flag", ["--calibrate-answers", "--compare-answers"])
 def test_calibrated_or_compared_answers_name_the_second_hop_with_the_real_model(metaqa_kb, default_model_path, flag):
     # By probability alone the 1.5B model answers with the first hop's film ("The

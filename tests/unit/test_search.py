@@ -9,7 +9,6 @@ from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
 from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State
-from traversals.search.result import NO_ANSWER
 from traversals.search.subgraph import Subgraph
 
 from .kgdouble import DictKG, dylan_kg
@@ -203,7 +202,7 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     assert answer.text == "Florence Stone" and answer.value == 0.9
     proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
     assert proposed == {"Beatrice Stone": 0.21, "Florence Stone": 0.9}  # 0.3 × 0.7: not from the KG
-    assert answer.trace["stopped"] == "threshold"
+    assert answer.trace["stopped"] == answer.stopped == answer.to_json()["stopped"] == "threshold"
     chosen = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
     assert chosen["answer"] == "Florence Stone"  # the trace names the node the answer came from
     assert chosen["grounded"] is True  # an entity of the subgraph, not free text
@@ -251,6 +250,7 @@ async def test_without_an_answer_over_the_threshold_the_tree_returns_the_best_va
     supported = await run(answer_choice="support")
     assert supported.text == "Beatrice Stone" and supported.value == pytest.approx(0.35)
     assert supported.trace["config"]["answer_choice"] == "support" and supported.trace["stopped"] == "max_expansions"
+    assert supported.stopped == supported.to_json()["stopped"] == "max_expansions"  # an answer under τ
     proposed = [n["answer"] for n in supported.trace["nodes"] if "answer" in n]
     assert sorted(proposed) == ["Beatrice Stone", "Beatrice Stone", "Sara Dylan"]
     # an answer over τ is returned as soon as it is found, whatever the choice
@@ -297,12 +297,20 @@ async def test_forced_answer_past_max_depth():
     assert len(forced) == 1 and forced[0].prefix == "ANSWER:"
 
 
-async def test_cannot_find_answer_after_max_expansions():
-    llm = scripted(default="EXPAND_KG: more")
+async def test_a_search_out_of_expansions_with_no_answer_answers_from_its_deepest_state():
+    # the LLM never answers of itself: when the 5 expansions are spent, the deepest state
+    # reached (after the expansion of Bob Dylan's mother) is made to answer, and the answer
+    # says the search stopped under τ
+    llm = scripted(default="EXPAND_KG: more", extra=[("The search is over", "Beatrice Stone")])
     answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
-    assert answer.text == NO_ANSWER and answer.value is None
+    assert answer.text == "Beatrice Stone" and answer.stopped == "max_expansions"
     assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"
+    chosen = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
+    parent = next(n for n in answer.trace["nodes"] if n["id"] == chosen["parent"])
+    assert "expansions ran out" in chosen["note"] and parent["depth"] == max(
+        n["depth"] for n in answer.trace["nodes"] if n["state"] == "default")
     assert [e.label for e in answer.linked_entities] == ["Bob Dylan"]  # the scripted linker's pick
+    assert len([c for c in llm.generate_calls if "The search is over" in c.prompt]) == 1
 
 
 async def test_an_answer_says_when_nothing_in_the_question_was_found_in_the_kg():

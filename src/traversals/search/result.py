@@ -24,6 +24,10 @@ class Answer:
     #: the KG entities the question was linked to (None: the strategy opens no KG, as cot);
     #: an empty list means the search started from nothing the KG knows
     linked_entities: list[Entity] | None = None
+    #: why the search stopped, for strategies that stop on a value threshold (tree, chain):
+    #: "threshold" (an answer was rated over τ), "max_expansions" or "frontier_empty" (no
+    #: answer was: the one returned is the best-rated of those below τ); None: not said
+    stopped: str | None = None
     #: the whole search tree: {"question", "answer", "nodes": [{id, parent, depth, state,
     #: action, value, ...}]}
     trace: dict = field(default_factory=dict)
@@ -43,6 +47,7 @@ class Answer:
             "decoding": self.decoding,
             "strategy": self.strategy,
             "linked_entities": None if self.linked_entities is None else [e.ref() for e in self.linked_entities],
+            "stopped": self.stopped,
         }
 
 

@@ -407,6 +407,14 @@ class TreeOfTraversals:
             if pending:
                 await answer_from(max(pending, key=lambda n: (n.value or 0.0, n.depth, n.id)),
                                   "answered when the expansions ran out")
+        if not answers and expansions >= cfg.max_expansions:
+            # The budget ran out before any answer was proposed (a chain whose states are
+            # not rated, a small budget): "Cannot find answer" would throw away the facts
+            # walked, so the best-rated (else deepest) state answers; the answer says the
+            # search stopped under τ (Answer.stopped) and `ask` notes it.
+            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid),
+                       key=lambda n: (n.value or 0.0, n.depth, n.id))
+            await answer_from(last, "answered when the expansions ran out")
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
         chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice,
@@ -416,6 +424,7 @@ class TreeOfTraversals:
         for n in nodes:
             usage.merge(n.usage)
         text = best.answer if best is not None and best.answer else NO_ANSWER
+        stopped = "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty")
         answer = Answer(
             question=question,
             text=text,
@@ -426,6 +435,7 @@ class TreeOfTraversals:
             decoding="constrained" if self.constrained else "sampled",
             strategy=self.name,
             linked_entities=list(entities),
+            stopped=stopped,
         )
         answer.trace = {
             "question": question,
@@ -440,7 +450,7 @@ class TreeOfTraversals:
             "prior_weight": prior_weight,
             "expansions": expansions,
             "duplicates": sum(n.duplicate for n in nodes),
-            "stopped": "threshold" if finished else ("max_expansions" if expansions >= cfg.max_expansions else "frontier_empty"),
+            "stopped": stopped,
             "usage": usage.to_json(),
             "answer_node": best.id if best is not None else None,
             "nodes": [n.to_trace() for n in nodes],
