@@ -110,7 +110,7 @@ async def test_run_writes_results_traces_summary(tmp_path):
     assert [r["id"] for r in rows] == [q.id for q in ds.questions]
     r0 = rows[0]
     for key in ("id", "question", "answer", "gold", "hits@1", "em_in", "f1", "value", "llm_calls",
-                "prompt_tokens", "completion_tokens", "kg_calls", "seconds", "strategy", "decoding", "error"):  # fmt: skip
+                "prompt_tokens", "completion_tokens", "kg_calls", "seconds", "strategy", "decoding", "stopped", "error"):  # fmt: skip
         assert key in r0
     assert r0["gold"] == [["Ann Lee"]] and r0["em_in"] == 1.0 and r0["error"] is None
     assert rows[1]["em_in"] == 0.5 and rows[3]["hits@1"] == 1.0

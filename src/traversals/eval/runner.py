@@ -280,6 +280,7 @@ def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) 
         "seconds": round(seconds, 3),
         "strategy": getattr(answer, "strategy", "") or "",
         "decoding": getattr(answer, "decoding", "") or "",
+        "stopped": getattr(answer, "stopped", None),  # tree/chain: "threshold" when the answer crossed τ
         "error": None,
         "topic_entities": q.topic_entities,
         "supporting_edges": edges,
@@ -299,6 +300,7 @@ def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, tr
         "seconds": round(elapsed, 3),
         "strategy": strategy,
         "decoding": "",
+        "stopped": None,
         "error": f"{type(exc).__name__}: {exc}",
         "topic_entities": q.topic_entities,
         "supporting_edges": [],
