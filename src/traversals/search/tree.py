@@ -394,12 +394,7 @@ class TreeOfTraversals:
                 answers.append(child)
 
         answer_at_budget = self.value is not None if cfg.answer_at_budget is None else cfg.answer_at_budget
-        if not answers and not frontier:
-            # Every branch ended in invalid outputs or dead ends before the expansion
-            # budget ran out: answer from the deepest state reached, as at max depth.
-            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid), key=lambda n: (n.depth, n.id))
-            await answer_from(last, "answered when the frontier ran out")
-        elif not finished and answer_at_budget and expansions >= cfg.max_expansions:
+        if not finished and answer_at_budget and expansions >= cfg.max_expansions:
             # The budget ran out with a state on the frontier rated above every answer
             # found: answer there (one proposal) instead of returning the worse answer.
             best_value = max((a.value or 0.0 for a in answers), default=0.0)
@@ -407,14 +402,18 @@ class TreeOfTraversals:
             if pending:
                 await answer_from(max(pending, key=lambda n: (n.value or 0.0, n.depth, n.id)),
                                   "answered when the expansions ran out")
-        if not answers and expansions >= cfg.max_expansions:
-            # The budget ran out before any answer was proposed (a chain whose states are
-            # not rated, a small budget): "Cannot find answer" would throw away the facts
-            # walked, so the best-rated (else deepest) state answers; the answer says the
-            # search stopped under τ (Answer.stopped) and `ask` notes it.
-            last = max((n for n in nodes if n.state is State.DEFAULT and not n.invalid),
-                       key=lambda n: (n.value or 0.0, n.depth, n.id))
-            await answer_from(last, "answered when the expansions ran out")
+        if not answers and (not frontier or expansions >= cfg.max_expansions):
+            # No answer was proposed at all: "Cannot find answer" would throw away the facts
+            # walked. Every branch ended in invalid outputs or dead ends: answer from the
+            # deepest state reached, as at max depth; the budget ran out (a chain whose
+            # states are not rated, a small budget): from the best-rated, else deepest, state.
+            # The answer says the search stopped under τ (Answer.stopped); `ask` notes it.
+            states = [n for n in nodes if n.state is State.DEFAULT and not n.invalid]
+            if not frontier:
+                await answer_from(max(states, key=lambda n: (n.depth, n.id)), "answered when the frontier ran out")
+            else:
+                await answer_from(max(states, key=lambda n: (n.value or 0.0, n.depth, n.id)),
+                                  "answered when the expansions ran out")
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
         chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice,
