@@ -28,7 +28,11 @@ of the question sharing its stem with a word only that relation's label has ("la
 labels of the relations training walked) — as a word of its own (``named=in_language``),
 and marks each named relation the path lacks (``uncovered=…``: "the films written by [X]
 were in which languages" is not answered by the films) and each path relation the
-question does not name (``unnamed=…``). New models are version 4 (:data:`FEATURES`).
+question does not name (``unnamed=…``). Version 5 also reads a question that asks for a
+person in other words than "who" ("which person directed [X]", "[X] is a film written by
+this person") as saying "who": training questions say "who", so the model had never seen
+"person" and rated those questions as if they did not ask for a person. New models are
+version 5 (:data:`FEATURES`).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
-FEATURES = 4  # the feature set new models are trained on (see the module's docstring)
+FEATURES = 5  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
 
 
@@ -81,9 +85,25 @@ def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence
         return list(words)
     if version < 3:
         return ["_".join(singular(w) for w in word.split("_")) for word in words]
-    unigrams, kinds = split_kinds([singular(w) for w in words if "_" not in w])
+    singulars = [singular(w) for w in words if "_" not in w]
+    unigrams, kinds = split_kinds(asks_who(singulars) if version >= 5 else singulars)
     named = [NAMED + r for r in named_relations(unigrams, lexicon or {})] if version >= 4 else []
     return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds + named
+
+
+_PERSON_DETERMINERS = frozenset({"which", "what", "this"})
+_PERSON_NOUNS = frozenset({"person", "people"})
+
+
+def asks_who(words: Sequence[str]) -> list[str]:
+    """``words`` with "which person", "what people", "this person" … said as ``who``."""
+    out: list[str] = []
+    for w in words:
+        if w in _PERSON_NOUNS and out and out[-1] in _PERSON_DETERMINERS:
+            out[-1] = "who"
+            continue
+        out.append(w)
+    return out
 
 
 _LABEL_STOPWORDS = frozenset({"a", "an", "the", "by", "in", "of", "on", "at", "to", "for", "from", "with", "is",
