@@ -408,12 +408,10 @@ class TreeOfTraversals:
             # deepest state reached, as at max depth; the budget ran out (a chain whose
             # states are not rated, a small budget): from the best-rated, else deepest, state.
             # The answer says the search stopped under τ (Answer.stopped); `ask` notes it.
+            rated = bool(frontier)  # the frontier's end leaves no rating to prefer
             states = [n for n in nodes if n.state is State.DEFAULT and not n.invalid]
-            if not frontier:
-                await answer_from(max(states, key=lambda n: (n.depth, n.id)), "answered when the frontier ran out")
-            else:
-                await answer_from(max(states, key=lambda n: (n.value or 0.0, n.depth, n.id)),
-                                  "answered when the expansions ran out")
+            last = max(states, key=lambda n: ((n.value or 0.0) if rated else 0.0, n.depth, n.id))
+            await answer_from(last, f"answered when the {'expansions' if rated else 'frontier'} ran out")
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
         chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice,
