@@ -141,6 +141,8 @@ def test_training_without_labelled_questions(SHARED, default_model_path, tmp_pat
     phrasings_file = Path(str(out) + ".phrasings.json")
     phrasings = json.loads(phrasings_file.read_text())
     assert phrasings["llm"].startswith("local:") and all(key in phrasings["relations"] for q in made for key in q["path"])
+    # the model's other words for each relation walked were asked once and kept with the phrasings
+    assert all(isinstance(phrasings["relations"][key.lstrip("~")]["synonyms"], list) for q in made for key in q["path"])
     meta = ValueModel.load(out).meta
     assert meta["synthetic"]["questions"] == 6 and "datasets" not in meta
     # another LLM's rerun is told whose phrasings the file holds, not handed them as its own

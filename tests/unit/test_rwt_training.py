@@ -24,7 +24,8 @@ from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
 from traversals.search.rwt.valuemodel import (
-    ENT, FEATURES, Example, features, fit, names, normalise, question_words, relation_lexicon, singular,
+    ENT, FEATURES, Example, ListedWords, features, fit, names, normalise, question_words, relation_lexicon, singular,
+    synonym_lexicon,
 )
 
 from .kgdouble import DictKG
@@ -100,7 +101,7 @@ def test_a_model_trained_on_singular_words_reads_plural_questions():
     singular_q, plural_q = question_words("what genre is [X]"), question_words("what genres are [X] in")
     data = [Example(features(singular_q, ["has_genre"], "stop"), 1.0), Example(features(singular_q, ["in_language"], "stop"), 0.0)]
     model = fit(data * 5, epochs=20)
-    assert model.meta["features"] == FEATURES == 5
+    assert model.meta["features"] == FEATURES == 6
     assert model.predict(plural_q, ["has_genre"])["stop"] > 0.8 > 0.2 > model.predict(plural_q, ["in_language"])["stop"]
 
 
@@ -178,6 +179,43 @@ def test_a_question_asking_for_a_person_in_other_words_is_read_as_who():
     # "the person who …" already says "who"; earlier feature sets read words as they were trained
     assert normalise(["the", "person", "who", "wrote", ENT], 5) == normalise(["the", "person", "who", "wrote", ENT], 4)
     assert "who" not in normalise(question_words("which person wrote [X]"), 4)
+
+
+def test_the_llms_other_words_for_a_relation_name_it_only_when_they_can_mean_nothing_else():
+    """Feature set 6: words the LLM listed for a relation, filtered, and matched whole."""
+    lexicon = relation_lexicon(METAQA_LABELS)
+    listed = ListedWords(
+        synonyms={"has_genre": ["type", "category", "classification", "Genres"],
+                  "has_tags": ["tags", "labels", "categories", "meta-data"],
+                  "written_by": ["author", "penned", "wrote", "penned by"],
+                  "starred_actors": ["star", "actors", "film", "screen"],
+                  "release_year": ["released", "premiere", "debut", "rating"]},
+        called={"directed_by": ["director", "film"], "starred_actors": ["actor", "film"]})
+    synonyms = synonym_lexicon(lexicon, listed)
+    assert synonyms["has_genre"] == ["type", "classification"]  # "category" (also tags'), "genre" (its label's)
+    assert synonyms["has_tags"] == ["label"]  # in the singular; not "meta-data" (not one word)
+    assert synonyms["written_by"] == ["author", "penned", "wrote"]  # not "penned by"
+    assert synonyms["starred_actors"] == ["screen"]  # "star" is its label word; "film" directed_by's ends
+    assert synonyms["release_year"] == ["premiere", "debut"]  # "rating" names has_imdb_rating's label
+
+    def named(question: str, version: int = 6) -> list[str]:
+        return [w for w in normalise(question_words(question), version, lexicon, synonyms) if w.startswith("named=")]
+
+    assert named("what types are the films penned by [X]") == ["named=has_genre", "named=written_by"]
+    assert named("what types are the films penned by [X]", 5) == []  # read as feature set 5 was trained
+    # whole words only: "screen" does not name what "screenwriter" or "screenplay" says
+    assert named("which screenwriter wrote the screenplay for [X]") == ["named=written_by"]
+    assert named("who was on screen in [X]") == ["named=starred_actors"]
+    # a model reads its synonyms from its meta, and keeps them through save and load
+    ask = question_words("what genre are the films written by [X]")
+    data = [Example(features(ask, ["~written_by"], "stop", lexicon=lexicon, synonyms=synonyms), 0.0),
+            Example(features(ask, ["~written_by", "has_genre"], "stop", lexicon=lexicon, synonyms=synonyms), 1.0)]
+    model = fit(data * 10, epochs=20)
+    model.meta.update(lexicon=lexicon, synonyms=synonyms)
+    unseen = question_words("what types are the films written by [X]")
+    assert model.predict(unseen, ["~written_by"])["stop"] < 0.5 < model.predict(unseen, ["~written_by", "has_genre"])["stop"]
+    assert "stop|uncovered=has_genre" in features(unseen, ["~written_by"], "stop", 6, lexicon, model.synonyms)
+    assert "stop|uncovered=has_genre" not in features(unseen, ["~written_by"], "stop", 6, lexicon)  # "types" alone
 
 
 def test_a_model_without_a_feature_version_reads_words_as_it_was_trained():

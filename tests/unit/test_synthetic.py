@@ -16,6 +16,8 @@ from traversals.eval.synthetic import (
     compose,
     head_noun,
     join_round_trips,
+    listed_words,
+    read_phrasings,
     entity_kinds,
     parse_phrasing,
     plural,
@@ -130,6 +132,8 @@ def test_a_round_trip_is_said_as_one_unit_half_the_time():
 
 async def test_walks_and_questions_on_the_kb(kb, tmp_path):
     def reply(prompt, prefix, n, temperature):  # one phrasing per relation and direction, named after it
+        if prefix.startswith("\nRelation: "):  # the other words a question may use for it
+            return f" {prefix.split(': ')[1].split()[0]}ish, Other words. , other words"
         r = prompt.rsplit("Relation: ", 1)[1].split(" (")[0]
         return (f" What is the {r} of {{}}?\nPhrase: the {r} of {{}}\n"
                 f"Reverse question: What has {r} {{}}?\nReverse phrase: the things with {r} {{}}")
@@ -159,6 +163,13 @@ async def test_walks_and_questions_on_the_kb(kb, tmp_path):
     one_hop = next(q for q in made if len(q.path) == 1)
     written = json.loads((tmp_path / "p.json").read_text())  # relation key -> phrasing, and who wrote them
     assert written["llm"] == "scripted" and one_hop.path[0] in written["relations"]
+    # the other words for each relation walked, asked once (forward), deduplicated
+    forward = {k.lstrip("~") for q in made for k in q.path}
+    for key in forward:
+        assert written["relations"][key]["synonyms"][1:] == ["other words"], written["relations"][key]
+        assert written["relations"]["~" + key]["synonyms"] is None
+    listed = listed_words(read_phrasings(tmp_path / "p.json", "scripted"))
+    assert set(listed.synonyms) == forward and "thing" in {w for ws in listed.called.values() for w in ws}
     # a rerun reads the phrasings back: the LLM is not asked again
     asked = len(llm.generate_calls)
     again = await SyntheticQuestions(kb, llm, config).run(tmp_path / "p.json", tmp_path / "q2.jsonl")

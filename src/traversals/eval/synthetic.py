@@ -15,7 +15,10 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    shown three of the KG's own edges (``prompts/relation_phrases.txt``, worked
    examples on other domains; a few variants, the first greedy), and each direction's
    first question again in other everyday words ("What genre is {}?" → "What kind of
-   story is {} about?"; ``prompts/question_paraphrase.txt``);
+   story is {} about?"; ``prompts/question_paraphrase.txt``), and which other words a
+   question may use for it ("type, category, classification" for *has genre*;
+   ``prompts/relation_synonyms.txt``, read by the value model through
+   :func:`listed_words`);
 4. keeps a phrasing only if the LLM, asked which of an example entity's relations answers
    it (``prompts/relation_check.txt``), ranks the relation first (the best-scored phrasing
    if none passes);
@@ -62,7 +65,7 @@ from ..search.choices import option_probs
 from ..search.kgset import KGSet
 from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
-from ..search.rwt.valuemodel import singular
+from ..search.rwt.valuemodel import ListedWords, singular
 from ..search.templates import render
 from .runner import write_json_atomic
 
@@ -105,6 +108,9 @@ class Phrasing:
     #: each phrasing the LLM wrote -> the probability the LLM gives the relation back when
     #: asked which relation answers it (:meth:`SyntheticQuestions.check`)
     checked: dict[str, float] = field(default_factory=dict)
+    #: other words a question may use for the relation, as the LLM listed them (a forward
+    #: relation's only; None: not asked yet — phrasings files of earlier versions lack them)
+    synonyms: list[str] | None = None
 
 
 @dataclass
@@ -134,6 +140,8 @@ OTHER_QUESTIONS = ("question starting with {}", "question in other words")
 #: the paraphrase prompt's reply starts by repeating the question (``prompts/question_paraphrase.txt``
 #: shows the examples; the 1.5B model paraphrased the examples when the question ended the prompt)
 PARAPHRASE_PREFIX = "Question: {question}\nIn other words:"
+#: the reply to ``prompts/relation_synonyms.txt`` (comma-separated words) follows this
+SYNONYMS_PREFIX = "\nRelation: {relation}\nWords:"
 
 
 def asks_for_a_person(question: str) -> bool:
@@ -189,6 +197,20 @@ def head_noun(phrase: str) -> str | None:
             break
         noun.append(w)
     return " ".join(noun) if 0 < len(noun) <= 3 else None
+
+
+def listed_words(phrasings: dict[str, Phrasing]) -> ListedWords:
+    """What the phrasings say about each relation's words, by relation id: the synonyms the
+    LLM listed, and the head nouns of both directions' phrases in the singular ("the films
+    directed by {}" → ``film`` for ``directed_by``), for :func:`~traversals.search.rwt.valuemodel.synonym_lexicon`."""
+    called: dict[str, list[str]] = {}
+    for key, ph in phrasings.items():
+        for noun in filter(None, map(head_noun, ph.phrases)):
+            word = singular(noun.split()[-1].casefold())
+            if word not in called.setdefault(key.lstrip("~"), []):
+                called[key.lstrip("~")].append(word)
+    synonyms = {key: list(ph.synonyms) for key, ph in phrasings.items() if ph.synonyms and not key.startswith("~")}
+    return ListedWords(synonyms, called)
 
 
 def first_noun(ph: Phrasing) -> str | None:
@@ -456,6 +478,14 @@ class SyntheticQuestions:
                     out.append(text)
         return out
 
+    async def synonyms(self, relation: Relation) -> list[str]:
+        """The other words a question may use for ``relation``, as the LLM lists them (greedy,
+        ``prompts/relation_synonyms.txt``: worked examples on other domains), in its order."""
+        reply = (await self._replies(render("relation_synonyms"), SYNONYMS_PREFIX.format(relation=relation.label),
+                                     1, max_tokens=30, stop="\n"))[0]
+        words = (w.strip().strip(".").casefold() for w in reply.split(","))
+        return list(dict.fromkeys(w for w in words if w))
+
     async def _replies(self, prompt: str, prefix: str, count: int, *, max_tokens: int, stop: str) -> list[str]:
         """``count`` replies to ``prompt`` (at least one): the first greedy, the others sampled
         at the configured temperature and seed."""
@@ -532,6 +562,9 @@ class SyntheticQuestions:
             back = rel.reversed().key
             if key not in known or back not in known:
                 known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
+                write_phrasings(phrasings_file, known, self.llm.name)
+            if known[key].synonyms is None:
+                known[key].synonyms = await self.synonyms(rel)
                 write_phrasings(phrasings_file, known, self.llm.name)
         asked = dict(known)  # a hop against the edges is also asked by role
         for key, rel in forward.items():

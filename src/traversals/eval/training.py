@@ -29,11 +29,11 @@ from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
-from ..search.rwt.valuemodel import ValueModel
+from ..search.rwt.valuemodel import ListedWords, ValueModel
 from .commands import add_question_flags
 from .datasets import DATASETS, Question, load_dataset, sample_questions
 from .metrics import f1
-from .synthetic import SyntheticConfig, SyntheticQuestions
+from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
 
 
 def add_training_command(subparsers: Any) -> None:
@@ -123,8 +123,10 @@ def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list
     return picked, specs
 
 
-async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet) -> tuple[list[TrainingQuestion], dict]:
-    """``--synthetic N``: questions composed from the LLM's phrasings of random walks (:mod:`.synthetic`)."""
+async def _synthetic_questions(args: argparse.Namespace,
+                               kgs: KGSet) -> tuple[list[TrainingQuestion], dict, ListedWords]:
+    """``--synthetic N``: questions composed from the LLM's phrasings of random walks
+    (:mod:`.synthetic`), and the words the LLM gave for the relations (for the model's lexicon)."""
     stem = args.questions_out or args.out
     phrasings, questions_file = Path(stem + ".phrasings.json"), Path(stem + ".questions.jsonl")
     cfg = SyntheticConfig(questions=args.synthetic, max_hops=args.max_hops, seed=args.seed)
@@ -135,6 +137,7 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet) -> tuple[li
                 print(f"\r  {i}/{n} walks", end="", file=sys.stderr, flush=True)
 
         made = await SyntheticQuestions(kgs, llm, cfg).run(phrasings, questions_file, progress)
+        listed = listed_words(read_phrasings(phrasings, llm.name))
     finally:
         await llm.close()
     if not made:
@@ -148,7 +151,7 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet) -> tuple[li
     meta = {"synthetic": {"questions": len(made), "hops": {str(h): n for h, n in sorted(hops.items())},
                           "llm": args.llm, "questions_file": str(questions_file), "phrasings": str(phrasings),
                           "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases}}
-    return training, meta
+    return training, meta, listed
 
 
 async def _train(args: argparse.Namespace) -> int:
@@ -168,8 +171,9 @@ async def _train(args: argparse.Namespace) -> int:
     kgs_list = open_kgs(specs, **remote_kg_options(args))
     try:
         kgs = KGSet(kgs_list)
+        listed: ListedWords | None = None  # the LLM's words for the relations (synthetic questions only)
         if args.synthetic is not None:
-            linked, source = await _synthetic_questions(args, kgs)
+            linked, source, listed = await _synthetic_questions(args, kgs)
             unlinked = ""
         else:
             linked = []
@@ -202,7 +206,7 @@ async def _train(args: argparse.Namespace) -> int:
             model.save(out)  # after every round: an interrupted training keeps its last round
             print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
 
-        await Trainer(kgs, cfg).train(train, heldout, on_round=done, on_question=progress)
+        await Trainer(kgs, cfg, synonyms=listed).train(train, heldout, on_round=done, on_question=progress)
         print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "
               f"--value-model {out} (strategies tree, chain, beam, mcts)")
         return 0

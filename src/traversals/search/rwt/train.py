@@ -21,7 +21,9 @@ reveal; the next round searches with the new model. What differs from the paper,
 - the model reads which relations a question names by the words of their labels
   (:func:`.valuemodel.relation_lexicon`): the lexicon is made from the labels of the
   relations the first round's trees walked and kept for every round (a relation first
-  walked later is not in it), stored with the model.
+  walked later is not in it), stored with the model; with ``synonyms`` (the other words
+  the LLM gave for each relation when the questions were made, :class:`.valuemodel.ListedWords`)
+  it also reads the telling ones among them (:func:`.valuemodel.synonym_lexicon`, feature set 6).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
 from .state import MemoEdges, PathNode, offered_relations, step
-from .valuemodel import Example, ValueModel, features, fit, path_keys, question_words, relation_lexicon
+from .valuemodel import (Example, ListedWords, ValueModel, features, fit, path_keys, question_words, relation_lexicon,
+                         synonym_lexicon)
 
 Reward = Callable[[Sequence[Entity]], float]
 
@@ -97,9 +100,10 @@ class Tree:
 
 
 class Trainer:
-    def __init__(self, kgs: KGSet, config: TrainConfig | None = None) -> None:
+    def __init__(self, kgs: KGSet, config: TrainConfig | None = None, *, synonyms: ListedWords | None = None) -> None:
         self.kgs = kgs
         self.config = config or TrainConfig()
+        self.synonyms = synonyms
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
         self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
         self.labels: dict[str, str] = {}  # relation id -> forward label, of every relation offered
@@ -150,9 +154,10 @@ class Trainer:
             if not beam:
                 break
 
-    def examples(self, tree: Tree, rng: random.Random, lexicon: dict[str, list[str]] | None = None) -> list[Example]:
+    def examples(self, tree: Tree, rng: random.Random, lexicon: dict[str, list[str]] | None = None,
+                 synonyms: dict[str, list[str]] | None = None) -> list[Example]:
         """Solution paths of a tree as training targets (deduplicated by head and path),
-        featurised with the relations ``lexicon`` says the question names."""
+        featurised with the relations ``lexicon`` and ``synonyms`` say the question names."""
         cfg = self.config
         words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
@@ -166,7 +171,7 @@ class Trainer:
                 below = tree.best_below(path)
                 if below is not None and t < cfg.max_hops:
                     targets[("go", path)] = below
-        return [Example(features(words, list(path), head, lexicon=lexicon), target)
+        return [Example(features(words, list(path), head, lexicon=lexicon, synonyms=synonyms), target)
                 for (head, path), target in targets.items()]
 
     @staticmethod
@@ -200,6 +205,7 @@ class Trainer:
         data: list[Example] = []
         history: list[dict] = []
         lexicon: dict[str, list[str]] | None = None
+        synonyms: dict[str, list[str]] = {}
         for rnd in range(cfg.rounds):
             started = time.perf_counter()
             trees = []
@@ -212,10 +218,13 @@ class Trainer:
                     on_question(i + 1, len(questions))
             if lexicon is None:  # the first round's relations; every round's data reads the same
                 lexicon = relation_lexicon(self.labels)
+                synonyms = synonym_lexicon(lexicon, self.synonyms) if self.synonyms else {}
             for tree in trees:
-                data.extend(self.examples(tree, rng, lexicon))
+                data.extend(self.examples(tree, rng, lexicon, synonyms))
             model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
             model.meta["lexicon"] = lexicon
+            if synonyms:
+                model.meta["synonyms"] = synonyms
             held_trees = []
             for q in heldout:  # searched with the new model, as inference would
                 tree = Tree(q)

@@ -31,8 +31,12 @@ were in which languages" is not answered by the films) and each path relation th
 question does not name (``unnamed=…``). Version 5 also reads a question that asks for a
 person in other words than "who" ("which person directed [X]", "[X] is a film written by
 this person") as saying "who": training questions say "who", so the model had never seen
-"person" and rated those questions as if they did not ask for a person. New models are
-version 5 (:data:`FEATURES`).
+"person" and rated those questions as if they did not ask for a person. Version 6 also
+names a relation by the other words the LLM gave for it when the synthetic questions were
+made ("type" for *has genre*, "author" for *written by*; ``meta["synonyms"]``,
+:func:`synonym_lexicon`), each matched as a whole word: a label word matched by stem would
+let "screen", given for *starred actors*, name "screenwriter". New models are version 6
+(:data:`FEATURES`).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
-FEATURES = 5  # the feature set new models are trained on (see the module's docstring)
+FEATURES = 6  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
 
 
@@ -78,16 +82,19 @@ def singular(word: str) -> str:
     return word[:-1]
 
 
-def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence[str]] | None = None,
+              synonyms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The question words as a feature set of ``version`` reads them (bigrams word by word;
-    from version 4, a ``named=…`` word for each relation of ``lexicon`` the question names)."""
+    from version 4, a ``named=…`` word for each relation of ``lexicon`` the question names,
+    from version 6 also for each relation one of whose ``synonyms`` it says)."""
     if version < 2:
         return list(words)
     if version < 3:
         return ["_".join(singular(w) for w in word.split("_")) for word in words]
     singulars = [singular(w) for w in words if "_" not in w]
     unigrams, kinds = split_kinds(asks_who(singulars) if version >= 5 else singulars)
-    named = [NAMED + r for r in named_relations(unigrams, lexicon or {})] if version >= 4 else []
+    said = (synonyms or {}) if version >= 6 else {}
+    named = [NAMED + r for r in named_relations(unigrams, lexicon or {}, said)] if version >= 4 else []
     return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds + named
 
 
@@ -141,11 +148,45 @@ def names(word: str, label_word: str) -> bool:
             or _stem(word) == _stem(label_word))
 
 
-def named_relations(unigrams: Sequence[str], lexicon: Mapping[str, Sequence[str]]) -> list[str]:
-    """The relation ids of ``lexicon`` some question word :func:`names` (the question's
-    entity and its kind are not among ``unigrams``)."""
-    return [rid for rid, label_words in lexicon.items()
-            if any(names(w, lw) for lw in label_words for w in unigrams if w != ENT)]
+def named_relations(unigrams: Sequence[str], lexicon: Mapping[str, Sequence[str]],
+                    synonyms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """The relation ids of ``lexicon`` some question word :func:`names`, and those of
+    ``synonyms`` one of whose words the question says as it is (the question's entity and
+    its kind are not among ``unigrams``)."""
+    said = set(unigrams) - {ENT}
+    return [rid for rid in sorted(set(lexicon) | set(synonyms or {}))
+            if any(names(w, lw) for lw in lexicon.get(rid, ()) for w in said)
+            or said.intersection((synonyms or {}).get(rid, ()))]
+
+
+@dataclass(frozen=True)
+class ListedWords:
+    """What an LLM said about the relations' words, by relation id: the other words a
+    question may use for each (``synonyms``: "type", "category" for *has genre*) and what
+    its phrases call the entities it leads to, either way (``called``: "film" for *directed
+    by*, from "the films directed by {}"). :func:`synonym_lexicon` keeps the telling ones."""
+
+    synonyms: Mapping[str, Sequence[str]]
+    called: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+def synonym_lexicon(lexicon: Mapping[str, Sequence[str]], listed: ListedWords) -> dict[str, list[str]]:
+    """Relation id (of ``lexicon``) -> the words ``listed`` gives for it that can only mean
+    it: single words of three letters or more, in the singular, less any word listed for two
+    relations ("category": genre and tags), any word that :func:`names` a label word (another
+    relation's, or its own, which ``lexicon`` reads already), and any word another relation
+    is ``called``."""
+    words = {rid: list(dict.fromkeys(singular(w.casefold()) for w in ws if re.fullmatch(r"[A-Za-z]{3,}", w)))
+             for rid, ws in listed.synonyms.items() if rid in lexicon}
+    count = Counter(w for ws in words.values() for w in ws)
+    out: dict[str, list[str]] = {}
+    for rid, ws in sorted(words.items()):
+        others = [r for r in lexicon if r != rid]
+        keep = [w for w in ws if count[w] == 1 and not any(names(w, lw) for r in lexicon for lw in lexicon[r])
+                and not any(w in listed.called.get(r, ()) for r in others)]
+        if keep:
+            out[rid] = keep
+    return out
 
 
 _ARTICLES = frozenset({"the", "a", "an"})
@@ -178,10 +219,12 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
 
 
 def features(words: Sequence[str], path: Sequence[str], head: str, version: int = FEATURES,
-             lexicon: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+             lexicon: Mapping[str, Sequence[str]] | None = None,
+             synonyms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The active (binary) features of a state (its question words and relation path) for
-    one head, in feature set ``version`` (from 4, with the relations ``lexicon`` names)."""
-    return _features(normalise(words, version, lexicon), path, head, version)
+    one head, in feature set ``version`` (from 4, with the relations ``lexicon`` names; from
+    6, also those named by ``synonyms``)."""
+    return _features(normalise(words, version, lexicon, synonyms), path, head, version)
 
 
 def _features(words: Sequence[str], path: Sequence[str], head: str, version: int) -> list[str]:
@@ -239,11 +282,17 @@ class ValueModel:
         """Relation id -> its label's own words (:func:`relation_lexicon`; feature set 4)."""
         return self.meta.get("lexicon") or {}
 
+    @property
+    def synonyms(self) -> dict[str, list[str]]:
+        """Relation id -> other words that name it, matched whole (:func:`synonym_lexicon`;
+        feature set 6)."""
+        return self.meta.get("synonyms") or {}
+
     def score(self, feats: Iterable[str]) -> float:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
-        read = normalise(words, self.version, self.lexicon)  # once for both heads
+        read = normalise(words, self.version, self.lexicon, self.synonyms)  # once for both heads
         return {head: self.score(_features(read, path, head, self.version)) for head in HEADS}
 
     def search_value(self, words: Sequence[str], path: Sequence[str], *, final: bool) -> float:
@@ -253,7 +302,7 @@ class ValueModel:
 
     def stop_value(self, words: Sequence[str], path: Sequence[str]) -> float:
         """The stop head: how good the path's state is as the answer."""
-        return self.score(features(words, path, "stop", self.version, self.lexicon))
+        return self.score(features(words, path, "stop", self.version, self.lexicon, self.synonyms))
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
