@@ -35,8 +35,10 @@ this person") as saying "who": training questions say "who", so the model had ne
 names a relation by the other words the LLM gave for it when the synthetic questions were
 made ("type" for *has genre*, "author" for *written by*; ``meta["synonyms"]``,
 :func:`synonym_lexicon`), each matched as a whole word: a label word matched by stem would
-let "screen", given for *starred actors*, name "screenwriter". New models are version 6
-(:data:`FEATURES`).
+let "screen", given for *starred actors*, name "screenwriter". Version 7 reads an entity
+followed by a participle and "by" ("who was [X] directed by") as the passive it is: without
+the bigram of the entity and the participle, which active questions ("[X] directed which
+films") taught to mean the entity did it. New models are version 7 (:data:`FEATURES`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
-FEATURES = 6  # the feature set new models are trained on (see the module's docstring)
+FEATURES = 7  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
 
 
@@ -95,7 +97,10 @@ def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence
     unigrams, kinds = split_kinds(asks_who(singulars) if version >= 5 else singulars)
     said = (synonyms or {}) if version >= 6 else {}
     named = [NAMED + r for r in named_relations(unigrams, lexicon or {}, said)] if version >= 4 else []
-    return unigrams + [f"{a}_{b}" for a, b in zip(unigrams, unigrams[1:])] + kinds + named
+    passive = version >= 7  # "[X] directed by": not the bigram "[X] directed" of "[X] directed which films"
+    bigrams = [f"{a}_{b}" for i, (a, b) in enumerate(zip(unigrams, unigrams[1:]))
+               if not (passive and a == ENT and unigrams[i + 2: i + 3] == ["by"])]
+    return unigrams + bigrams + kinds + named
 
 
 _PERSON_DETERMINERS = frozenset({"which", "what", "this"})
