@@ -205,10 +205,10 @@ def listed_words(phrasings: dict[str, Phrasing]) -> ListedWords:
     directed by {}" → ``film`` for ``directed_by``), for :func:`~traversals.search.rwt.valuemodel.synonym_lexicon`."""
     called: dict[str, list[str]] = {}
     for key, ph in phrasings.items():
+        nouns = called.setdefault(key.lstrip("~"), [])
         for noun in filter(None, map(head_noun, ph.phrases)):
-            word = singular(noun.split()[-1].casefold())
-            if word not in called.setdefault(key.lstrip("~"), []):
-                called[key.lstrip("~")].append(word)
+            if (word := singular(noun.split()[-1].casefold())) not in nouns:
+                nouns.append(word)
     synonyms = {key: list(ph.synonyms) for key, ph in phrasings.items() if ph.synonyms and not key.startswith("~")}
     return ListedWords(synonyms, called)
 

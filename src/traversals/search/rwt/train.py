@@ -103,7 +103,7 @@ class Trainer:
     def __init__(self, kgs: KGSet, config: TrainConfig | None = None, *, synonyms: ListedWords | None = None) -> None:
         self.kgs = kgs
         self.config = config or TrainConfig()
-        self.synonyms = synonyms
+        self.listed = synonyms  # the LLM's words for the relations, filtered once the lexicon is known
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
         self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
         self.labels: dict[str, str] = {}  # relation id -> forward label, of every relation offered
@@ -218,7 +218,7 @@ class Trainer:
                     on_question(i + 1, len(questions))
             if lexicon is None:  # the first round's relations; every round's data reads the same
                 lexicon = relation_lexicon(self.labels)
-                synonyms = synonym_lexicon(lexicon, self.synonyms) if self.synonyms else {}
+                synonyms = synonym_lexicon(lexicon, self.listed) if self.listed else {}
             for tree in trees:
                 data.extend(self.examples(tree, rng, lexicon, synonyms))
             model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)

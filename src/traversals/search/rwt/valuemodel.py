@@ -158,10 +158,9 @@ def named_relations(unigrams: Sequence[str], lexicon: Mapping[str, Sequence[str]
     """The relation ids of ``lexicon`` some question word :func:`names`, and those of
     ``synonyms`` one of whose words the question says as it is (the question's entity and
     its kind are not among ``unigrams``)."""
-    said = set(unigrams) - {ENT}
-    return [rid for rid in sorted(set(lexicon) | set(synonyms or {}))
-            if any(names(w, lw) for lw in lexicon.get(rid, ()) for w in said)
-            or said.intersection((synonyms or {}).get(rid, ()))]
+    said, synonyms = set(unigrams) - {ENT}, synonyms or {}
+    return [rid for rid in sorted(set(lexicon) | set(synonyms))
+            if any(names(w, lw) for lw in lexicon.get(rid, ()) for w in said) or said.intersection(synonyms.get(rid, ()))]
 
 
 @dataclass(frozen=True)
