@@ -228,6 +228,27 @@ def test_choose_answer_by_value_or_by_pooled_support():
         choose_answer(proposals, "votes")
 
 
+def test_choose_answer_prefers_the_fuller_grounded_answer_at_the_same_value():
+    from traversals.search.policy import listed_labels
+    from traversals.search.tree import choose_answer
+
+    # a trained value rates the path: one actor and the whole cast it reached tie
+    cast = [("Amber Tamblyn", 0.9962), ("[Amber Tamblyn, Dana Andrews, Joan Fontaine]", 0.9962), ("Dana Andrews", 0.9962)]
+    assert choose_answer(cast, "value", [True, True, True]) == 1
+    assert choose_answer(cast, "value", [True, False, True]) == 0  # free text is not an entity list
+    assert choose_answer(cast, "value") == 0  # nothing known to be grounded: the first, as before
+    # a list that does not hold the chosen answer is no fuller answer of it, and the value still comes first
+    assert choose_answer([("Heat", 0.9), ("[Ronin, Alien]", 0.9)], "value", [True, True]) == 0
+    assert choose_answer([("Heat", 0.9), ("[Heat, Alien]", 0.8)], "value", [True, True]) == 0
+    # the fullest of several, ties by order
+    lists = [("[A]", 0.5), ("[A, B]", 0.5), ("[A, B, C]", 0.5), ("[A, C, B]", 0.5)]
+    assert choose_answer(lists, "value", [True] * 4) == 2
+    assert listed_labels("[Paris, Texas, Heat]") == {"Paris", "Texas", "Heat"}
+    assert listed_labels("Paris, Texas") == {"Paris, Texas"}  # an answer alone is one label
+    # so a list naming a label with a comma in it is not taken as holding it: the first choice stays
+    assert choose_answer([("Paris, Texas", 0.7), ("[Paris, Texas, Heat]", 0.7)], "value", [True, True]) == 0
+
+
 async def test_without_an_answer_over_the_threshold_the_tree_returns_the_best_valued_or_the_best_supported_answer():
     # Root: two guesses and a thought; after the thought the first guess comes back. Neither
     # guess is in the KG (value × 0.7): Beatrice 0.5 → 0.35 twice, Sara 0.6 → 0.42 once.

@@ -87,6 +87,16 @@ def _as_list(labels) -> str:
     return "[" + ", ".join(labels) + "]"
 
 
+def listed_labels(answer: str) -> frozenset[str]:
+    """The entity labels an answer of :func:`answer_candidates` names: the items of a list
+    answer ``"[A, B]"``, else the answer itself. A label with ", " in it reads as several
+    inside a list, so a list naming it does not contain the answer naming it alone; the
+    comparison this serves (:func:`~.tree.choose_answer`) then keeps its first choice."""
+    if answer.startswith("[") and answer.endswith("]"):
+        return frozenset(answer[1:-1].split(", "))
+    return frozenset((answer,))
+
+
 def step_unions(step: Node, answerable: set[Fact]) -> list[tuple[str, ...]]:
     """The targets one expansion reached by one relation from several entities, as one
     list answer ("the genres of the films whose actors also appear in X" is the union of

@@ -44,7 +44,7 @@ from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
 from .machine import DEFAULT_SCREEN_LIMIT, ActionType, Machine, Node, State
-from .policy import Policy, answer_candidates
+from .policy import Policy, answer_candidates, listed_labels
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
@@ -155,7 +155,13 @@ def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value
     answer with the largest sum is returned (ties between answers: the one proposed first;
     between its proposals: as with "value"). A trained value rates a state, so a sentence
     the LLM wrote about the state's entities gets the value of the entity list beside it:
-    the list, which names the answers one by one with their edges, is returned."""
+    the list, which names the answers one by one with their edges, is returned.
+
+    Completeness: when a grounded answer naming more of the reached entities — all of
+    the chosen one's and others (:func:`~.policy.listed_labels`) — has exactly the same
+    value, the fullest of them is returned. A trained value rates the path, so "[Amber
+    Tamblyn]" and the whole cast it reached tie; the LLM's favourite single entity was
+    returned for 60 % of MetaQA questions with several gold answers (docs/decisions.md)."""
     if how not in ANSWER_CHOICES:
         raise ValueError(f"unknown answer choice {how!r}; choose one of {', '.join(ANSWER_CHOICES)}")
     if not answers:
@@ -170,7 +176,14 @@ def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value
         candidates = [i for i, (t, _) in enumerate(answers) if answer_key(t) == winner]
     else:
         candidates = list(range(len(answers)))
-    return max(candidates, key=lambda i: (answers[i][1] or 0.0, i < len(grounded) and grounded[i], -i))
+    best = max(candidates, key=lambda i: (answers[i][1] or 0.0, i < len(grounded) and grounded[i], -i))
+    if not (best < len(grounded) and grounded[best]):
+        return best
+    # the same value for a grounded answer naming more of the reached entities: the fuller one
+    named = listed_labels(answers[best][0])
+    fuller = [i for i in candidates if i < len(grounded) and grounded[i] and answers[i][1] == answers[best][1]
+              and listed_labels(answers[i][0]) > named]
+    return max(fuller, key=lambda i: (len(listed_labels(answers[i][0])), -i), default=best)
 
 
 #: answers an ANSWER action proposes with a trained value when ``TreeConfig.answers`` is None
