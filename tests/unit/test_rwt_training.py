@@ -407,6 +407,30 @@ async def test_with_a_trained_value_an_answer_action_proposes_k_answers_and_the_
     assert len(picked_from) == 3 and picked_from[0]["action"]["text"].lstrip("[").startswith("Film")
 
 
+async def test_with_a_trained_value_the_answer_is_every_entity_the_path_reached_not_the_llms_favourite_alone():
+    # The LLM's favourite answers are single films; the list of both is the least probable,
+    # so no ANSWER proposes it. A trained value rates the path, so the list ties with each
+    # film: proposed beside them (fuller_answers), it is returned.
+    def score(prompt, options, prefix):
+        table = {"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "x": -10.0}
+        return [table.get(o, -0.1 if o.startswith("Film") else -5.0) for o in options]
+
+    kg = movie_kg()
+    model = await _trained(KGSet([kg]))
+    llm = ScriptedLLM(rules=[(lambda text: text.endswith(("ANSWER:", "EXPAND_KG:", "THINK:")), " x")], score=score)
+    question = "what films did [Director 7] direct"
+    full = await TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3), value=TrainedValue(model)).ask(question)
+    assert sorted(full.text.strip("[]").split(", ")) == films(7) and full.trace["stopped"] == "threshold"
+    assert {e.subject.label for e in full.supporting_edges} == set(films(7))  # each with its edge
+    nodes = {n["id"]: n for n in full.trace["nodes"]}
+    siblings = [n for n in nodes.values() if n["state"] == "done" and n["parent"] == nodes[full.trace["answer_node"]]["parent"]]
+    texts = [n["action"]["text"] for n in siblings]
+    assert sorted(texts[:2]) == films(7) and texts[-1].startswith("[")  # the LLM's proposals, then the list
+    assert len({n["value"] for n in siblings if n["action"]["text"] != "x"}) == 1  # one path, one value
+    alone = await TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3, fuller_answers=False), value=TrainedValue(model)).ask(question)
+    assert alone.text in films(7)
+
+
 async def test_the_trained_value_rates_no_answer_that_is_the_question_entity_reached_back():
     # "who co-wrote films with [W1]": films → their writers reaches W1 again. W1 is not an
     # answer (as in answer_candidates); a self-loop on the question's entity is (PathQuestion).

@@ -20,6 +20,7 @@ import asyncio
 import random
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, geometric_mean, option_probs, pick
@@ -85,6 +86,25 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
 
 def _as_list(labels) -> str:
     return "[" + ", ".join(labels) + "]"
+
+
+def fuller_lists(answers: Sequence[str], candidates: dict[str, tuple[str, ...]]) -> list[str]:
+    """For each of ``answers`` that is one of ``candidates`` (:func:`answer_candidates`),
+    the candidate naming the most entities among those that name all of its entities and
+    more (the first such when several are as long), once each, in the answers' order. A
+    value that rates the path an answer was reached by (a trained one) rates the list as
+    the answer, so :func:`~.tree.choose_answer` can return every entity the path reached
+    where the LLM proposed one of them."""
+    out: list[str] = []
+    for answer in answers:
+        names = set(candidates.get(answer, ()))
+        if not names:
+            continue
+        longer = [c for c, held in candidates.items() if set(held) > names]
+        best = max(longer, key=lambda c: len(set(candidates[c])), default=None)
+        if best is not None and best not in out:
+            out.append(best)
+    return out
 
 
 def listed_labels(answer: str) -> frozenset[str]:
@@ -165,6 +185,7 @@ class Policy:
         calibrate_answers: bool = False,
         both_orders: bool = False,
         compare_answers: bool = False,
+        fuller_answers: bool = False,
     ) -> None:
         self.llm = llm
         self.machine = machine
@@ -191,6 +212,9 @@ class Policy:
         #: (one per relation path) by asking which one answers the query
         #: (:meth:`_compared_answers`)
         self.compare_answers = compare_answers
+        #: constrained decoding: with each entity answer chosen, also propose the fullest
+        #: entity list among the answer candidates that holds it (:func:`fuller_lists`)
+        self.fuller_answers = fuller_answers
 
     async def propose(self, query: str, node: Node, k: int, usage: Usage, *, force_answer: bool = False) -> Proposal:
         prompt = self.machine.prompt(query, node, force_answer=force_answer)
@@ -342,6 +366,8 @@ class Policy:
             covered |= names
             if len(chosen) == self.answers:
                 break
+        if self.fuller_answers:
+            chosen += [t for t in fuller_lists(chosen, named) if t not in chosen]
         return [Action(ActionType.ANSWER, t) for t in chosen]
 
     async def _calibrated_order(

@@ -109,6 +109,12 @@ class TreeConfig:
     #: τ), instead of the policy's action choice; if no answer then crosses τ the state is
     #: queued again and expanded as usual. None: on with a trained value
     answer_when_rated: bool | None = None
+    #: constrained decoding: with each entity answer an ANSWER proposes, also propose the
+    #: fullest entity list among the subgraph's answer candidates that holds it
+    #: (:func:`~.policy.fuller_lists`; no LLM call to find it). None: on with a trained
+    #: value, which rates the list as the answer so :func:`choose_answer` returns it
+    #: (docs/decisions.md), off with the LLM value (one more rating call per answer)
+    fuller_answers: bool | None = None
     #: frontier order: 0 ranks nodes by value alone (the paper); w > 0 ranks them by
     #: logit(value) + w·log(prior / best prior), the prior being the LLM's probability of
     #: the node's action and the best that of its favourite option at the parent
@@ -303,6 +309,7 @@ class TreeOfTraversals:
             both_orders=cfg.both_orders,
             compare_answers=cfg.compare_answers,
             answers=cfg.answers if cfg.answers is not None else (max(cfg.k, RATED_ANSWERS) if self.value is not None else 1),
+            fuller_answers=self.value is not None if cfg.fuller_answers is None else cfg.fuller_answers,
         )
         value_fn: NodeValue = self.value or ValueFunction(
             self.llm, machine, constrained=self.constrained, examples=cfg.value_examples,
