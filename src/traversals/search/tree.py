@@ -25,6 +25,8 @@ Return value: the answer whose value crossed τ. When none did, the search still
 (with a value, so callers can threshold it): by default the best-valued answer found,
 Algorithm 1's choice, or, opt-in, the answer with the most *support* — the proposals naming
 the same answer pool their values (``TreeConfig.answer_choice``, :func:`choose_answer`).
+At equal value an entity list holding the chosen answer's entities and more is returned
+instead (a trained value rates the path, so every entity it reached answers alike).
 When there is no answer at all it is "Cannot find answer"
 (:data:`~traversals.search.result.NO_ANSWER`).
 """
