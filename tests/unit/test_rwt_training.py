@@ -427,6 +427,7 @@ async def test_with_a_trained_value_the_answer_is_every_entity_the_path_reached_
     texts = [n["action"]["text"] for n in siblings]
     assert sorted(texts[:2]) == films(7) and texts[-1].startswith("[")  # the LLM's proposals, then the list
     assert len({n["value"] for n in siblings if n["action"]["text"] != "x"}) == 1  # one path, one value
+    assert full.text.strip("[]").split(", ")[0] == texts[0]  # the LLM's favourite first: Hits@1 as before
     alone = await TreeOfTraversals(llm, KGSet([kg]), TreeConfig(k=3, fuller_answers=False), value=TrainedValue(model)).ask(question)
     assert alone.text in films(7)
 

@@ -228,6 +228,23 @@ def test_choose_answer_by_value_or_by_pooled_support():
         choose_answer(proposals, "votes")
 
 
+def test_lists_rank_first_what_earlier_answers_named_and_the_fullest_list_holding_an_answer_is_found():
+    from traversals.search.policy import fuller_lists, ranked_lists
+
+    candidates = {"[Animation, Documentary, Drama]": ("Animation", "Documentary", "Drama"),
+                  "[Animation, Documentary]": ("Animation", "Documentary"),
+                  "Documentary": ("Documentary",), "Animation": ("Animation",), "Drama": ("Drama",)}
+    assert fuller_lists(["Documentary"], candidates) == ["[Animation, Documentary, Drama]"]
+    assert fuller_lists(["Documentary", "Animation", "free text"], candidates) == ["[Animation, Documentary, Drama]"]
+    assert fuller_lists(["[Animation, Documentary, Drama]"], candidates) == []  # nothing fuller
+    # the LLM ranked Documentary first, so the list names it first; free text stays as it is
+    assert ranked_lists(["Documentary", "[Animation, Documentary]", "x"], candidates) == [
+        "Documentary", "[Documentary, Animation]", "x"]
+    assert ranked_lists(["Drama", "Documentary", "[Animation, Documentary, Drama]"], candidates)[-1] == (
+        "[Drama, Documentary, Animation]")
+    assert ranked_lists(["[Animation, Documentary]", "Documentary"], candidates)[0] == "[Animation, Documentary]"
+
+
 def test_choose_answer_prefers_the_fuller_grounded_answer_at_the_same_value():
     from traversals.search.policy import listed_labels
     from traversals.search.tree import choose_answer
@@ -244,6 +261,7 @@ def test_choose_answer_prefers_the_fuller_grounded_answer_at_the_same_value():
     lists = [("[A]", 0.5), ("[A, B]", 0.5), ("[A, B, C]", 0.5), ("[A, C, B]", 0.5)]
     assert choose_answer(lists, "value", [True] * 4) == 2
     assert listed_labels("[Paris, Texas, Heat]") == {"Paris", "Texas", "Heat"}
+    assert listed_labels("[Heat, Ronin]") == listed_labels("[Ronin, Heat]")
     assert listed_labels("Paris, Texas") == {"Paris, Texas"}  # an answer alone is one label
     # so a list naming a label with a comma in it is not taken as holding it: the first choice stays
     assert choose_answer([("Paris, Texas", 0.7), ("[Paris, Texas, Heat]", 0.7)], "value", [True, True]) == 0

@@ -107,6 +107,29 @@ def fuller_lists(answers: Sequence[str], candidates: dict[str, tuple[str, ...]])
     return out
 
 
+def ranked_lists(answers: Sequence[str], candidates: dict[str, tuple[str, ...]]) -> list[str]:
+    """``answers`` (the most probable first) with each entity list among ``candidates``
+    naming first the entities that earlier answers named, in their order: "Documentary"
+    then "[Animation, Documentary]" give "[Documentary, Animation]". A list's order is a
+    ranking (Hits@1 reads its first item), and the LLM ranked those entities higher."""
+    out: list[str] = []
+    ranked: list[str] = []  # labels in the order the answers named them
+    for answer in answers:
+        names = candidates.get(answer, ())
+        if len(names) > 1:
+            first = [x for x in ranked if x in names]
+            answer = _as_list(first + [x for x in names if x not in first])
+        out.append(answer)
+        ranked += [x for x in names if x not in ranked]
+    return out
+
+
+def grounded_sets(node: Node) -> set[frozenset[str]]:
+    """The answers at ``node`` that are grounded, as :func:`listed_labels` reads them: one
+    of :func:`answer_candidates` in any order (:func:`ranked_lists` reorders lists)."""
+    return {listed_labels(text) for text in answer_candidates(node)}
+
+
 def listed_labels(answer: str) -> frozenset[str]:
     """The entity labels an answer of :func:`answer_candidates` names: the items of a list
     answer ``"[A, B]"``, else the answer itself. A label with ", " in it reads as several
@@ -368,7 +391,7 @@ class Policy:
                 break
         if self.fuller_answers:
             chosen += [t for t in fuller_lists(chosen, named) if t not in chosen]
-        return [Action(ActionType.ANSWER, t) for t in chosen]
+        return [Action(ActionType.ANSWER, t) for t in ranked_lists(chosen, named)]
 
     async def _calibrated_order(
         self,

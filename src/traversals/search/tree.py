@@ -46,7 +46,7 @@ from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker
 from .machine import DEFAULT_SCREEN_LIMIT, ActionType, Machine, Node, State
-from .policy import Policy, answer_candidates, listed_labels
+from .policy import Policy, grounded_sets, listed_labels
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
@@ -382,13 +382,13 @@ class TreeOfTraversals:
                 if not child.duplicate and (shorter := detour_of(child, nodes)) is not None:
                     child.add_note(f"a detour of node {shorter.id} (its walks and a side walk, rated no higher): not expanded")
                     child.duplicate = True
-            offered = answer_candidates(node) if any(c.state is State.DONE for c in children) else {}
+            offered = grounded_sets(node) if any(c.state is State.DONE for c in children) else set()
             for child in children:
                 node.children.append(child)
                 nodes.append(child)
                 emit(events.node(child))
                 if child.state is State.DONE and not child.invalid:
-                    child.grounded = (child.answer or "") in offered
+                    child.grounded = listed_labels(child.answer or "") in offered
                     answers.append(child)
                     if (child.value or 0.0) > cfg.threshold:
                         finished = True
@@ -402,13 +402,13 @@ class TreeOfTraversals:
         async def answer_from(last: Node, why: str) -> None:
             """Force the answers of ``last`` (one LLM proposal) and rate them."""
             proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
-            offered = answer_candidates(last)
+            offered = grounded_sets(last)
             for action in proposal.actions:
                 child = await machine.transition(last, action, last.usage)
                 if child.state is not State.DONE:
                     continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
-                child.grounded = (child.answer or "") in offered
+                child.grounded = listed_labels(child.answer or "") in offered
                 child.add_note(why)
                 last.children.append(child)
                 nodes.append(child)
