@@ -167,8 +167,8 @@ def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value
 
     Completeness: when a grounded answer naming more of the reached entities — all of
     the chosen one's and others (:func:`~.policy.listed_labels`) — has exactly the same
-    value, the fullest of them is returned. A trained value rates the path, so "[Amber
-    Tamblyn]" and the whole cast it reached tie; the LLM's favourite single entity was
+    value, the fullest of them is returned. A trained value rates the path, so "Amber
+    Tamblyn" and the whole cast it reached tie; the LLM's favourite single entity was
     returned for 60 % of MetaQA questions with several gold answers (docs/decisions.md)."""
     if how not in ANSWER_CHOICES:
         raise ValueError(f"unknown answer choice {how!r}; choose one of {', '.join(ANSWER_CHOICES)}")
