@@ -95,13 +95,13 @@ def fuller_lists(answers: Sequence[str], candidates: dict[str, tuple[str, ...]])
     value that rates the path an answer was reached by (a trained one) rates the list as
     the answer, so :func:`~.tree.choose_answer` can return every entity the path reached
     where the LLM proposed one of them."""
+    held = {c: set(names) for c, names in candidates.items()}
     out: list[str] = []
     for answer in answers:
-        names = set(candidates.get(answer, ()))
-        if not names:
+        if answer not in held:
             continue
-        longer = [c for c, held in candidates.items() if set(held) > names]
-        best = max(longer, key=lambda c: len(set(candidates[c])), default=None)
+        longer = [c for c in held if held[c] > held[answer]]
+        best = max(longer, key=lambda c: len(held[c]), default=None)
         if best is not None and best not in out:
             out.append(best)
     return out

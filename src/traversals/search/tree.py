@@ -188,10 +188,9 @@ def choose_answer(answers: Sequence[tuple[str, float | None]], how: str = "value
     if not (best < len(grounded) and grounded[best]):
         return best
     # the same value for a grounded answer naming more of the reached entities: the fuller one
-    named = listed_labels(answers[best][0])
-    fuller = [i for i in candidates if i < len(grounded) and grounded[i] and answers[i][1] == answers[best][1]
-              and listed_labels(answers[i][0]) > named]
-    return max(fuller, key=lambda i: (len(listed_labels(answers[i][0])), -i), default=best)
+    labels = {i: listed_labels(answers[i][0]) for i in candidates if i < len(grounded) and grounded[i]}
+    fuller = [i for i in labels if answers[i][1] == answers[best][1] and labels[i] > labels[best]]
+    return max(fuller, key=lambda i: (len(labels[i]), -i), default=best)
 
 
 #: answers an ANSWER action proposes with a trained value when ``TreeConfig.answers`` is None
