@@ -355,6 +355,35 @@ async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
     assert u.llm_calls == 0
 
 
+async def test_the_trained_value_rates_a_list_by_the_worst_entity_it_names():
+    kg = movie_kg()
+    kgs = KGSet([kg])
+    values = TrainedValue(await _trained(kgs))
+    machine = Machine(kgs)
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    hop1 = await expand(machine, root, root.subgraph.entities, "~directed_by", u)
+    films7 = [e for e in hop1.subgraph.entities if e.label.startswith("Film")]
+    hop2 = await expand(machine, hop1, films7, "release_year", u)
+
+    async def answer(text):
+        return await values.evaluate("what films did [Director 7] direct", await machine.transition(
+            hop2, Action(ActionType.ANSWER, text), u), u)
+
+    film, year, both = await answer("Film 7-0"), await answer("1997"), await answer("[Film 7-0, Film 7-1]")
+    assert both == film > 0.8 > 0.5 > year  # one path, one value: the whole list is as good
+    # a list that pads the films with what the next hop reached is as good as its worst entity
+    assert await answer("[Film 7-0, 1997]") == year
+    # an item that names no entity is left out; a sentence naming both is rated by the best
+    assert await answer("[Film 7-0, Film 7-1, Steven Spielberg]") == film
+    assert await answer("Film 7-0 (1997)") == film
+    # the pure function: whole items only, so a label with ", " in it is one entity
+    from traversals.search.trained_value import list_value
+    rated = {"paris, texas": 0.9, "heat": 0.2}
+    assert list_value("[Paris, Texas, Heat]", rated) == 0.2 and list_value("[Paris, Texas]", rated) == 0.9
+    assert list_value("Paris, Texas and Heat", rated) == 0.9  # not a list: the best entity it names
+
+
 async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at_the_threshold():
     # An LLM that likes numbers: asked for an answer it prefers a year whenever the subgraph
     # offers one (the 1.5B model's "useless second hop" failure, docs/results.md), else the

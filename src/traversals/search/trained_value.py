@@ -5,8 +5,10 @@ tree's nodes in place of the LLM's F.4 / F.5 prompts.
 The model scores a relation path from the question's entities, so a node is read as the
 paths its subgraph walked:
 
-- an **answer** is worth the model's *stop* head on the path to the entity it names (the
-  best one when it names several); an answer that names no entity an expansion reached
+- an **answer** is worth the model's *stop* head on the path to the entity it names; a
+  list answer ``[A, B]`` is worth its worst entity (:func:`list_value`), so a list that
+  pads the answer with what a longer walk reached is worth less than the answer alone;
+  an answer that names no entity an expansion reached
   (free text, or the question's own entity where :func:`~.provenance.reached_back` rules
   it out) is worth 0 — the model cannot rate it;
 - any other node is worth the *search* value ``max(stop, 0.9 · go)`` of the paths its
@@ -76,6 +78,22 @@ def latest_paths(node: Node) -> set[tuple[str, ...]]:
     return {_keys(p) for p in walked_paths(node.subgraph, targets, node.path()[0].subgraph.entities)} or {()}
 
 
+def list_value(answer: str, rated: dict[str, float]) -> float:
+    """The value of an answer naming the entities whose casefolded labels ``rated`` maps
+    to their values: for a list answer ``[A, B, ...]``, the least value among the
+    entities it names as whole items (a list is right when each of its entities is: "[Ken
+    Scott, Martin Petit]" for the writer of one film, where Martin Petit is Ken Scott's
+    co-writer on another, is worth Martin Petit's path); otherwise the best of them.
+    Items that name no rated entity are left out, so a label with ", " in it stays one
+    entity."""
+    best = max(rated.values())
+    if not (answer.startswith("[") and answer.endswith("]")):
+        return best
+    items = f", {answer[1:-1].casefold()}, "
+    listed = [v for label, v in rated.items() if f", {label}, " in items]
+    return min(listed) if listed else best
+
+
 def _words(query: str, node: Node) -> list[str]:
     """The model's question words, the question's own entities masked."""
     return question_words(query, [e.label for e in node.path()[0].subgraph.entities])
@@ -109,11 +127,18 @@ class TrainedValue:
             # a sentence that restates the question's entity beside another answers with the
             # other: "Tasha Tudor's mother is William Burgess" is no round trip to Tasha Tudor
             others = [p for p in walked if p[-1].target not in root]
-            paths = {_keys(p) for p in (others or walked)}
-            if not paths:
+            if not (others or walked):
                 node.add_note("value 0: the answer names no entity an expansion reached")
                 return 0.0
-            return round(max(self.model.stop_value(words, list(p)) for p in paths), 4)
+            stop: dict[tuple[str, ...], float] = {}
+            rated: dict[str, float] = {}  # entity label -> the best stop value of a path to it
+            for p in others or walked:
+                keys = _keys(p)
+                if keys not in stop:
+                    stop[keys] = self.model.stop_value(words, list(keys))
+                label = p[-1].target.label.casefold()
+                rated[label] = max(rated.get(label, 0.0), stop[keys])
+            return round(list_value(node.answer or "", rated), 4)
         if self.lookahead and node.state is State.SELECTING_RELATION and node.relation_options:
             return self.lookahead_value(words, node)
         return round(max(self.search_value(words, p) for p in latest_paths(node)), 4)
