@@ -17,7 +17,7 @@ from traversals.llm.base import Usage
 from traversals.search.cot import ChainOfThought
 from traversals.search.kgset import KGSet
 from traversals.search.machine import Action, ActionType, Machine
-from traversals.search.provenance import answer_paths
+from traversals.search.provenance import answer_paths, reaching_paths
 from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
@@ -382,6 +382,32 @@ async def test_the_trained_value_rates_a_list_by_the_worst_entity_it_names():
     rated = {"paris, texas": 0.9, "heat": 0.2}
     assert list_value("[Paris, Texas, Heat]", rated) == 0.2 and list_value("[Paris, Texas]", rated) == 0.9
     assert list_value("Paris, Texas and Heat", rated) == 0.9  # not a list: the best entity it names
+
+
+async def test_an_entity_reached_twice_is_rated_by_the_better_walk():
+    # Actor 7-0 is first reached as Director 7's protégé, then again as an actor of his films:
+    # "who starred in the films directed by [Director 7]" is answered by the second walk
+    kg = DictKG(movie_kg().triples + [("Director 7", "mentor_of", "Actor 7-0")])
+    kgs = KGSet([kg])
+    values = TrainedValue(await _trained(kgs))
+    machine = Machine(kgs)
+    u = Usage()
+    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    protege = await expand(machine, root, root.subgraph.entities, "mentor_of", u)
+    hop1 = await expand(machine, protege, root.subgraph.entities, "~directed_by", u)
+    films7 = [e for e in hop1.subgraph.entities if e.label.startswith("Film")]
+    hop2 = await expand(machine, hop1, films7, "starred_actors", u)
+    question = "who starred in the films directed by [Director 7]"
+
+    async def answer(node, text):
+        return await values.evaluate(question, await machine.transition(node, Action(ActionType.ANSWER, text), u), u)
+
+    (actor,) = [e for e in hop2.subgraph.entities if e.label == "Actor 7-0"]
+    assert [[f.relation.key for f in p] for p in reaching_paths(hop2.subgraph, [actor], root.subgraph.entities)] == [
+        ["mentor_of"], ["~directed_by", "starred_actors"]]
+    other = await answer(hop2, "Actor 7-1")
+    assert other > 0.8 and await answer(hop2, "Actor 7-0") == other == await answer(hop2, "[Actor 7-0, Actor 7-1]")
+    assert await answer(protege, "Actor 7-0") < 0.5  # before the films' actors were walked
 
 
 async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at_the_threshold():

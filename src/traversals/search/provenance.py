@@ -77,29 +77,59 @@ def walked_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable
     of ``roots``) to it: the facts that first reached each entity on the way, back to a
     question entity. Entities no fact reached (the question's own, unless an expansion
     reached them again) have none and are left out."""
-    introduced: dict[tuple[str, str], Fact] = {}
-    for f in subgraph.facts:
-        introduced.setdefault((f.target.kg, f.target.id), f)
-    start_keys = {(r.kg, r.id) for r in roots}
+    walk = _FirstWalks(subgraph, roots)
+    return [path for path in (walk.to((e.kg, e.id)) for e in entities) if path]
+
+
+def reaching_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterable[Entity]) -> list[list[Fact]]:
+    """Every walk that reached each of ``entities``: for each fact whose target it is, that
+    fact after the walk that first reached the fact's source (:func:`walked_paths`). An
+    entity reached twice has two: the writer of the question's film reached again as an
+    actor of the films he wrote answers "who acted in the films written by the writer of
+    [X]" by the second walk, not the first."""
+    walk = _FirstWalks(subgraph, roots)
+    wanted = {(e.kg, e.id) for e in entities}
     paths = []
-    for e in entities:
+    for f in subgraph.facts:
+        if (f.target.kg, f.target.id) not in wanted:
+            continue
+        source = (f.source.kg, f.source.id)
+        before = [] if source in walk.start_keys else walk.to(source)
+        if before or source in walk.start_keys:
+            paths.append(before + [f])
+    return paths
+
+
+class _FirstWalks:
+    """The facts that first reached each entity of a subgraph, walked back to the roots."""
+
+    def __init__(self, subgraph: Subgraph, roots: Iterable[Entity]) -> None:
+        self.introduced: dict[tuple[str, str], Fact] = {}
+        for f in subgraph.facts:
+            self.introduced.setdefault((f.target.kg, f.target.id), f)
+        self.start_keys = {(r.kg, r.id) for r in roots}
+
+    def to(self, key: tuple[str, str]) -> list[Fact]:
+        """The first walk from a root to the entity ``key`` ([] when none reached it)."""
         path: list[Fact] = []
-        key, seen = (e.kg, e.id), set()
-        while key in introduced and key not in seen and (not path or key not in start_keys):
+        seen: set[tuple[str, str]] = set()
+        while key in self.introduced and key not in seen and (not path or key not in self.start_keys):
             seen.add(key)
-            fact = introduced[key]
+            fact = self.introduced[key]
             path.append(fact)
             key = (fact.source.kg, fact.source.id)
-        if path:
-            paths.append(path[::-1])
-    return paths
+        return path[::-1]
+
+
+def named_entities(node: Node) -> list[Entity]:
+    """The subgraph's entities whose labels the node's answer text holds."""
+    text = (node.answer or "").casefold()
+    return [e for e in node.subgraph.entities if e.label and e.label.casefold() in text]
 
 
 def answer_paths(node: Node) -> list[list[Fact]]:
     """For each entity the answer names, the walked facts from a question entity to it."""
-    text = (node.answer or "").casefold()
-    named = [e for e in node.subgraph.entities if e.label and e.label.casefold() in text]
-    return walked_paths(node.subgraph, named, node.path()[0].subgraph.entities)
+    return walked_paths(node.subgraph, named_entities(node), node.path()[0].subgraph.entities)
 
 
 def render_paths(node: Node, limit: int = 3) -> str:

@@ -5,12 +5,13 @@ tree's nodes in place of the LLM's F.4 / F.5 prompts.
 The model scores a relation path from the question's entities, so a node is read as the
 paths its subgraph walked:
 
-- an **answer** is worth the model's *stop* head on the path to the entity it names; a
-  list answer ``[A, B]`` is worth its worst entity (:func:`list_value`), so a list that
-  pads the answer with what a longer walk reached is worth less than the answer alone;
-  an answer that names no entity an expansion reached
-  (free text, or the question's own entity where :func:`~.provenance.reached_back` rules
-  it out) is worth 0 — the model cannot rate it;
+- an **answer** is worth the model's *stop* head on the path to the entity it names (the
+  best walk that reached it, :func:`~.provenance.reaching_paths`); a list answer
+  ``[A, B]`` is worth its worst entity (:func:`list_value`), so a list that pads the
+  answer with what a longer walk reached is worth less than the answer alone; an answer
+  that names no entity an expansion reached (free text, or the question's own entity
+  where :func:`~.provenance.reached_back` rules it out) is worth 0 — the model cannot
+  rate it;
 - any other node is worth the *search* value ``max(stop, 0.9 · go)`` of the paths its
   latest expansion walked (the root, before any expansion: the empty path), so best-first
   search follows the expansion the model rates best and backtracks when an expansion
@@ -49,7 +50,7 @@ from __future__ import annotations
 
 from ..llm.base import Usage
 from .machine import Action, ActionType, Node, State, latest_targets, selection_group
-from .provenance import answer_paths, reached_back, walked_paths
+from .provenance import named_entities, reached_back, reaching_paths, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
 
@@ -81,7 +82,7 @@ def latest_paths(node: Node) -> set[tuple[str, ...]]:
 def list_value(answer: str, rated: dict[str, float]) -> float:
     """The value of an answer naming the entities whose casefolded labels ``rated`` maps
     to their values: for a list answer ``[A, B, ...]``, the least value among the
-    entities it names as whole items (a list is right when each of its entities is: "[Ken
+    entities it names as whole items, each at the best walk that reached it (a list is right when each of its entities is: "[Ken
     Scott, Martin Petit]" for the writer of one film, where Martin Petit is Ken Scott's
     co-writer on another, is worth Martin Petit's path); otherwise the best of them.
     Items that name no rated entity are left out, so a label with ", " in it stays one
@@ -123,7 +124,9 @@ class TrainedValue:
         if node.state is State.DONE:
             root = node.path()[0].subgraph
             # the same entities answer_candidates offers (provenance.reached_back)
-            walked = [p for p in answer_paths(node) if not reached_back(p[-1], root, node.subgraph)]
+            # every walk that reached a named entity: one reached again later answers by the later walk
+            reaching = reaching_paths(node.subgraph, named_entities(node), root.entities)
+            walked = [p for p in reaching if not reached_back(p[-1], root, node.subgraph)]
             # a sentence that restates the question's entity beside another answers with the
             # other: "Tasha Tudor's mother is William Burgess" is no round trip to Tasha Tudor
             others = [p for p in walked if p[-1].target not in root]
