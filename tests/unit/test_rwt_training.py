@@ -320,13 +320,17 @@ async def _trained(kgs: KGSet) -> ValueModel:
         await questions(kgs, range(6)))
 
 
+async def _rated(kg: DictKG):
+    """A value trained on ``kg``, a machine over it, a usage and the root at [Director 7]."""
+    kgs = KGSet([kg])
+    machine = Machine(kgs)
+    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    return TrainedValue(await _trained(kgs)), machine, Usage(), root
+
+
 async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
     kg = movie_kg()
-    kgs = KGSet([kg])
-    values = TrainedValue(await _trained(kgs))
-    machine = Machine(kgs)
-    u = Usage()
-    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    values, machine, u, root = await _rated(kg)
 
     def walk(node, entities, key):
         return expand(machine, node, entities, key, u)
@@ -357,11 +361,7 @@ async def test_the_trained_value_rates_tree_nodes_by_the_path_they_walked():
 
 async def test_the_trained_value_rates_a_list_by_the_worst_entity_it_names():
     kg = movie_kg()
-    kgs = KGSet([kg])
-    values = TrainedValue(await _trained(kgs))
-    machine = Machine(kgs)
-    u = Usage()
-    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    values, machine, u, root = await _rated(kg)
     hop1 = await expand(machine, root, root.subgraph.entities, "~directed_by", u)
     films7 = [e for e in hop1.subgraph.entities if e.label.startswith("Film")]
     hop2 = await expand(machine, hop1, films7, "release_year", u)
@@ -388,11 +388,7 @@ async def test_an_entity_reached_twice_is_rated_by_the_better_walk():
     # Actor 7-0 is first reached as Director 7's protégé, then again as an actor of his films:
     # "who starred in the films directed by [Director 7]" is answered by the second walk
     kg = DictKG(movie_kg().triples + [("Director 7", "mentor_of", "Actor 7-0")])
-    kgs = KGSet([kg])
-    values = TrainedValue(await _trained(kgs))
-    machine = Machine(kgs)
-    u = Usage()
-    root = machine.root(Subgraph().with_entities((await kg.search("Director 7"))[:1]))
+    values, machine, u, root = await _rated(kg)
     protege = await expand(machine, root, root.subgraph.entities, "mentor_of", u)
     hop1 = await expand(machine, protege, root.subgraph.entities, "~directed_by", u)
     films7 = [e for e in hop1.subgraph.entities if e.label.startswith("Film")]

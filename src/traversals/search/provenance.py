@@ -94,8 +94,9 @@ def reaching_paths(subgraph: Subgraph, entities: Iterable[Entity], roots: Iterab
         if (f.target.kg, f.target.id) not in wanted:
             continue
         source = (f.source.kg, f.source.id)
-        before = [] if source in walk.start_keys else walk.to(source)
-        if before or source in walk.start_keys:
+        if source in walk.start_keys:
+            paths.append([f])
+        elif before := walk.to(source):
             paths.append(before + [f])
     return paths
 

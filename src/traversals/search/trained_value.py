@@ -81,12 +81,12 @@ def latest_paths(node: Node) -> set[tuple[str, ...]]:
 
 def list_value(answer: str, rated: dict[str, float]) -> float:
     """The value of an answer naming the entities whose casefolded labels ``rated`` maps
-    to their values: for a list answer ``[A, B, ...]``, the least value among the
-    entities it names as whole items, each at the best walk that reached it (a list is right when each of its entities is: "[Ken
-    Scott, Martin Petit]" for the writer of one film, where Martin Petit is Ken Scott's
-    co-writer on another, is worth Martin Petit's path); otherwise the best of them.
-    Items that name no rated entity are left out, so a label with ", " in it stays one
-    entity."""
+    to their values (each at the best walk that reached it): for a list answer ``[A, B,
+    ...]``, the least value among the entities it names as whole items — a list is right
+    when each of its entities is: "[Ken Scott, Martin Petit]" for the writer of one film,
+    where Martin Petit is Ken Scott's co-writer on another, is worth Martin Petit's
+    path —; otherwise the best of them. Items that name no rated entity are left out, so
+    a label with ", " in it stays one entity."""
     best = max(rated.values())
     if not (answer.startswith("[") and answer.endswith("]")):
         return best
