@@ -4,6 +4,7 @@ what it is for (action choice, thought, relation choice, calibration, answer, va
     python bench/where_time_goes.py                          # chain, 5 MetaQA 1-hop dev questions
     python bench/where_time_goes.py --strategy tree --hops 2 --limit 2 --calibrate
     python bench/where_time_goes.py --calibrate --value-model models/metaqa-value.json
+    python bench/where_time_goes.py --limit 2 --trace           # every call, in order
 
 Prints one row per kind of call: calls, prompt tokens the model computed (the rest came
 from its KV cache), tokens generated, seconds and their share. Figures, not assertions;
@@ -32,14 +33,17 @@ ROOT = Path(__file__).resolve().parents[1]
 class TimedLLM:
     """An :class:`LLM` that passes every call on and books its cost under a kind."""
 
-    def __init__(self, inner: LLM) -> None:
+    def __init__(self, inner: LLM, trace: bool = False) -> None:
         self.inner = inner
+        self.trace = trace
         self.name = inner.name
         self.can_score = inner.can_score
         #: kind -> [calls, computed prompt tokens, generated tokens, seconds]
         self.book: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
 
-    def _add(self, kind: str, computed: int, generated: int, seconds: float) -> None:
+    def _add(self, kind: str, computed: int, generated: int, seconds: float, sent: int = 0) -> None:
+        if self.trace:
+            print(f"    {seconds:5.2f} s  {computed:5d} / {sent:5d} tokens computed / sent  +{generated:3d}  {kind}")
         row = self.book[kind]
         row[0] += 1
         row[1] += computed
@@ -51,7 +55,7 @@ class TimedLLM:
         g = await self.inner.generate(prompt, prefix=prefix, **kw)
         computed = g.prompt_tokens if g.computed_prompt_tokens is None else g.computed_prompt_tokens
         self._add(f"generate {prefix.strip()[-24:] or '(no prefix)'}", computed, g.completion_tokens,
-                  time.perf_counter() - t)
+                  time.perf_counter() - t, g.prompt_tokens)
         return g
 
     async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False) -> Scores:
@@ -59,7 +63,7 @@ class TimedLLM:
         s = await self.inner.score(prompt, options, prefix=prefix, transient=transient)
         computed = s.prompt_tokens if s.computed_prompt_tokens is None else s.computed_prompt_tokens
         what = (prompt.rstrip().splitlines()[-1] + " " + prefix).strip()[-48:]
-        self._add(f"score {what}{' (transient)' if transient else ''}", computed, 0, time.perf_counter() - t)
+        self._add(f"score {what}{' (transient)' if transient else ''}", computed, 0, time.perf_counter() - t, s.prompt_tokens)
         return s
 
     async def close(self) -> None:
@@ -69,7 +73,7 @@ class TimedLLM:
 async def main(args: argparse.Namespace) -> None:
     dataset = load_dataset(f"metaqa-{args.hops}hop", str(args.data), "dev", True)
     questions = sample_questions(dataset.questions, args.limit, 233)
-    llm = TimedLLM(open_llm(args.llm))
+    llm = TimedLLM(open_llm(args.llm), trace=args.trace)
     kgs = [open_kg(dataset.kg_spec)]
     config = SearchConfig(decoding=args.decoding, calibrate=args.calibrate, calibrate_answers=args.calibrate_answers,
                           both_orders=args.both_orders, max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
@@ -102,6 +106,7 @@ if __name__ == "__main__":
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
     add_decoding_flag(ap)  # --decoding, --calibrate / --calibrate-weight, --calibrate-answers as in the CLI
+    ap.add_argument("--trace", action="store_true", help="print every call as it ends, in order")
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     asyncio.run(main(ap.parse_args()))
