@@ -17,7 +17,7 @@ from traversals.llm.base import Usage
 from traversals.search.cot import ChainOfThought
 from traversals.search.kgset import KGSet
 from traversals.search.machine import Action, ActionType, Machine
-from traversals.search.provenance import answer_paths, reaching_paths
+from traversals.search.provenance import answer_paths, reaching_paths, supporting_edges
 from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
@@ -404,6 +404,11 @@ async def test_an_entity_reached_twice_is_rated_by_the_better_walk():
     other = await answer(hop2, "Actor 7-1")
     assert other > 0.8 and await answer(hop2, "Actor 7-0") == other == await answer(hop2, "[Actor 7-0, Actor 7-1]")
     assert await answer(protege, "Actor 7-0") < 0.5  # before the films' actors were walked
+    # the answer's provenance shows both walks, not only the first
+    done = await machine.transition(hop2, Action(ActionType.ANSWER, "Actor 7-0"), u)
+    assert [(e.subject.label, e.relation.id, e.object.label) for e in supporting_edges(done)] == [
+        ("Director 7", "mentor_of", "Actor 7-0"), ("Film 7-0", "starred_actors", "Actor 7-0"),
+        ("Film 7-0", "directed_by", "Director 7")]
 
 
 async def test_tree_with_a_trained_value_answers_from_the_right_hop_and_stops_at_the_threshold():

@@ -143,9 +143,13 @@ def render_paths(node: Node, limit: int = 3) -> str:
 
 
 def supporting_edges(node: Node) -> list[Edge]:
-    """The subgraph edges on the paths from the query entities to the entities the answer
-    names (or, if it names none, the edges its path added)."""
-    out = [f.edge() for path in answer_paths(node) for f in reversed(path)]
+    """The subgraph edges on every walk from the query entities to the entities the answer
+    names (:func:`reaching_paths`: an actor reached as the question's director's protégé
+    and again as an actor of his films shows both walks, whichever the question asked
+    for), each walk from the answer back; or, if the answer names none, the edges its path
+    added."""
+    roots = node.path()[0].subgraph.entities
+    out = [f.edge() for path in reaching_paths(node.subgraph, named_entities(node), roots) for f in reversed(path)]
     if not out:
         out = [f.edge() for n in node.path() for f in n.new_facts]
     return list(dict.fromkeys(out))
