@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 QUESTION ?= Who is Bob Dylan's maternal grandmother?
 
-.PHONY: demo test install install-test model clean
+.PHONY: demo test install install-test model metaqa-value clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ demo: install model
 
 test: install-test model
 	$(BIN)/python -m pytest -q -ra; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+
+# The value trained without labels for MetaQA's KB (docs/rwt.md), rebuilt from the LLM's
+# relation phrasings kept in bench/phrasings (about 5 minutes; the same weights every time)
+METAQA ?= ../shared/data/metaqa
+metaqa-value: install model
+	mkdir -p models
+	cp bench/phrasings/metaqa-kb.phrasings.json models/metaqa-syn.json.phrasings.json
+	$(BIN)/traversals train-value --synthetic 1500 --kg $(METAQA)/kb.txt --out models/metaqa-syn.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -266,3 +266,22 @@ async def step_all(maker: SyntheticQuestions, starts, relation):
     for start in starts:
         reached += (await _walk_along(maker, start, relation)).entities
     return reached
+
+
+def test_the_committed_metaqa_phrasings_cover_every_relation_both_ways(SHARED):
+    # `make metaqa-value` rebuilds the value trained without labels from this file: the
+    # default local model's phrasings, read back instead of asking it again
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "phrasings" / "metaqa-kb.phrasings.json"
+    phrasings = read_phrasings(path, "local:qwen2.5-coder-1.5b")
+    kb = SHARED / "data" / "metaqa" / "kb.txt"
+    if not kb.exists():
+        pytest.skip(f"{kb} is not there")
+    with kb.open(encoding="utf-8") as f:
+        relations = {line.split("|")[1] for line in f if line.count("|") == 2}
+    rare = {"has_imdb_votes", "~has_imdb_votes"}  # 116 edges of 134,000: no walk took them
+    assert set(phrasings) >= (relations | {"~" + r for r in relations}) - rare
+    assert all(ph.questions and "{}" in ph.questions[0] for ph in phrasings.values())
+    with pytest.raises(BadInput, match="not by"):  # another LLM must not reuse them silently
+        read_phrasings(path, "openai:gpt-4o")
