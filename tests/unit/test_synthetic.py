@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -271,8 +272,6 @@ async def step_all(maker: SyntheticQuestions, starts, relation):
 def test_the_committed_metaqa_phrasings_cover_every_relation_both_ways(SHARED):
     # `make metaqa-value` rebuilds the value trained without labels from this file: the
     # default local model's phrasings, read back instead of asking it again
-    from pathlib import Path
-
     path = Path(__file__).resolve().parents[2] / "bench" / "phrasings" / "metaqa-kb.phrasings.json"
     phrasings = read_phrasings(path, "local:qwen2.5-coder-1.5b")
     kb = SHARED / "data" / "metaqa" / "kb.txt"
@@ -280,7 +279,7 @@ def test_the_committed_metaqa_phrasings_cover_every_relation_both_ways(SHARED):
         pytest.skip(f"{kb} is not there")
     with kb.open(encoding="utf-8") as f:
         relations = {line.split("|")[1] for line in f if line.count("|") == 2}
-    rare = {"has_imdb_votes", "~has_imdb_votes"}  # 116 edges of 134,000: no walk took them
+    rare = {"has_imdb_votes", "~has_imdb_votes"}  # 116 of the 128,185 edges: no walk took them
     assert set(phrasings) >= (relations | {"~" + r for r in relations}) - rare
     assert all(ph.questions and "{}" in ph.questions[0] for ph in phrasings.values())
     with pytest.raises(BadInput, match="not by"):  # another LLM must not reuse them silently
