@@ -41,7 +41,7 @@ class TimedLLM:
         #: kind -> [calls, computed prompt tokens, generated tokens, seconds]
         self.book: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
 
-    def _add(self, kind: str, computed: int, generated: int, seconds: float, sent: int = 0) -> None:
+    def _add(self, kind: str, computed: int, generated: int, seconds: float, sent: int) -> None:
         if self.trace:
             print(f"    {seconds:5.2f} s  {computed:5d} / {sent:5d} tokens computed / sent  +{generated:3d}  {kind}")
         row = self.book[kind]

@@ -133,6 +133,12 @@ def answer_paths(node: Node) -> list[list[Fact]]:
     return walked_paths(node.subgraph, named_entities(node), node.path()[0].subgraph.entities)
 
 
+def answer_reaching_paths(node: Node) -> list[list[Fact]]:
+    """Every walk from a question entity to each entity the answer names
+    (:func:`reaching_paths`; :func:`answer_paths` keeps the first walk to each)."""
+    return reaching_paths(node.subgraph, named_entities(node), node.path()[0].subgraph.entities)
+
+
 def render_paths(node: Node, limit: int = 3) -> str:
     """``  Bob Dylan -> mother -> Beatrice Stone -> mother -> Florence Stone``"""
     lines = []
@@ -148,8 +154,7 @@ def supporting_edges(node: Node) -> list[Edge]:
     and again as an actor of his films shows both walks, whichever the question asked
     for), each walk from the answer back; or, if the answer names none, the edges its path
     added."""
-    roots = node.path()[0].subgraph.entities
-    out = [f.edge() for path in reaching_paths(node.subgraph, named_entities(node), roots) for f in reversed(path)]
+    out = [f.edge() for path in answer_reaching_paths(node) for f in reversed(path)]
     if not out:
         out = [f.edge() for n in node.path() for f in n.new_facts]
     return list(dict.fromkeys(out))

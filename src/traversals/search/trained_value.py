@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from ..llm.base import Usage
 from .machine import Action, ActionType, Node, State, latest_targets, selection_group
-from .provenance import named_entities, reached_back, reaching_paths, walked_paths
+from .provenance import answer_reaching_paths, reached_back, walked_paths
 from .rwt.valuemodel import ValueModel, question_words
 from .subgraph import Fact
 
@@ -125,8 +125,7 @@ class TrainedValue:
             root = node.path()[0].subgraph
             # the same entities answer_candidates offers (provenance.reached_back)
             # every walk that reached a named entity: one reached again later answers by the later walk
-            reaching = reaching_paths(node.subgraph, named_entities(node), root.entities)
-            walked = [p for p in reaching if not reached_back(p[-1], root, node.subgraph)]
+            walked = [p for p in answer_reaching_paths(node) if not reached_back(p[-1], root, node.subgraph)]
             # a sentence that restates the question's entity beside another answers with the
             # other: "Tasha Tudor's mother is William Burgess" is no round trip to Tasha Tudor
             others = [p for p in walked if p[-1].target not in root]
