@@ -19,6 +19,7 @@ from traversals.eval.synthetic import (
     join_round_trips,
     listed_words,
     read_phrasings,
+    reads_as_question,
     entity_kinds,
     parse_phrasing,
     plural,
@@ -64,6 +65,14 @@ def test_a_phrasing_needs_exactly_one_slot():
                                      "reverse question": "What films did {} direct?"}
     assert parse_phrasing("Who directed the film?\nPhrase: the director of {} and {}") == {}
     assert parse_phrasing("") == {}
+
+
+def test_a_question_line_must_read_as_a_question():
+    # what the 1.5B model wrote for PathQuestion's "parents": a statement, dropped
+    reply = " {} and his parents are related to each other.\nPhrase: the parents of {}\nReverse question: Who died from {}"
+    assert parse_phrasing(reply) == {"phrase": "the parents of {}", "reverse question": "Who died from {}"}
+    assert reads_as_question("{} was directed by whom?") and reads_as_question("Name the films of {}.")
+    assert not reads_as_question("the director of {}") and not reads_as_question("")
 
 
 def test_a_question_wraps_the_earlier_hops_phrases_innermost_first():
@@ -207,6 +216,8 @@ async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(
 
     def score(prompt, options, prefix):  # the check: the LLM picks the relation the question's words name
         q = prompt.split("Question: ")[1].split("\n")[0]
+        if q == "N/A":  # the calibration's neutral prompt: no preference
+            return [0.0] * len(options)
         named = ("release_year" if "released" in q or "year of" in q else "~written_by" if "writ" in q
                  else "~directed_by" if "films" in q else "directed_by")
         return [0.0 if o.split(" ")[0] == named else -5.0 for o in options]
@@ -224,6 +235,30 @@ async def test_a_phrasing_the_llm_does_not_read_back_as_its_relation_is_dropped(
     assert "Who starred in the films of {}?" not in reverse.checked
     assert forward.checked["When was {} released?"] < 0.5 < forward.checked["Who directed {}?"]
     assert reverse.checked["What films did {} write?"] < 0.5 < reverse.checked["What films did {} direct?"]
+
+
+async def test_the_check_discounts_a_relation_the_llm_prefers_whatever_is_asked(kb):
+    """The 1.5B model gave PathQuestion's *gender* 0.82 for "Who are the parents of [Ludwig
+    II of Bavaria]?" and for every other question about him; the check divides by what it
+    gives each relation when nothing is asked."""
+    def score(prompt, options, prefix):
+        q = prompt.split("Question: ")[1].split("\n")[0]
+        bias = [3.0 if o.startswith("release_year") else 0.0 for o in options]
+        named = "directed_by" if "direct" in q else None
+        return [b + (2.0 if o.split(" ")[0] == named else 0.0) for b, o in zip(bias, options)]
+
+    film = next(e for e in await kb.search("Man of Aran", Usage()) if e.label == "Man of Aran")
+    directed = next(r for r in (await kb.get_relations([film], Usage())).items if r.key == "directed_by")
+    llm = ScriptedLLM(lambda *a: "", score=score)
+    calibrated = SyntheticQuestions(kb, llm, SyntheticConfig())
+    p, top = await calibrated.check(directed, film, "Who directed {}?", as_question=True)
+    assert top and p > 0.5
+    neutral_calls = sum("Question: N/A" in c.prompt for c in llm.score_calls)
+    await calibrated.check(directed, film, "{} was directed by whom?", as_question=True)
+    assert sum("Question: N/A" in c.prompt for c in llm.score_calls) == neutral_calls == 1  # once per entity
+    raw = SyntheticQuestions(kb, llm, SyntheticConfig(calibrated_check=False))
+    p, top = await raw.check(directed, film, "Who directed {}?", as_question=True)
+    assert not top and p < 0.5
 
 
 async def _walk_along(maker: SyntheticQuestions, start, relation):

@@ -20,8 +20,9 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    ``prompts/relation_synonyms.txt``, read by the value model through
    :func:`listed_words`);
 4. keeps a phrasing only if the LLM, asked which of an example entity's relations answers
-   it (``prompts/relation_check.txt``), ranks the relation first (the best-scored phrasing
-   if none passes);
+   it (``prompts/relation_check.txt``), ranks the relation first, against what it prefers
+   when nothing is asked (contextual calibration), and a question only if it reads as one
+   (the best-scored phrasing if none passes);
 5. composes each walk's question from them, innermost hop first: "When was {} released?"
    ∘ "the films directed by {}" ∘ "the director of {}" gives "When was the films directed
    by the director of [The Confessional] released?". Half the time a round trip (a relation,
@@ -61,7 +62,7 @@ from typing import Callable, Sequence
 from ..errors import BadInput
 from ..kg.base import Edge, Entity, Relation
 from ..llm.base import LLM, Usage
-from ..search.choices import option_probs
+from ..search.choices import calibrate, option_probs
 from ..search.kgset import KGSet
 from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
@@ -96,6 +97,11 @@ class SyntheticConfig:
     #: cut the walks through "in language" from 45 of 1,500 to 9)
     usual_share: float = 0.1
     usual_after: int = 10  # … once this many of the relation's ends were looked at
+    #: the check divides each relation's probability by its probability with no question
+    #: (contextual calibration, :func:`~traversals.search.choices.calibrate`): on PathQuestion's
+    #: KB the 1.5B model gave *gender* 0.82 for "Who are the parents of [Ludwig II of
+    #: Bavaria]?" and every question about him, so no *parents* question passed
+    calibrated_check: bool = True
     seed: int = 0
 
 
@@ -148,16 +154,30 @@ def asks_for_a_person(question: str) -> bool:
     return re.search(r"\bwhom?\b", question, re.IGNORECASE) is not None
 
 
+#: the words a question may start with when it does not end with "?" ("Who died from {}")
+_QUESTION_STARTS = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how", "in", "is", "are",
+                              "was", "were", "do", "does", "did", "can", "has", "have", "had", "name", "list"})
+
+
+def reads_as_question(text: str) -> bool:
+    """Whether ``text`` is a question: it ends with "?" or starts with a question word. On
+    PathQuestion's KB the 1.5B model wrote "{} and his parents are related to each other."
+    as the question for *parents*, and the check kept it as the best-scored one."""
+    words = text.strip().split()
+    return bool(words) and (text.rstrip().endswith("?") or words[0].casefold().strip(",") in _QUESTION_STARTS)
+
+
 def parse_phrasing(reply: str) -> dict[str, str]:
     """The lines of the LLM's reply by name (:data:`LINES`), each kept only if it has exactly
-    one ``{}`` and another word."""
+    one ``{}`` and another word, and a question line only if it :func:`reads_as_question`."""
     out: dict[str, str] = {}
     for n, line in enumerate(ln.strip() for ln in reply.strip().split("\n") if ln.strip()):
         name, _, text = line.partition(":")
         if n == 0:
             name, text = "question", line
         name, text = name.strip().casefold(), text.strip()
-        if name in LINES and name not in out and text.count(SLOT) == 1 and len(text.split()) >= 2:
+        if (name in LINES and name not in out and text.count(SLOT) == 1 and len(text.split()) >= 2
+                and ("question" not in name or reads_as_question(text))):
             out[name] = text
     return out
 
@@ -364,6 +384,7 @@ class SyntheticQuestions:
         #: each relation (kg, key)
         self._ends: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._end_relations: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
+        self._neutrals: dict[tuple[str, str], list[float]] = {}  # (kg, entity id) -> the check's bias
         self.usage = Usage()
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
@@ -473,7 +494,7 @@ class SyntheticQuestions:
             texts = await self._replies(render("question_paraphrase"), PARAPHRASE_PREFIX.format(question=question),
                                         cfg.paraphrases, max_tokens=40, stop="\n")
             for text in (t.strip() for t in texts):
-                if (text.count(SLOT) == 1 and len(text.split()) >= 2 and text not in out
+                if (text.count(SLOT) == 1 and len(text.split()) >= 2 and text not in out and reads_as_question(text)
                         and asks_for_a_person(text) == asks_for_a_person(question)):
                     out.append(text)
         return out
@@ -532,7 +553,8 @@ class SyntheticQuestions:
     async def check(self, relation: Relation, source: Entity, text: str, *, as_question: bool) -> tuple[float, bool]:
         """The probability the LLM gives ``relation`` among ``source``'s relations as the one
         that answers ``text`` (a question, or "What is <phrase>?") about ``source``, and
-        whether no other relation is more probable."""
+        whether no other relation is more probable; with ``calibrated_check``, each relation's
+        probability divided by its probability when nothing is asked (:meth:`_neutral`)."""
         rels = await self._relations_of(source)  # one KG call per example entity, not per phrasing
         lines = [option_line(k, r) for k, r in zip(self.kgs.option_keys(rels), rels)]
         at = [i for i, r in enumerate(rels) if r.key == relation.key and r.kg == relation.kg]
@@ -542,7 +564,18 @@ class SyntheticQuestions:
         question = filled if as_question else f"What is {filled}?"
         prompt = render("relation_check", entity=source.label, options="\n".join(lines), question=question)
         probs = await option_probs(self.llm, prompt, lines, self.usage)
+        if self.config.calibrated_check:
+            probs = calibrate(probs, await self._neutral(source, lines))
         return probs[at[0]], probs[at[0]] >= max(probs)
+
+    async def _neutral(self, source: Entity, lines: list[str]) -> list[float]:
+        """The check's option probabilities with no question ("N/A"), once per example
+        entity: what the LLM prefers among ``source``'s relations whatever is asked."""
+        key = (source.kg, source.id)
+        if key not in self._neutrals:
+            prompt = render("relation_check", entity=source.label, options="\n".join(lines), question="N/A")
+            self._neutrals[key] = await option_probs(self.llm, prompt, lines, self.usage, transient=True)
+        return self._neutrals[key]
 
     async def run(self, phrasings_file: Path, questions_file: Path,
                   progress: Callable[[int, int], None] | None = None) -> list[SyntheticQuestion]:
