@@ -81,6 +81,10 @@ class SyntheticConfig:
     max_width: int = 30  # … and one passing through more
     max_relations: int = 50  # relations considered at each step
     draws: int = 5  # entities drawn per question wanted (walks fail: dead ends, huge fan-outs)
+    #: how many times the draw is walked while questions are wanted: a small KG has fewer
+    #: entities to start from than questions wanted (PathQuestion's PQ-2H KB: 1,056 entities,
+    #: 539 walks in one pass, for 85 of its two-hop relation paths)
+    passes: int = 3
     variants: int = 3  # phrasings asked per relation (the first greedy, the others sampled)
     #: each direction's first question is also said in other everyday words this many times
     #: (the first greedy, the others sampled; :meth:`SyntheticQuestions.paraphrase`): the
@@ -412,20 +416,30 @@ class SyntheticQuestions:
         return node
 
     async def walks(self, progress: Callable[[int, int], None] | None = None) -> list[tuple[int, PathNode]]:
-        """Up to ``questions`` walks, hop counts in turn, from a seeded draw of entities."""
+        """Up to ``questions`` walks, hop counts in turn, from a seeded draw of entities; the
+        draw is walked again (``passes`` in all, each walk its own seed) while questions are
+        wanted, keeping only walks not made before. A walk's index is its entity's position
+        in the draw, plus the draw's size times the pass."""
         cfg = self.config
         pool = await self.kgs.sample_entities(cfg.questions * cfg.draws, self.usage, seed=cfg.seed)
         if not pool:
             raise BadInput("the KG has no entity to start a walk from")
         out: list[tuple[int, PathNode]] = []
-        for i, start in enumerate(pool):
-            if len(out) >= cfg.questions:
-                break
-            end = await self.walk(start, len(out) % cfg.max_hops + 1, random.Random(f"{cfg.seed}:{i}"))
-            if end is not None:
-                out.append((i, end))
-                if progress:
-                    progress(len(out), cfg.questions)
+        made: set[tuple] = set()
+        for turn in range(max(1, cfg.passes)):
+            for i, start in enumerate(pool):
+                if len(out) >= cfg.questions:
+                    return out
+                seed = f"{cfg.seed}:{i}" if turn == 0 else f"{cfg.seed}:{i}:{turn}"
+                end = await self.walk(start, len(out) % cfg.max_hops + 1, random.Random(seed))
+                if end is None:
+                    continue
+                key = (start.kg, start.id, tuple(n.relation.key for n in end.path()[1:] if n.relation is not None))
+                if key not in made:
+                    made.add(key)
+                    out.append((i + turn * len(pool), end))
+                    if progress:
+                        progress(len(out), cfg.questions)
         return out
 
     @staticmethod
