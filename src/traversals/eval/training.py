@@ -150,7 +150,8 @@ async def _synthetic_questions(args: argparse.Namespace,
                                  gold_reward([[a] for a in q.answers])) for q in made]
     meta = {"synthetic": {"questions": len(made), "hops": {str(h): n for h, n in sorted(hops.items())},
                           "llm": args.llm, "questions_file": str(questions_file), "phrasings": str(phrasings),
-                          "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases}}
+                          "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases,
+                          "passes": cfg.passes, "calibrated_check": cfg.calibrated_check}}
     return training, meta, listed
 
 
