@@ -341,3 +341,37 @@ def test_the_committed_metaqa_phrasings_cover_every_relation_both_ways(SHARED):
     assert all(ph.questions and "{}" in ph.questions[0] for ph in phrasings.values())
     with pytest.raises(BadInput, match="not by"):  # another LLM must not reuse them silently
         read_phrasings(path, "openai:gpt-4o")
+
+
+async def test_the_check_asks_about_the_example_entity_with_the_most_relations(tmp_path):
+    """A place of death with no other relation passes every reverse phrasing ("Who was born
+    in {}?" included): the check asks about the example city that also has people born in it."""
+    lines = ["ann|place_of_death|graz", "bob|place_of_death|vienna", "cy|place_of_birth|vienna",
+             "ann|place_of_birth|vienna"]
+    (tmp_path / "places.txt").write_text("\n".join(lines) + "\n")
+    kgs = KGSet(open_kgs([str(tmp_path / "places.txt")]))
+    reply = (" Where did {} die?\nPhrase: the place of death of {}\n"
+             "Reverse question: Who was born in {}?\nReverse phrase: the people who died in {}")
+
+    def score(prompt, options, prefix):
+        q = prompt.split("Question: ")[1].split("\n")[0]
+        if q == "N/A":
+            return [0.0] * len(options)
+        named = "~place_of_birth" if "born" in q else "~place_of_death" if "died" in q else "place_of_death"
+        return [0.0 if o.split(" ")[0] == named else -5.0 for o in options]
+
+    try:
+        maker = SyntheticQuestions(kgs, ScriptedLLM(lambda *a: reply, score=score),
+                                   SyntheticConfig(variants=1, paraphrases=0))
+        ann = next(e for e in await kgs.search("ann", Usage()) if e.label == "ann")
+        bob = next(e for e in await kgs.search("bob", Usage()) if e.label == "bob")
+        died = next(r for r in (await kgs.get_relations([ann], Usage())).items if r.key == "place_of_death")
+        ends = [await _walk_along(maker, ann, died), await _walk_along(maker, bob, died)]
+        assert [e.object.label for e in maker.examples(died, ends)] == ["graz", "vienna"]
+        assert (await maker.check_source(maker.examples(died, ends), reverse=True)).label == "vienna"
+        forward, reverse = await maker.phrase(died, ends)
+    finally:
+        await kgs.close()
+    assert forward.questions == ["Where did {} die?"]
+    assert reverse.checked["Who was born in {}?"] < 0.5 < reverse.checked["the people who died in {}"]
+    assert reverse.phrases == ["the people who died in {}"]
