@@ -4,7 +4,9 @@ Runs the hop-level beam of ``traversals train-value`` (no LLM, no random relatio
 trained model on the questions an eval asks (the first ``--limit`` of the seed-233
 shuffle), answers with the state of the best *stop* value, and scores it like
 ``traversals eval``. With ``--compare DIR`` (an eval run of the same questions) it prints
-the paired counts, so the LLM's share of the result is visible.
+the paired counts, so the LLM's share of the result is visible; ``--out DIR`` writes the
+per-question scores as ``DIR/results.jsonl``, so two models can be paired the same way
+(``--compare`` the first model's DIR).
 
     python bench/rwt_without_llm.py metaqa-1hop --data ../shared/data/metaqa --answerable-only \
         --model models/metaqa-value.json --limit 50 --compare runs/m1-beam-trained
@@ -54,6 +56,11 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         for kg in kgs_list:
             await kg.close()
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        with open(Path(args.out, "results.jsonl"), "w") as f:
+            for q in questions:
+                f.write(json.dumps({"id": q.id, "question": q.text, **rows[q.id]}) + "\n")
     n = len(rows)
     means = {k: 100 * sum(r[k] for r in rows.values()) / max(1, n) for k in ("hits@1", "em_in", "f1")}
     print(f"{args.dataset}: model alone (no LLM), n={n}: Hits@1 {means['hits@1']:.1f}  "
@@ -85,4 +92,5 @@ if __name__ == "__main__":
     p.add_argument("--branch", type=int, default=3, help="relations tried per state (beam's B2)")
     p.add_argument("--max-hops", type=int, default=3)
     p.add_argument("--compare", metavar="DIR", help="an eval run (results.jsonl) of the same questions")
+    p.add_argument("--out", metavar="DIR", help="write the per-question scores to DIR/results.jsonl")
     asyncio.run(main(p.parse_args()))
