@@ -20,7 +20,8 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
    ``prompts/relation_synonyms.txt``, read by the value model through
    :func:`listed_words`);
 4. keeps a phrasing only if the LLM, asked which of an example entity's relations answers
-   it (``prompts/relation_check.txt``), ranks the relation first, against what it prefers
+   it (``prompts/relation_check.txt``; the example with the most relations, since one with a
+   single relation passes anything), ranks the relation first, against what it prefers
    when nothing is asked (contextual calibration), and a question only if it reads as one
    (the best-scored phrasing if none passes);
 5. composes each walk's question from them, innermost hop first: "When was {} released?"
