@@ -590,12 +590,8 @@ class SyntheticQuestions:
         PathQuestion's PQ-2H KB have no other, and "Who was born in {}?" was kept (checked
         1.0) for the reverse of *place of death*."""
         ends = list(dict.fromkeys(e.object if reverse else e.subject for e in edges))
-        best: Entity | None = None
-        most = -1
-        for end in ends:
-            if (n := len(await self._relations_of(end))) > most:
-                best, most = end, n
-        return best
+        sizes = [len(await self._relations_of(end)) for end in ends]
+        return ends[sizes.index(max(sizes))] if ends else None
 
     async def _neutral(self, source: Entity, lines: list[str]) -> list[float]:
         """The check's option probabilities with no question ("N/A"), once per example
