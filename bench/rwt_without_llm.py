@@ -5,7 +5,8 @@ trained model on the questions an eval asks (the first ``--limit`` of the seed-2
 shuffle), answers with the state of the best *stop* value, and scores it like
 ``traversals eval``. With ``--compare DIR`` (an eval run of the same questions) it prints
 the paired counts, so the LLM's share of the result is visible; ``--out DIR`` writes the
-per-question scores as ``DIR/results.jsonl``, so two models can be paired the same way
+per-question scores (with the answer and the path that reached it) as ``DIR/results.jsonl``,
+so two models can be paired the same way
 (``--compare`` the first model's DIR).
 
     python bench/rwt_without_llm.py metaqa-1hop --data ../shared/data/metaqa --answerable-only \
@@ -41,6 +42,7 @@ async def main(args: argparse.Namespace) -> None:
     trainer = Trainer(KGSet(kgs_list), TrainConfig(width=args.width, branch=args.branch, epsilon=0.0,
                                                    max_hops=args.max_hops))
     rows: dict[str, dict[str, float]] = {}
+    chosen: dict[str, dict[str, str]] = {}  # what the model answered, by which path (for --out)
     try:
         for q in questions:
             entities = await link(trainer.kgs, q)
@@ -53,6 +55,8 @@ async def main(args: argparse.Namespace) -> None:
             best = trainer.chosen(tree, model)
             shown = best.entities[:MAX_ANSWER_ENTITIES] if best else ()
             rows[q.id] = score(", ".join(e.label for e in shown), q.gold)
+            chosen[q.id] = {"answer": ", ".join(e.label for e in shown),
+                            "path": best.path_text(" -> ", per_step=3) if best else ""}
     finally:
         for kg in kgs_list:
             await kg.close()
@@ -60,7 +64,7 @@ async def main(args: argparse.Namespace) -> None:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         with open(Path(args.out, "results.jsonl"), "w") as f:
             for q in questions:
-                f.write(json.dumps({"id": q.id, "question": q.text, **rows[q.id]}) + "\n")
+                f.write(json.dumps({"id": q.id, "question": q.text, **rows[q.id], **chosen.get(q.id, {})}) + "\n")
     n = len(rows)
     means = {k: 100 * sum(r[k] for r in rows.values()) / max(1, n) for k in ("hits@1", "em_in", "f1")}
     print(f"{args.dataset}: model alone (no LLM), n={n}: Hits@1 {means['hits@1']:.1f}  "

@@ -46,14 +46,15 @@ async def test_beam_search_follows_the_policy_and_answers_with_the_path():
     assert answer.trace["guesses"] == ["Florence Stone", "Beatrice Stone", "Abram Zimmerman"]
     nodes = answer.trace["nodes"]
     # hop 1: the two most probable relations from Bob Dylan (mother first); hop 2: two from each
-    # kept state that can reach someone new. No state reaches an entity met earlier on its
-    # path: Beatrice Stone's `child` reaches no one (Bob Dylan is where the path began), and
-    # the occupations are offered the way back (`is occupation of`) only because it reaches
-    # another musician, Jakob Dylan
+    # kept state that can reach someone new. A state reaches an entity met earlier on its
+    # path only on a round trip the KG stores both ways: Beatrice Stone's only `child` is Bob
+    # Dylan (his `mother` edge, walked back by a `child` edge), and the occupations are
+    # offered the way back (`is occupation of`) only because it reaches another musician,
+    # Jakob Dylan (not Bob Dylan, whom the same stored edge leads back to)
     first = [n for n in nodes if n["depth"] == 1]
     assert len(first) == 2 and first[0]["action"]["relation"]["label"] == "mother"
     second = {(n["parent"], n["action"]["relation"]["label"]): n["entities"] for n in nodes if n["depth"] == 2}
-    assert second == {(first[0]["id"], "mother"): ["Florence Stone"], (first[0]["id"], "child"): [],
+    assert second == {(first[0]["id"], "mother"): ["Florence Stone"], (first[0]["id"], "child"): ["Bob Dylan"],
                       (first[1]["id"], "is occupation of"): ["Jakob Dylan"]}
     assert answer.trace["answer_node"] == next(n["id"] for n in nodes if n["entities"] == ["Florence Stone"])
 
@@ -186,6 +187,36 @@ async def test_a_relation_walked_back_reaches_only_what_the_path_has_not_met(tmp
     assert [e.label for e in (await walk("X", "written_by", "~written_by", "release_year")).entities] == ["1985"]
     # V wrote only Z: walking back from V reaches nothing new, so it is not offered
     assert "~written_by" not in await offered(await walk("Z", "written_by"))
+
+
+async def test_a_round_trip_comes_back_only_on_a_pair_the_kg_stores_both_ways(tmp_path):
+    """PathQuestion stores X -spouse-> H and H -spouse-> X, X -parents-> M and M -children-> X,
+    and asks "the spouse of X's spouse" (X); MetaQA stores film -> writer only, and a target
+    among several (X among his siblings) is no answer (provenance.reached_back's rule)."""
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.state import step
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("X|spouse|H\nH|spouse|X\nX|parents|M\nM|children|X\nS|parents|M\n"
+                  "A|parents|P\nP|children|A\nP|children|B\nF|written_by|W\nL|self|L\n")
+    kgs = KGSet(open_kgs([str(kb)]))
+    usage = Usage()
+
+    async def walk(start: str, *keys: str) -> list[str]:
+        node = PathNode(0, tuple(await kgs.search(start, usage, limit=1)))
+        for key in keys:
+            rel = next(r for r in (await kgs.get_relations(list(node.entities), usage)).items if r.key == key)
+            entities, edges, _ = await step(kgs, node, rel, usage)
+            node = PathNode(node.id + 1, entities, parent=node, relation=rel, edges=edges, depth=node.depth + 1)
+        return sorted(e.label for e in node.entities)
+
+    assert await walk("X", "spouse", "spouse") == ["X"]
+    assert await walk("X", "spouse", "spouse", "spouse") == ["H"]
+    assert await walk("X", "parents", "children") == ["X"]  # M's only child the KG stores as such
+    assert await walk("A", "parents", "children") == ["B"]  # A among P's children: his sibling
+    assert await walk("X", "parents", "~parents") == ["S"]  # the edge X -> M walked back: S only
+    assert await walk("F", "written_by", "~written_by") == []  # one stored edge, twice
+    assert await walk("L", "self") == ["L"]  # a self-loop, as the tree has it
 
 
 async def test_training_walks_each_relation_from_a_state_once():

@@ -6,8 +6,9 @@ them. ``traversals train-value --synthetic N`` (:mod:`.training`):
 
 1. draws entities at random (:class:`~traversals.kg.base.EntitySampler`);
 2. walks 1 … ``max_hops`` relations from each (hop counts in turn), at random among the
-   relations that reach an entity the walk has not met, keeping walks whose states stay
-   small (a question whose answer is 500 films is not one a person asks);
+   relations that reach an entity the walk has not met (or come back on a round trip the
+   KG stores both ways, :func:`~traversals.search.rwt.state.comes_back`), keeping walks
+   whose states stay small (a question whose answer is 500 films is not one a person asks);
 3. has the LLM say, once per relation the walks took, how a person asks for what it
    leads to, in both directions — a question ("Who directed {}?") and a noun phrase ("the
    director of {}"), then the reverse ("What films did {} direct?", "the films directed by
