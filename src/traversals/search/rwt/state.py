@@ -176,8 +176,7 @@ def comes_back(node: PathNode, relation: Relation, got: Edges) -> set[tuple[str,
     if got.omitted or not got.edges:
         return set()
     seen = node.seen()
-    walked = {(e.subject.kg, e.subject.id, e.object.id) for n in node.path() for e in n.edges}
-    walked |= {(e.subject.kg, e.subject.id, e.object.id) for e in got.edges}
+    walked = {_ends(e) for n in node.path() for e in n.edges} | {_ends(e) for e in got.edges}
     targets: dict[tuple[str, str], list[Entity]] = {}
     for e in got.edges:
         source, target = (e.object, e.subject) if relation.inverse else (e.subject, e.object)
@@ -187,16 +186,22 @@ def comes_back(node: PathNode, relation: Relation, got: Edges) -> set[tuple[str,
         source, target = (e.object, e.subject) if relation.inverse else (e.subject, e.object)
         if (target.kg, target.id) not in seen or len(targets[(source.kg, source.id)]) != 1:
             continue
-        if (e.object.kg, e.object.id, e.subject.id) in walked:  # the pair is stored both ways
+        if _ends(e)[::-1] in walked:  # the pair is stored both ways (or a self-loop)
             back.add((target.kg, target.id))
     return back
+
+
+def _ends(e: Edge) -> tuple[tuple[str, str], tuple[str, str]]:
+    """An edge's (subject, object) as stored, each as (kg, id)."""
+    return (e.subject.kg, e.subject.id), (e.object.kg, e.object.id)
 
 
 async def offered_relations(kgs: EdgeSource, node: PathNode, relations: Sequence[Relation], usage: Usage,
                             limit: int) -> list[Relation]:
     """The first ``limit`` of the node's ``relations`` that can reach an entity the path has
-    not met (or come back to one, :func:`comes_back`): a relation reversing one on the path (``~written_by`` after ``written_by``) is
-    walked once to check (one KG call; most of them only walk back), the others are kept."""
+    not met (or come back to one, :func:`comes_back`): a relation reversing one on the path
+    (``~written_by`` after ``written_by``) is walked once to check (one KG call; most of them
+    only walk back), the others are kept."""
     reverses = node.reverses()
     out: list[Relation] = []
     for r in relations:
