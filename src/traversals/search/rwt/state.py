@@ -9,6 +9,7 @@ and ``W`` (summed values), so ``Q = W / N``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
@@ -173,22 +174,17 @@ def comes_back(node: PathNode, relation: Relation, got: Edges) -> set[tuple[str,
     only, so ``directed_by`` then ``~directed_by`` walks one stored edge twice and never
     comes back; a target among several ("the children of X's parent" meets X among his
     siblings) is no answer either. The rule of :func:`~..provenance.reached_back`."""
-    if got.omitted or not got.edges:
+    if got.omitted:
         return set()
     seen = node.seen()
+    steps = [((e.object, e.subject) if relation.inverse else (e.subject, e.object), e) for e in got.edges]
+    if not any((t.kg, t.id) in seen for (_, t), _ in steps):
+        return set()  # the usual case: nothing walked back, no need to read the path's edges
+    fanout = Counter((s.kg, s.id) for (s, _), _ in steps)
     walked = {_ends(e) for n in node.path() for e in n.edges} | {_ends(e) for e in got.edges}
-    targets: dict[tuple[str, str], list[Entity]] = {}
-    for e in got.edges:
-        source, target = (e.object, e.subject) if relation.inverse else (e.subject, e.object)
-        targets.setdefault((source.kg, source.id), []).append(target)
-    back: set[tuple[str, str]] = set()
-    for e in got.edges:
-        source, target = (e.object, e.subject) if relation.inverse else (e.subject, e.object)
-        if (target.kg, target.id) not in seen or len(targets[(source.kg, source.id)]) != 1:
-            continue
-        if _ends(e)[::-1] in walked:  # the pair is stored both ways (or a self-loop)
-            back.add((target.kg, target.id))
-    return back
+    # the only target of its source, by a pair stored both ways (or a self-loop)
+    return {(t.kg, t.id) for (s, t), e in steps
+            if (t.kg, t.id) in seen and fanout[(s.kg, s.id)] == 1 and _ends(e)[::-1] in walked}
 
 
 def _ends(e: Edge) -> tuple[tuple[str, str], tuple[str, str]]:
