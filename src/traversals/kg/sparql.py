@@ -621,13 +621,18 @@ class SparqlKG:
             return []
         st.literal(raw)  # BadInput on text that is not valid Unicode
         self.stats.searches += 1
+        # "lord_robert_manners" also finds the label "lord robert manners" (what `kg
+        # convert` writes for a name with underscores), as the embedded store's search does
+        texts = list(dict.fromkeys([text, " ".join(text.replace("_", " ").split())]))
         hits: list[tuple[str, str]] = []  # (iri, matched label)
         if "exact" in self.search_stages:
-            hits = await self._search_exact(raw, text, limit)
-        if not hits and "icase" in self.search_stages:
-            hits = await self._search_scan(text, limit, contains=False)
-        if not hits and "contains" in self.search_stages:
-            hits = await self._search_scan(text, limit, contains=True)
+            hits = await self._search_exact(raw, texts, limit)
+        for contains in (False, True):
+            if not hits and ("contains" if contains else "icase") in self.search_stages:
+                for t in texts:
+                    hits = await self._search_scan(t, limit, contains=contains)
+                    if hits:
+                        break
         hits = hits[:limit]
         ents = await self._entities([h[0] for h in hits], hints=dict(hits))
         return [ents[h[0]] for h in hits]
@@ -642,11 +647,14 @@ class SparqlKG:
             f"{{ ?x {st.iri(p)} ?l . {inner} }}" for p in self.label_predicates
         )
 
-    async def _search_exact(self, raw: str, text: str, limit: int) -> list[tuple[str, str]]:
+    async def _search_exact(self, raw: str, texts: Sequence[str], limit: int) -> list[tuple[str, str]]:
         # the text as given, whitespace-normalised, and a few case variants, each without
         # a language tag and with each configured one: all index lookups, cheap anywhere
         variants = list(
-            dict.fromkeys([raw, text, text.lower(), text.title(), text.capitalize(), text.upper()])
+            dict.fromkeys(
+                [raw]
+                + [v for t in texts for v in (t, t.lower(), t.title(), t.capitalize(), t.upper())]
+            )
         )
         terms = []
         for v in variants:
