@@ -68,9 +68,10 @@ class OxigraphServer:
             self._log.close()
 
 
-def load_store(location: Path, files: list[Path]) -> None:
+def load_store(location: Path, files: list[Path], *, lenient: bool = False) -> None:
+    """Load files into an Oxigraph store; ``lenient`` lets in IRIs RFC 3987 refuses."""
     subprocess.run(
-        [oxigraph_binary(), "load", "--location", str(location), "--file", *map(str, files)],
+        [oxigraph_binary(), "load", *(["--lenient"] if lenient else []), "--location", str(location), "--file", *map(str, files)],
         check=True,
         capture_output=True,
     )

@@ -43,6 +43,7 @@ have no relations of their own here.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 from dataclasses import dataclass, field, replace
@@ -66,6 +67,8 @@ from .base import (
 )
 from .cache import QueryCache
 from .http import HttpClient, RateLimit
+
+log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
 
@@ -432,6 +435,10 @@ class SparqlKG:
 
         Preference: the configured languages in order, then no tag, then any language;
         among equally good values the first label predicate wins.
+
+        A node whose IRI cannot be written into a query (a space in it) gets no label; one
+        a strict server may refuse (a stray ``%``) is asked about alone, and gets no label
+        if it is refused: one odd node never costs the others theirs.
         """
         todo = list(dict.fromkeys(node_iris))
         if not todo:
@@ -440,16 +447,12 @@ class SparqlKG:
             ("d", i, p) for i, p in enumerate(self.description_predicates)
         ]
         found: dict[str, dict[str, tuple[tuple[int, int, str], str]]] = {}
-        for chunk in _chunks(todo, BATCH):
-            rows = await self.select(self._literal_query(chunk, preds, preferred=True))
-            self._collect(rows, found)
+        await self._select_labels(todo, preds, found, preferred=True)
         # any-language fallback for nodes with no label at all
         missing = [x for x in todo if "l" not in found.get(x, {})]
         if missing:
             lpreds = [t for t in preds if t[0] == "l"]
-            for chunk in _chunks(missing, BATCH):
-                rows = await self.select(self._literal_query(chunk, lpreds, preferred=False))
-                self._collect(rows, found)
+            await self._select_labels(missing, lpreds, found, preferred=False)
         out = {}
         for x in todo:
             got = found.get(x, {})
@@ -457,6 +460,26 @@ class SparqlKG:
             desc = got["d"][1] if "d" in got else ""
             out[x] = (label, desc)
         return out
+
+    async def _select_labels(
+        self,
+        nodes: Sequence[str],
+        preds: Sequence[tuple[str, int, str]],
+        found: dict[str, dict[str, tuple[tuple[int, int, str], str]]],
+        *,
+        preferred: bool,
+    ) -> None:
+        plain = [x for x in nodes if st.is_strict_iri(x)]
+        odd = [x for x in nodes if x not in set(plain) and st.is_iri(x)]
+        for chunk in _chunks(plain, BATCH):
+            self._collect(await self.select(self._literal_query(chunk, preds, preferred=preferred)), found)
+        for x in odd:
+            try:
+                rows = await self.select(self._literal_query([x], preds, preferred=preferred))
+            except KGQueryError as e:
+                log.info("%s: no label for %s, the endpoint refused its IRI: %s", self.name, x, e)
+                continue
+            self._collect(rows, found)
 
     def _literal_query(
         self, subjects: Sequence[str], preds: Sequence[tuple[str, int, str]], *, preferred: bool

@@ -67,6 +67,18 @@ def is_iri(value: str) -> bool:
     return True
 
 
+def is_strict_iri(value: str) -> bool:
+    """Whether ``value`` is also an IRI by RFC 3987 (``pyoxigraph.NamedNode``'s check),
+    which some servers apply to queries: a stray ``%`` passes :func:`iri` but not this."""
+    if not is_iri(value):
+        return False
+    try:
+        pyoxigraph.NamedNode(value)
+    except ValueError:
+        return False
+    return True
+
+
 def language_tag(tag: str) -> str:
     """A validated language tag (returned unchanged)."""
     if not isinstance(tag, str) or not _LANGTAG.match(tag):
