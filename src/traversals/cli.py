@@ -24,6 +24,7 @@ from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
     open_llm_from_args, prepare_llm, remote_kg_options,
 )
+from .validate import unicode_text
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -91,6 +92,7 @@ async def _ask(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .search.events import describe
 
+    unicode_text(args.question, "the question")
     strategy = _strategy(args)
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from .retry import backoff_delay, parse_retry_after
+from .validate import http_url
 
 __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 
@@ -67,9 +68,7 @@ class JsonPoster:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise error(f"base_url must be an http(s) URL, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = http_url(base_url, "base_url", error).rstrip("/")
         self.name = name
         self.error = error
         self.unavailable = unavailable
@@ -113,6 +112,10 @@ class JsonPoster:
                 raise self.error(
                     f"{self.name}: POST {url} timed out ({kind}, limit {self.timeout:g} s)"
                 ) from e
+            except UnicodeEncodeError as e:
+                raise self.error(
+                    f"{self.name}: the request to {url} holds text that is not valid Unicode ({e.reason})"
+                ) from None
             except (httpx.TransportError, OSError) as e:
                 if attempt < self.max_retries:
                     await self._sleep(self._backoff(attempt))

@@ -56,6 +56,7 @@ from .errors import (
 from .kg.base import KnowledgeGraph
 from .llm.base import LLM
 from .search.result import Solver
+from .validate import unicode_text
 
 __all__ = ["Busy", "ClientGone", "RequestTimeout", "ServiceLimits", "create_app", "parse_ask_request", "status_for"]
 
@@ -131,6 +132,7 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         raise BadInput("'question' must be a non-empty string")
     if len(question) > limits.max_question_chars:
         raise BadInput(f"'question' is longer than {limits.max_question_chars} characters")
+    unicode_text(question, "'question'")
     strategy = body.get("strategy", default_strategy)
     if strategy not in STRATEGIES:
         raise BadInput(f"'strategy' must be one of {', '.join(STRATEGIES)}")
@@ -139,6 +141,8 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         not isinstance(topics, list) or not all(isinstance(t, str) and t.strip() for t in topics)
     ):
         raise BadInput("'topic_entities' must be a list of non-empty strings")
+    for t in topics or []:
+        unicode_text(t, "'topic_entities'")
     trace, stream = body.get("trace", False), body.get("stream", False)
     if not isinstance(trace, bool) or not isinstance(stream, bool):
         raise BadInput("'trace' and 'stream' must be true or false")

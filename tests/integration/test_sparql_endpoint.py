@@ -354,6 +354,15 @@ async def test_an_odd_iri_among_the_edges_costs_only_its_own_label(oxigraph) -> 
         assert len(by_id) == 3
 
 
+async def test_an_entity_named_by_its_id_alone_gets_its_label_in_the_edges(oxigraph) -> None:
+    """An MCP client's kg_edges passes an id; the edges name it by its label, as the
+    embedded store's do."""
+    async with SparqlKG(oxigraph.url) as kg:
+        bail = iris.entity_iri("Charles Bail")
+        got = await kg.get_edges([Entity(bail, bail)], rel("directed_by", inverse=True))
+        assert got.edges and {e.object.label for e in got.edges} == {"Charles Bail"}
+
+
 HOSTILE = [
     '"', '\\', '\\"', "}", "} }", "};", "#", "# comment\n}", "\n", "\r\n", "\t", "'", "'''", '"""',
     '" } ; DROP ALL ; #', "') } UNION { ?s ?p ?o } #", "\\u0022 }", "<http://evil/>", "?x", "$x",

@@ -221,6 +221,10 @@ def test_write_ntriples_refusals(tmp_path):
         formats.write_ntriples(tmp_path / "missing.txt", tmp_path / "y.nt")
     with pytest.raises(BadInput, match="does not exist"):
         formats.write_ntriples(src, tmp_path / "nodir" / "y.nt")
+    (tmp_path / "taken.nt").mkdir()  # a directory where the output should go
+    with pytest.raises(BadInput, match="cannot write the output"):
+        formats.write_ntriples(src, tmp_path / "taken.nt")
+    assert not (tmp_path / "taken.nt.part").exists()
 
 
 def test_failed_conversion_leaves_no_output(tmp_path):

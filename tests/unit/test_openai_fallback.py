@@ -255,6 +255,36 @@ async def test_reply_without_choices_is_an_error():
     await llm.close()
 
 
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        ({"choices": ["hello"]}, "a choice is not an object"),
+        ({"choices": [{"message": "hello"}]}, "message is not an object"),
+        ({"choices": [{"message": {"content": 42}}]}, "content is int, not text"),
+    ],
+)
+async def test_a_reply_of_another_shape_is_one_llm_error(reply, says):
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=reply)))
+    with pytest.raises(LLMError, match=says):
+        await llm.generate("q")
+    await llm.close()
+
+
+async def test_odd_usage_blocks_cost_the_counts_not_the_answer():
+    """Content as a list of text parts is read; a usage that is not counts reads as 0."""
+    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "Par"}, {"type": "text", "text": "is"}]}}],
+             "usage": "lots"}
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=parts)))
+    g = await llm.generate("q")
+    assert g.texts == ["Paris"] and g.prompt_tokens == 0
+    await llm.close()
+    odd = chat_reply("Paris", prompt_tokens="ten", completion_tokens=2.0, prompt_tokens_details="none")
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=odd)))
+    g = await llm.generate("q")
+    assert g.texts == ["Paris"] and (g.prompt_tokens, g.completion_tokens) == (0, 2)
+    await llm.close()
+
+
 # --- scoring: off by default, on after a successful probe ----------------------------
 
 

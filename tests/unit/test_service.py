@@ -130,6 +130,8 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
         (b'{"question": "q", "topic_entities": "Alpha"}', "list of non-empty strings"),
         (b'{"question": "q", "trace": "yes"}', "'trace'"),
         (b'{"question": "q", "stream": 1}', "'stream'"),
+        (b'{"question": "who is \\ud800"}', "'question' is not valid Unicode"),
+        (b'{"question": "q", "topic_entities": ["\\udfff"]}', "'topic_entities' is not valid Unicode"),
     ],
 )
 async def test_bad_requests_get_400_naming_the_problem(body, says):

@@ -474,6 +474,9 @@ def write_ntriples(
             skipped = f" ({stats.skipped} blank or malformed lines)" if stats.skipped else ""
             raise BadInput(f"{src} holds no triples{skipped}")
         os.replace(tmp, dst)
+    except OSError as e:  # a directory of that name, no permission, a read-only disk...
+        tmp.unlink(missing_ok=True)
+        raise BadInput(f"{dst}: cannot write the output ({e.strerror or type(e).__name__})") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

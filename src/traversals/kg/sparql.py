@@ -53,6 +53,7 @@ from urllib.parse import urlencode
 import pyoxigraph
 
 from ..errors import BadInput, KGQueryError, KGTimeout
+from ..validate import http_url
 from . import iris
 from . import sparql_text as st
 from .base import (
@@ -291,9 +292,7 @@ class SparqlKG:
         hide_wikidata_statements: bool = True,
         exclude_external_ids: bool = True,
     ) -> None:
-        if not isinstance(endpoint_url, str) or not endpoint_url.startswith(("http://", "https://")):
-            raise BadInput(f"a SPARQL endpoint must be an http(s) URL, got {endpoint_url!r}")
-        self.endpoint_url = endpoint_url
+        self.endpoint_url = http_url(endpoint_url, "a SPARQL endpoint")
         self.name = name or endpoint_url
         self.label_predicates = tuple(label_predicates)
         self.description_predicates = tuple(description_predicates)
@@ -937,6 +936,16 @@ class SparqlKG:
             for r in rows
             if r[other_var].kind == "uri" and self._term_id(r[other_var]) not in given
         ]
+        # a source named by its id alone (an MCP client, a topic entity typed as an IRI)
+        # is described too, so its edges carry its label as the embedded store's do
+        unnamed = {
+            entity_iri(k): k
+            for k, e in given.items()
+            if e.label in ("", e.id) and not is_literal_id(k) and not k.startswith("_:")
+        }
+        for x, (label, desc) in (await self.describe(list(unnamed)) if unnamed else {}).items():
+            if label:
+                given[unnamed[x]] = replace(given[unnamed[x]], label=label, description=desc)
         described = await self._entities(list(dict.fromkeys(to_describe)))
 
         def node(t: Term) -> Entity:

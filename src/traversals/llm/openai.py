@@ -143,14 +143,34 @@ class OpenAICompatibleLLM:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise LLMError(f"{self.name}: reply has no choices: {json.dumps(data)[:200]}")
-        texts = []
-        for ch in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
-            msg = (ch or {}).get("message") or {}
-            content = msg.get("content")
-            if content is None and "text" in (ch or {}):
-                content = ch["text"]
-            texts.append(content or "")
-        return texts, data.get("usage") or {}
+        if not all(isinstance(ch, dict) for ch in choices):
+            raise LLMError(f"{self.name}: reply is not a chat completion (a choice is not an object): "
+                           f"{json.dumps(data)[:200]}")
+        index = [ch.get("index") if isinstance(ch.get("index"), int) else 0 for ch in choices]
+        texts = [self._choice_text(ch, data) for _, ch in sorted(zip(index, choices), key=lambda p: p[0])]
+        usage = data.get("usage")
+        return texts, usage if isinstance(usage, dict) else {}
+
+    def _choice_text(self, ch: dict[str, Any], data: dict[str, Any]) -> str:
+        """A choice's reply text: ``message.content`` (a string, or a list of text parts),
+        or ``text`` as a completions endpoint writes it."""
+        msg = ch.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if content is None:
+            content = ch.get("text")
+        if isinstance(content, list):  # [{"type": "text", "text": "..."}, ...]
+            parts = [p.get("text") if isinstance(p, dict) else p for p in content]
+            if all(isinstance(p, str) for p in parts):
+                content = "".join(str(p) for p in parts)
+        if content is None:
+            if msg is not None and not isinstance(msg, dict):
+                raise LLMError(f"{self.name}: reply is not a chat completion (message is not an object): "
+                               f"{json.dumps(data)[:200]}")
+            return ""
+        if not isinstance(content, str):
+            raise LLMError(f"{self.name}: the reply's content is {type(content).__name__}, not text: "
+                           f"{json.dumps(data)[:200]}")
+        return content
 
     async def generate(
         self,
@@ -203,11 +223,10 @@ class OpenAICompatibleLLM:
                     texts.extend(got[:1])
                     usages.append(usage)
         texts = [apply_stop(strip_prefix(t, prefix), stop) for t in texts[:n]]
-        prompt_tokens = sum(int(u.get("prompt_tokens") or 0) for u in usages)
-        completion_tokens = sum(int(u.get("completion_tokens") or 0) for u in usages)
-        cached = [
-            (u.get("prompt_tokens_details") or {}).get("cached_tokens") for u in usages
-        ]
+        prompt_tokens = sum(_count(u.get("prompt_tokens")) for u in usages)
+        completion_tokens = sum(_count(u.get("completion_tokens")) for u in usages)
+        details = [u.get("prompt_tokens_details") for u in usages]
+        cached = [d.get("cached_tokens") if isinstance(d, dict) else None for d in details]
         reused = [c for c in cached if isinstance(c, int)]
         computed = prompt_tokens - sum(reused) if usages and len(reused) == len(cached) else None
         return Generation(
@@ -244,7 +263,8 @@ class OpenAICompatibleLLM:
             raise ScoringNotSupported(
                 f"{self.name}: /completions did not return echoed logprobs"
             ) from e
-        n_prompt = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+        usage = data.get("usage")
+        n_prompt = _count(usage.get("prompt_tokens")) if isinstance(usage, dict) else 0
         if not (0 < n_prompt <= len(tokens)):
             n_prompt = max(len(tokens) - 1, 0)  # assume one generated token at the end
         return token_logprobs[:n_prompt], offsets[:n_prompt], tokens[:n_prompt], n_prompt
@@ -334,3 +354,11 @@ class OpenAICompatibleLLM:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _count(value: object) -> int:
+    """A token count from a reply's ``usage``; 0 for anything that is not a count (a
+    server's odd usage block costs its figures, not the answer)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

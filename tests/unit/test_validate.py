@@ -1,0 +1,54 @@
+"""Edge checks of user-supplied URLs and text: one clear error before any request."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.errors import BadInput, LLMError
+from traversals.http_json import JsonPoster
+from traversals.kg.sparql import SparqlKG
+from traversals.validate import http_url, unicode_text
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:7878/query", "HTTPS://query.wikidata.org/sparql",
+                                 "http://[::1]:8000/v1", "http://localhost/v1"])
+def test_good_urls_pass_unchanged(url):
+    assert http_url(url, "the endpoint") == url
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("http://127.0.0.1:99999/query", "port 99999"),
+        ("http://[::1", "not a valid URL"),
+        ("http://", "no host"),
+        ("ftp://example.org/sparql", "http(s) URL"),
+        ("127.0.0.1:7878/query", "http(s) URL"),
+        ("", "http(s) URL"),
+    ],
+)
+def test_bad_urls_are_one_named_error(url, says):
+    with pytest.raises(BadInput, match="the endpoint") as e:
+        http_url(url, "the endpoint")
+    assert says in str(e.value)
+
+
+def test_a_sparql_endpoint_and_an_api_root_are_checked_when_built():
+    assert SparqlKG("HTTP://127.0.0.1:7878/query").endpoint_url == "HTTP://127.0.0.1:7878/query"
+    with pytest.raises(BadInput, match="port 99999"):
+        SparqlKG("http://127.0.0.1:99999/query")
+    with pytest.raises(LLMError, match="base_url is not a valid URL"):
+        JsonPoster("http://[::1/v1", name="llm", error=LLMError, unavailable=LLMError)
+
+
+def test_text_that_cannot_be_utf8_is_bad_input():
+    assert unicode_text("Zoë «q»", "the question") == "Zoë «q»"
+    with pytest.raises(BadInput, match="the question is not valid Unicode"):
+        unicode_text("who is \udcff", "the question")
+
+
+async def test_a_request_body_with_a_lone_surrogate_is_the_callers_error_class():
+    poster = JsonPoster("http://127.0.0.1:9/v1", name="llm", error=LLMError, unavailable=LLMError, max_retries=0)
+    with pytest.raises(LLMError, match="not valid Unicode"):
+        await poster.post("/chat/completions", {"messages": [{"role": "user", "content": "q \ud800"}]})
+    await poster.aclose()
