@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -166,6 +167,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     llm = open_llm_from_args(args)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
                                default_strategy=_strategy(args), embedder=embedder)
+    # the MCP SDK logs at INFO on stderr, where httpx would add a line per KG/LLM request
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.transport == "stdio":
         server.run("stdio")
     else:

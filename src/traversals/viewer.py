@@ -183,6 +183,8 @@ def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval ({exc})") from None
     if not isinstance(trace, dict) or not isinstance(trace.get("nodes", []), list) or "question" not in trace:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (no question and nodes)")
+    if not all(isinstance(n, dict) and isinstance(n.get("id"), int) for n in trace.get("nodes", [])):
+        raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a node without an id)")
     out = out or Path(trace_path).with_suffix(".html")
     out.write_text(render_trace(trace), "utf-8")
     return out

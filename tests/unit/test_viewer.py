@@ -102,6 +102,9 @@ def test_the_command_writes_a_page_and_refuses_what_is_not_a_trace(tmp_path):
     assert "answer-node" in (tmp_path / "trace.html").read_text()
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    for target, says in ((bad, "not a trace"), (tmp_path / "nope", "no such file"), (tmp_path, "no results.jsonl")):
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"question": "q", "nodes": [5]}))
+    for target, says in ((bad, "not a trace"), (odd, "a node without an id"), (tmp_path / "nope", "no such file"),
+                         (tmp_path, "no results.jsonl")):
         done = subprocess.run([*exe, "view", str(target)], capture_output=True, text=True)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
