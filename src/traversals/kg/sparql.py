@@ -468,8 +468,9 @@ class SparqlKG:
         *,
         preferred: bool,
     ) -> None:
-        plain = [x for x in nodes if st.is_strict_iri(x)]
-        odd = [x for x in nodes if x not in set(plain) and st.is_iri(x)]
+        strict = {x: st.is_strict_iri(x) for x in nodes}
+        plain = [x for x in nodes if strict[x]]
+        odd = [x for x in nodes if not strict[x] and st.is_iri(x)]
         for chunk in _chunks(plain, BATCH):
             self._collect(await self.select(self._literal_query(chunk, preds, preferred=preferred)), found)
         for x in odd:
