@@ -11,12 +11,13 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from .api import STRATEGIES
-from .errors import TraversalsError
+from .errors import BadInput, TraversalsError
 from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
@@ -94,6 +95,10 @@ async def _ask(args: argparse.Namespace) -> int:
     from .search.events import describe
 
     unicode_text(args.question, "the question")
+    trace_file = Path(args.trace) if args.trace else None
+    if trace_file is not None and (trace_file.is_dir() or not trace_file.parent.is_dir()):
+        raise BadInput(f"--trace {trace_file}: " + ("is a directory" if trace_file.is_dir()
+                       else f"directory {trace_file.parent} does not exist"))  # before a search is spent
     strategy = _strategy(args)
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
@@ -106,8 +111,6 @@ async def _ask(args: argparse.Namespace) -> int:
         answer = await solver.ask(args.question)
     finally:
         await close_all(llm, kgs, embedder)
-    if args.trace:
-        Path(args.trace).write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
     else:
@@ -131,6 +134,11 @@ async def _ask(args: argparse.Namespace) -> int:
         print("note: the search found no answer", file=sys.stderr)
     elif answer.linked_entities and not answer.supporting_edges:
         print("note: the answer has no supporting KG edge (the search found none that leads to it)", file=sys.stderr)
+    if trace_file is not None:  # after the answer is printed: a failed write costs only the trace
+        try:
+            trace_file.write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
+        except OSError as e:
+            raise BadInput(f"--trace {trace_file}: cannot write it ({e.strerror or type(e).__name__})") from None
     return 0
 
 
@@ -253,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("traversals: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `traversals eval ... | head`: the reader left; what was written is written
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,3 +50,8 @@ class EmbedderError(TraversalsError):
 class EmbedderUnavailable(EmbedderError):
     """A sentence-embedding model cannot be loaded (missing package, file or model) or its
     endpoint cannot be reached."""
+
+
+class RunStopped(TraversalsError):
+    """An evaluation stopped itself: too many questions in a row failed, which says the
+    cause is not the questions (resume once it is fixed)."""

@@ -6,9 +6,12 @@ share.
   backoff and jitter, honouring ``Retry-After`` (capped at ``backoff_max``), up to
   ``max_retries`` times; a connect timeout is retried, a read timeout is not;
 - **errors**: one line naming the URL and, for an HTTP error, the endpoint's own error
-  message. Which classes are raised is the caller's: ``unavailable`` when the endpoint
-  cannot be reached or refuses the credentials (401/403: "check the API key"), ``error``
-  for everything else (a timeout, a 4xx/5xx, a reply that is not a JSON object).
+  message. Which classes are raised is the caller's: ``unavailable`` when no request can
+  succeed now -- the endpoint cannot be reached, refuses the credentials (401/403: "check
+  the API key"), has no such path or model (404), or still answers 5xx/429 after every
+  retry -- so that an evaluation stops instead of recording every question as an error;
+  ``error`` for what is this request's own (a timeout, another 4xx, a reply that is not a
+  JSON object).
 """
 
 from __future__ import annotations
@@ -151,10 +154,11 @@ class JsonPoster:
             msg = f"{self.name}: POST {url} -> HTTP {resp.status_code}: {detail}"
             if resp.status_code in (401, 403):
                 raise self.unavailable(msg + " (check the API key)")
-            if resp.status_code == 404 and not self.base_url.endswith("/v1"):
-                msg += " (base URL usually ends with /v1)"
-            if resp.status_code in RETRY_STATUS:
-                msg += f" (gave up after {attempt + 1} attempts)"
+            if resp.status_code == 404:  # a wrong base URL or model: every request would fail
+                hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"
+                raise self.unavailable(f"{msg} ({hint})")
+            if resp.status_code in RETRY_STATUS:  # down or overloaded, not this request's fault
+                raise self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
             raise self.error(msg)
 
     async def aclose(self) -> None:

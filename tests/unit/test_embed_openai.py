@@ -277,7 +277,7 @@ async def test_busy_server_is_retried_honouring_retry_after_then_gives_up_with_i
     )
     emb, sleeps = make(server, max_retries=2)
     with pytest.raises(
-        EmbedderError, match=r"HTTP 500: model not loaded \(gave up after 3 attempts\)"
+        EmbedderUnavailable, match=r"HTTP 500: model not loaded \(gave up after 3 attempts\)"
     ):
         await emb.embed(["x"])
     assert len(server.requests) == 3 and len(sleeps.delays) == 2

@@ -193,7 +193,7 @@ async def test_retry_after_is_capped_and_http_date_understood():
 async def test_persistent_5xx_gives_up_after_bounded_attempts():
     server = FakeServer(lambda r, b: httpx.Response(500, json={"error": {"message": "boom"}}))
     llm, sleeps = make(server, max_retries=3)
-    with pytest.raises(LLMError) as ei:
+    with pytest.raises(LLMUnavailable) as ei:  # an outage: an evaluation stops, to resume later
         await llm.generate("q")
     msg = str(ei.value)
     assert "HTTP 500" in msg and "boom" in msg and URL in msg and "4 attempts" in msg
@@ -210,6 +210,13 @@ async def test_client_errors_are_not_retried():
     with pytest.raises(LLMError, match="HTTP 400: bad stop"):
         await llm.generate("q")
     assert len(server.requests) == 1 and sleeps.delays == []
+    await llm.close()
+
+
+async def test_a_wrong_path_or_model_is_unavailable():
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(404, json={"error": {"message": "model 'x' not found"}})))
+    with pytest.raises(LLMUnavailable, match="not found.*check the base URL and the model name"):
+        await llm.generate("q")
     await llm.close()
 
 

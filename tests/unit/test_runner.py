@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from traversals.errors import BadInput, KGTimeout, LLMUnavailable
+from traversals.errors import BadInput, KGTimeout, LLMUnavailable, RunStopped
 from traversals.eval.datasets import Dataset, Gold, Question
 from traversals.eval.runner import read_results, run_eval, safe_id, summarize
 from traversals.llm.base import Usage
@@ -259,6 +259,46 @@ async def test_unavailable_llm_stops_the_run_resumably(tmp_path):
     assert s.n == 8 and s.errors == 0
 
 
+async def test_errors_in_a_row_stop_the_run_and_retry_errors_answers_them_again(tmp_path):
+    """A hung or broken server fails every question: after N error rows in a row the run
+    stops instead of recording them all, and `--retry-errors` answers those again."""
+    ds = make_dataset()
+    broken = {text: KGTimeout("no answer within 30 s") for text, _, _ in QUESTIONS[2:]}
+    with pytest.raises(RunStopped, match="3 questions in a row failed.*KGTimeout: no answer within 30 s"):
+        await run_eval(ds, FakeSolver(raises=broken), tmp_path, progress=False, max_consecutive_errors=3)
+    rows = lines(tmp_path / "results.jsonl")
+    assert [bool(r["error"]) for r in rows] == [False, False, True, True, True]  # the rest not asked
+    # a plain resume keeps the error rows; --retry-errors removes and re-asks them
+    s = await run_eval(ds, FakeSolver(), tmp_path, resume=True, retry_errors=True, progress=False)
+    rows = lines(tmp_path / "results.jsonl")
+    assert s.n == 8 and s.errors == 0 and sorted(r["id"] for r in rows) == sorted(q.id for q in ds.questions)
+    # 0 never stops; errors that are not in a row never stop either
+    s = await run_eval(ds, FakeSolver(raises=broken), tmp_path / "all", progress=False, max_consecutive_errors=0)
+    assert s.errors == 6
+    spread = {QUESTIONS[i][0]: KGTimeout("hub") for i in (1, 3, 5, 7)}
+    s = await run_eval(ds, FakeSolver(raises=spread), tmp_path / "spread", progress=False, max_consecutive_errors=2)
+    assert s.n == 8 and s.errors == 4
+
+
+async def test_resume_refuses_another_kg_but_not_another_path_to_it(tmp_path, monkeypatch):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("a|r|b\n")
+    ds = make_dataset(3)
+    await run_eval(ds, FakeSolver(), tmp_path / "run", limit=2, progress=False, config={"kg": [str(kb)]})
+    monkeypatch.chdir(tmp_path)  # the same file by a relative path
+    s = await run_eval(ds, FakeSolver(), tmp_path / "run", resume=True, limit=3, progress=False, config={"kg": ["kb.txt"]})
+    assert s.n == 3
+    with pytest.raises(BadInput, match="kg: "):
+        await run_eval(ds, FakeSolver(), tmp_path / "run", resume=True, progress=False, config={"kg": ["other.txt"]})
+
+
+async def test_an_out_that_cannot_be_a_directory_is_bad_input(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for out in (tmp_path / "file", tmp_path / "file" / "run"):
+        with pytest.raises(BadInput, match="cannot make the run directory"):
+            await run_eval(make_dataset(2), FakeSolver(), out, progress=False)
+
+
 async def test_cancel_leaves_consistent_files(tmp_path):
     ds = make_dataset()
     task = asyncio.create_task(run_eval(ds, FakeSolver(sleep=0.2, seed=3), tmp_path, concurrency=2, progress=False))
@@ -365,7 +405,8 @@ def test_cli_eval_chain_builds_llm_kg_and_solver_once(tmp_path, monkeypatch, cap
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     out = tmp_path / "e"
     args = ["eval", "metaqa-1hop", "--data", str(SHARED_DATA / "metaqa"), "--split", "dev", "--answerable-only",
-            "--limit", "6", "--strategy", "chain", "--out", str(out), "--concurrency", "2", "--no-progress"]  # fmt: skip
+            "--limit", "6", "--strategy", "chain", "--out", str(out), "--concurrency", "2", "--no-progress",
+            "--max-consecutive-errors", "0"]  # fmt: skip
     assert main(args) == 0
     assert opened["llm"] == [("local", "http://127.0.0.1:9/v1")]
     assert opened["kg"] == [str((SHARED_DATA / "metaqa" / "kb.txt").resolve())]  # once, shared
@@ -424,7 +465,8 @@ llmf.open_llm = lambda spec="local", **kw: Closable("llm")
 kgf.open_kg = lambda spec, **kw: Closable("kg")
 api.build_solver = lambda *a, **kw: FakeSolver(answers={{}}, sleep=float(sys.argv[2]))
 sys.exit(main(["eval", "metaqa-1hop", "--data", {data!r}, "--answerable-only", "--limit", "8",
-               "--strategy", "tree", "--out", sys.argv[1], "--no-progress"] + sys.argv[3:]))
+               "--strategy", "tree", "--out", sys.argv[1], "--no-progress",
+               "--max-consecutive-errors", "0"] + sys.argv[3:]))  # every row is an error here
 """
 
 

@@ -52,3 +52,15 @@ async def test_a_request_body_with_a_lone_surrogate_is_the_callers_error_class()
     with pytest.raises(LLMError, match="not valid Unicode"):
         await poster.post("/chat/completions", {"messages": [{"role": "user", "content": "q \ud800"}]})
     await poster.aclose()
+
+
+def test_cli_refusals_come_before_any_model_is_loaded(tmp_path, capsys):
+    from traversals.cli import main
+
+    assert main(["ask", "who directed [X]", "--trace", str(tmp_path / "missing" / "t.json")]) == 2
+    assert "--trace" in capsys.readouterr().err
+    assert main(["ask", "who is \udcff"]) == 2
+    assert "not valid Unicode" in capsys.readouterr().err
+    assert main(["eval", "metaqa-1hop", "--data", str(tmp_path), "--strategy", "chain", "--out", str(tmp_path / "r"),
+                 "--retry-errors"]) == 2
+    assert "--retry-errors goes with --resume" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from ..options import (
     open_llm_from_args, prepare_llm, redact_secrets, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
+from .runner import MAX_CONSECUTIVE_ERRORS
 
 
 def add_question_flags(p: argparse.ArgumentParser, *, data_required: bool = True) -> None:
@@ -58,6 +59,11 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--out", required=True, metavar="DIR", help="run directory")
     ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="questions answered at once (default 1)")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping answered questions")
+    ev.add_argument("--retry-errors", action="store_true",
+                    help="with --resume: answer again the questions recorded as errors (their rows are removed)")
+    ev.add_argument("--max-consecutive-errors", type=int, default=MAX_CONSECUTIVE_ERRORS, metavar="N",
+                    help=f"stop the run after N questions in a row failed, a sign that the LLM or KG is broken "
+                         f"rather than the questions hard (default {MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
 
@@ -98,6 +104,10 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
 async def _eval(args: argparse.Namespace) -> int:
     from .runner import run_eval
 
+    if args.retry_errors and not args.resume:
+        raise BadInput("--retry-errors goes with --resume (it answers again a run's error rows)")
+    if args.max_consecutive_errors < 0:
+        raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
     strategy = args.strategy
     kg_specs = list(args.kg or dataset.kg_specs)
@@ -152,6 +162,8 @@ async def _eval(args: argparse.Namespace) -> int:
             seed=args.sample_seed,
             progress=not args.no_progress,
             config=config,
+            retry_errors=args.retry_errors,
+            max_consecutive_errors=args.max_consecutive_errors,
         )
     finally:
         for thing in reversed(opened):

@@ -35,7 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, TraversalsError
+from ..errors import (
+    BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped, TraversalsError,
+)
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .metrics import METRICS, score
 
@@ -47,7 +49,9 @@ TRACES = "traces"
 #: Errors that say the infrastructure is down, not that a question is hard: the run stops
 #: (nothing is recorded for the question) so that it can be resumed once it is back.
 ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, ModelIntegrityError,
-                                                 EmbedderUnavailable)
+                                                 EmbedderUnavailable, RunStopped)
+#: error rows in a row after which a run stops (``--max-consecutive-errors``)
+MAX_CONSECUTIVE_ERRORS = 5
 
 #: run.json keys that must agree when resuming (when both runs record them).
 RESUME_MUST_MATCH = (
@@ -55,7 +59,7 @@ RESUME_MUST_MATCH = (
     "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed", "calibrate",
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
-    "compare_answers", "value_examples", "value_reasoning",
+    "compare_answers", "value_examples", "value_reasoning", "kg",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
@@ -203,6 +207,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
+    """Replace ``results.jsonl`` with ``rows`` (temporary file, fsync, ``os.replace``)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(_json_safe(row), ensure_ascii=False, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 class ResultsFile:
     """``results.jsonl`` opened for appending whole lines atomically."""
 
@@ -343,11 +358,21 @@ def code_revision(source: Path | None = None) -> dict[str, Any] | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
+def _same_setting(key: str, old: Any, new: Any) -> bool:
+    if key == "kg" and isinstance(old, list) and isinstance(new, list):
+        # KG specs: a file given as another path to the same file is the same KG
+        def where(spec: Any) -> str:
+            text = str(spec)
+            return str(Path(text).resolve()) if Path(text).exists() else text
+        return [where(x) for x in old] == [where(x) for x in new]
+    return old == new
+
+
 def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
     diffs = [
         f"{k}: {old[k]!r} (recorded) vs {new[k]!r} (now)"
         for k in RESUME_MUST_MATCH
-        if k in old and k in new and old[k] != new[k]
+        if k in old and k in new and not _same_setting(k, old[k], new[k])
     ]
     if diffs:
         raise BadInput(
@@ -411,6 +436,8 @@ async def run_eval(
     seed: int = DEFAULT_SEED,
     progress: bool = True,
     config: Mapping[str, Any] | None = None,
+    retry_errors: bool = False,
+    max_consecutive_errors: int = MAX_CONSECUTIVE_ERRORS,
 ) -> Summary:
     """Answer the selected questions of ``dataset`` and write the run's files.
 
@@ -424,7 +451,10 @@ async def run_eval(
     false, or when resuming with different settings. When the LLM or KG is unavailable
     the run stops and the error is raised after in-flight questions finish; on
     cancellation (Ctrl-C) in-flight questions are abandoned. In both cases the files stay
-    consistent and the run can be resumed.
+    consistent and the run can be resumed. After ``max_consecutive_errors`` error rows in
+    a row (0: never) the run stops with :class:`RunStopped`: a hung server or a broken
+    setup would otherwise be recorded as an error for every question. ``retry_errors``
+    (with ``resume``) removes the error rows first, so those questions are answered again.
     """
     if concurrency < 1:
         raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
@@ -457,8 +487,11 @@ async def run_eval(
 
     if results_path.exists() and results_path.stat().st_size > 0 and not resume:
         raise BadInput(f"{results_path} already has results: use --resume or another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / TRACES).mkdir(exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / TRACES).mkdir(exist_ok=True)
+    except OSError as e:  # a file of that name, a path through a file, no permission
+        raise BadInput(f"--out {out}: cannot make the run directory ({e.strerror or type(e).__name__})") from None
 
     if resume and run_path.exists():
         try:
@@ -478,13 +511,18 @@ async def run_eval(
 
     size = results_path.stat().st_size if resume and results_path.exists() else 0
     rows = read_results(results_path, repair=True) if resume else []
+    cut = size - (results_path.stat().st_size if results_path.exists() else 0) if resume else 0
+    retried = [r for r in rows if r.get("error")] if resume and retry_errors else []
+    if retried:
+        rows = [r for r in rows if not r.get("error")]
+        _rewrite_results(results_path, rows)
     done = {r["id"] for r in rows}
     todo = [q for q in selection if q.id not in done]
     write_json_atomic(run_path, cfg)
     if resume and progress:
-        cut = size - (results_path.stat().st_size if results_path.exists() else 0)
         print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
-              f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else ""),
+              f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
+              + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else ""),
               file=sys.stderr)
 
     info = {
@@ -510,7 +548,7 @@ async def run_eval(
     chosen = set(selected_ids)
     bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in chosen])
     pending = iter(todo)
-    state: dict[str, Any] = {"stop": False, "abort": None}
+    state: dict[str, Any] = {"stop": False, "abort": None, "streak": 0}
 
     async def answer(q: Question) -> dict:
         trace_rel = f"{TRACES}/{safe_id(q.id)}.json"
@@ -549,6 +587,15 @@ async def run_eval(
                 return
             results.append(row)
             bar.update(row)
+            state["streak"] = state["streak"] + 1 if row.get("error") else 0
+            if max_consecutive_errors and state["streak"] >= max_consecutive_errors and not state["stop"]:
+                state["stop"] = True
+                state["abort"] = state["abort"] or RunStopped(
+                    f"{state['streak']} questions in a row failed (the last: {row['error'][:200]}), so the "
+                    "cause is not the questions: the run stopped rather than record every question as an "
+                    "error. Fix the cause, then resume with --retry-errors to answer those questions again"
+                )
+                return
 
     tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
     try:
