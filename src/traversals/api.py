@@ -97,8 +97,16 @@ def build_solver(
         raise BadInput(f"unknown decoding {cfg.decoding!r}; choose auto, constrained or sampled")
     if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
         raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
+    if hasattr(kgs, "get_edges"):  # one KG given where a list is expected
+        raise BadInput("kgs is a list of knowledge graphs: pass [kg]")
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
+    if not 0.0 <= cfg.threshold <= 1.0:
+        raise BadInput(f"--threshold is a value in [0, 1], got {cfg.threshold}")
+    for flag, n in (("--max-depth", cfg.max_depth), ("--max-expansions", cfg.max_expansions),
+                    ("--simulations", cfg.simulations)):
+        if n < 1:
+            raise BadInput(f"{flag} must be at least 1, got {n}")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     if strategy in ("mcts", "beam"):
         from .search.rwt import (

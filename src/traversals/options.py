@@ -81,7 +81,8 @@ def add_tree_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prior-weight", type=float, default=None, metavar="W",
-        help="tree/chain: expand the node with the highest logit(value) + W·log(LLM probability of its action) "
+        help="tree/chain: expand the node with the highest logit(value) + W·log(the LLM's probability of its "
+             "action / the best one among its parent's options) "
              "instead of the highest value (default 1 with --value-model, 0 with the LLM value: the paper's order; "
              "docs/decisions.md)",
     )

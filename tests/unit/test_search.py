@@ -1187,3 +1187,23 @@ def test_reached_groups_group_entities_by_the_relation_path_that_reached_them():
     assert list(groups) == ["X -> directed -> has genre", "X -> directed"]
     assert groups["X -> directed -> has genre"] == ("Drama", "War")
     assert groups["X -> directed"] == ("Film A", "Film B")
+
+
+def test_two_kgs_of_one_name_are_refused_not_mixed_up():
+    a = DictKG([("France", "capital", "Paris")], name="kb")
+    b = DictKG([("Peru", "capital", "Lima")], name="kb")
+    with pytest.raises(BadInput, match="two knowledge graphs are named 'kb'"):
+        KGSet([a, b])
+    with pytest.raises(BadInput, match="named 'kb'"):
+        build_solver("chain", ScriptedLLM([]), [a, b])
+    assert KGSet([a, DictKG([("Peru", "capital", "Lima")], name="kb-2")]).multi
+
+
+@pytest.mark.parametrize("change, says", [({"threshold": 2.0}, "--threshold"), ({"threshold": -1.0}, "--threshold"),
+                                          ({"max_depth": 0}, "--max-depth"), ({"max_expansions": -5}, "--max-expansions")])
+def test_search_settings_out_of_range_are_refused(change, says):
+    kg = DictKG([("France", "capital", "Paris")])
+    with pytest.raises(BadInput, match=says):
+        build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(**change))
+    with pytest.raises(BadInput, match=r"pass \[kg\]"):
+        build_solver("tree", ScriptedLLM([]), kg)

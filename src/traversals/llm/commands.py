@@ -33,5 +33,5 @@ def add_model_commands(subparsers) -> None:
         p = sub.add_parser(name, help=text)
         if name == "fetch":
             p.add_argument("name", nargs="?", default=DEFAULT_MODEL, choices=sorted(MODELS))
-        p.add_argument("--cache-dir", default=None, help="default: $TRAVERSALS_CACHE/models or ~/.cache/traversals/models")
+        p.add_argument("--cache-dir", default=None, help="default: $TRAVERSALS_CACHE/models, else $XDG_CACHE_HOME/traversals/models, else ~/.cache/traversals/models")
         p.set_defaults(func=fn)

