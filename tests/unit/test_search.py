@@ -149,6 +149,9 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     assert machine.parse(root, "  EXPAND KG: look up the mother").type is ActionType.EXPAND_KG
     assert machine.parse(root, "ANSWER: [A, B]").text == "[A, B]"
     assert machine.parse(root, "I think the answer is probably X").type is ActionType.INVALID
+    # the answer-only prompt's prefix echoed, or followed by another action instead of an answer
+    assert machine.parse(root, " ANSWER: Paris", prefix="ANSWER:").text == "Paris"
+    assert machine.parse(root, " EXPAND_KG: E1", prefix="ANSWER:").type is ActionType.INVALID
     sel = root.__class__(id=9, state=State.SELECTING_ENTITIES, subgraph=root.subgraph)
     assert machine.parse(sel, "Q392, Q62519478").entities == (dylan, kg.entities["Q62519478"])
     assert machine.parse(sel, "Bob Dylan").entities == (dylan,)  # by label
@@ -362,11 +365,12 @@ async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thin
 
     llm = scripted(default="THINK: the same thought")
     answer = await solver(llm, k=1, max_expansions=4).ask("q")
-    assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True, False]
+    assert [n["invalid"] for n in answer.trace["nodes"]] == [False, False, True, True]
     assert answer.trace["nodes"][2]["note"] == "repeated thought"
-    # the frontier ran out with no answer: one forced answer from the deepest valid node
-    last = answer.trace["nodes"][-1]
-    assert last["state"] == "done" and last["parent"] == 1 and "frontier ran out" in last["note"]
+    # the frontier ran out with no answer: one forced answer from the deepest valid node,
+    # asked once (prefix "ANSWER:"); "ANSWER: THINK: the same thought" is no answer
+    forced = [c for c in llm.generate_calls if c.prefix == "ANSWER:"]
+    assert len(forced) == 1 and not answer.found and answer.stopped == "frontier_empty"
     # the sampled prompt after a THINK offers only EXPAND_KG or ANSWER
     after_think = [c.prompt for c in llm.generate_calls if DEFAULT in c.prompt][1]
     assert "Choose the next action: EXPAND_KG or ANSWER." in after_think

@@ -391,6 +391,8 @@ class Machine:
         again = _ECHO_RE.match(body)  # "ANSWER: ANSWER: x" when the prefix was echoed
         if again and again.group(1).upper().replace(" ", "_") == kind:
             body = again.group(2).strip()
+        elif again and kind == "ANSWER":  # "ANSWER: EXPAND_KG: E1": another action, not an answer
+            return Action(ActionType.INVALID, raw)
         if kind == "ANSWER":
             return Action(ActionType.ANSWER, _first_line(body)) if body else Action(ActionType.INVALID, raw)
         if forced:
