@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -89,6 +90,9 @@ def build_solver(
     RwT's critical model (mcts/beam); without one, ``config.embedder`` is opened (pass one
     to share a loaded model between solvers, as the service does)."""
     cfg = config or SearchConfig()
+    if on_event is not None and inspect.iscoroutinefunction(on_event):
+        raise BadInput("on_event is called synchronously, so a coroutine function would never run: pass a plain "
+                       "function (one that puts events on an asyncio.Queue, for instance)")
     if strategy == "cot":  # no KG states: a value model (e.g. a server's default) has nothing to rate
         return ChainOfThought(llm)
     if strategy not in STRATEGIES:

@@ -1211,3 +1211,11 @@ def test_search_settings_out_of_range_are_refused(change, says):
         build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(**change))
     with pytest.raises(BadInput, match=r"pass \[kg\]"):
         build_solver("tree", ScriptedLLM([]), kg)
+
+
+def test_an_async_event_callback_is_refused_as_it_would_never_run():
+    async def sink(event):  # pragma: no cover - never called
+        pass
+
+    with pytest.raises(BadInput, match="on_event is called synchronously"):
+        build_solver("tree", ScriptedLLM([]), [DictKG([("France", "capital", "Paris")])], on_event=sink)
