@@ -843,3 +843,53 @@ async def test_with_a_trained_value_a_side_walk_then_the_right_relation_is_a_det
             assert n.expansion is None
     assert ["release_year", "directed_by"] in expanded[False]
     assert ["release_year", "directed_by"] not in expanded[None] and ["directed_by"] in expanded[None]
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--rounds", "0"], "--rounds must be at least 1"),
+        (["--max-hops", "0"], "--max-hops must be at least 1"),
+        (["--trees", "0"], "--trees must be at least 1"),
+        (["--heldout", "nan"], "--heldout is a share"),
+        (["--heldout", "1.5"], "--heldout is a share"),
+        (["--heldout", "-0.5"], "--heldout is a share"),
+        (["--llm-url", "http://127.0.0.1:9/v1"], "only matter(s) with --synthetic"),
+    ],
+)
+def test_train_value_refuses_flags_that_cannot_work_before_any_work(tmp_path, capsys, flags, says):
+    from traversals.cli import main
+
+    args = ["train-value", "metaqa-1hop", "--data", str(tmp_path), "--out", str(tmp_path / "m.json"), *flags]
+    assert main(args) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_train_value_refuses_an_out_it_cannot_write_and_a_dataset_named_twice(tmp_path, capsys):
+    from traversals.cli import main
+
+    (tmp_path / "dir.json").mkdir()
+    (tmp_path / "file").write_text("x")
+    for out, says in ((tmp_path / "dir.json", "is a directory"), (tmp_path / "file" / "m.json", "cannot write there")):
+        assert main(["train-value", "pq-2h", "--data", str(tmp_path), "--out", str(out)]) == 2
+        assert says in capsys.readouterr().err
+    assert main(["train-value", "pq-2h", "pq-2h", "--data", str(tmp_path), "--out", str(tmp_path / "m.json")]) == 2
+    assert "named twice" in capsys.readouterr().err
+
+
+def test_synthetic_training_with_an_llm_that_cannot_score_says_what_to_use(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.errors import ScoringNotSupported
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Alpha|directed_by|Ann Lee\n")
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: ScriptedLLM([]))
+
+    async def run(self, *a, **kw):
+        raise ScoringNotSupported("no logprobs")
+
+    monkeypatch.setattr(training.SyntheticQuestions, "run", run)
+    assert main(["train-value", "--synthetic", "3", "--kg", str(kb), "--out", str(tmp_path / "m.json")]) == 2
+    assert "--synthetic checks each phrasing by scoring options" in capsys.readouterr().err

@@ -21,10 +21,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import BadInput
+from ..errors import BadInput, ScoringNotSupported
 from ..kg.base import Entity
 from ..llm.base import Usage
-from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, remote_kg_options
+from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
 from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
@@ -132,11 +132,19 @@ async def _synthetic_questions(args: argparse.Namespace,
     cfg = SyntheticConfig(questions=args.synthetic, max_hops=args.max_hops, seed=args.seed)
     llm = open_llm_from_args(args)
     try:
+        await prepare_llm(llm)  # an endpoint's log-probabilities are probed, as ask and eval do
+
         def progress(i: int, n: int) -> None:
             if sys.stderr.isatty():
                 print(f"\r  {i}/{n} walks", end="", file=sys.stderr, flush=True)
 
-        made = await SyntheticQuestions(kgs, llm, cfg).run(phrasings, questions_file, progress)
+        try:
+            made = await SyntheticQuestions(kgs, llm, cfg).run(phrasings, questions_file, progress)
+        except ScoringNotSupported as e:
+            reason = getattr(llm, "scoring_reason", "") or e
+            raise BadInput(f"--synthetic checks each phrasing by scoring options, which {args.llm} cannot do "
+                           f"({reason}): use the local model, or an endpoint with log-probabilities and "
+                           "--llm-template chatml|raw") from None
         listed = listed_words(read_phrasings(phrasings, llm.name))
     finally:
         await llm.close()
@@ -155,9 +163,36 @@ async def _synthetic_questions(args: argparse.Namespace,
     return training, meta, listed
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """One line for a flag that cannot work, before any KG is opened or LLM called."""
+    if not 0.0 <= args.heldout < 1.0:  # also refuses NaN
+        raise BadInput(f"--heldout is a share in [0, 1), got {args.heldout}")
+    for flag, n in (("--rounds", args.rounds), ("--trees", args.trees), ("--max-hops", args.max_hops)):
+        if n < 1:
+            raise BadInput(f"{flag} must be at least 1, got {n}")
+    if args.synthetic is None:
+        given = [f for f, v in (("--llm-url", args.llm_url), ("--questions-out", args.questions_out)) if v]
+        if given or args.llm != "local":
+            raise BadInput(f"{', '.join(given or ['--llm'])} only matter(s) with --synthetic: benchmark "
+                           "training asks no LLM")
+    if len(set(args.datasets)) != len(args.datasets):
+        raise BadInput("a dataset is named twice: its questions would be trained and held out twice")
+    out = Path(args.out)
+    if out.is_dir():
+        raise BadInput(f"--out {out} is a directory; name the model file")
+    try:  # a model is written after every round: find out now that it can be
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(f".{out.name}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"--out {out}: cannot write there ({e.strerror or type(e).__name__})") from None
+
+
 async def _train(args: argparse.Namespace) -> int:
     from ..kg.factory import open_kgs
 
+    _check_flags(args)
     if args.synthetic is not None:
         if args.datasets:
             raise BadInput("--synthetic makes its own questions: name no benchmark")
@@ -182,6 +217,8 @@ async def _train(args: argparse.Namespace) -> int:
                 entities = await link(kgs, q)
                 if entities:
                     linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold)))
+            if not picked:
+                raise BadInput(f"no training question was selected (--skip {args.skip}, --limit {args.limit})")
             if not linked:
                 raise BadInput("no training question could be linked to the KG")
             source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
