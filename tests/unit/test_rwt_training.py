@@ -893,3 +893,27 @@ def test_synthetic_training_with_an_llm_that_cannot_score_says_what_to_use(tmp_p
     monkeypatch.setattr(training.SyntheticQuestions, "run", run)
     assert main(["train-value", "--synthetic", "3", "--kg", str(kb), "--out", str(tmp_path / "m.json")]) == 2
     assert "--synthetic checks each phrasing by scoring options" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "data, says",
+    [
+        ({"weights": [1, 2]}, "'weights' is list"),
+        ({"weights": {"q=who": "abc"}}, "not a finite number"),
+        ({"weights": {"q=who": float("nan")}}, "not a finite number"),
+        ({"weights": {}, "meta": [1]}, "'meta' is list"),
+        ({"weights": {}, "meta": {"features": "abc"}}, "meta.features"),
+        ({"weights": {}, "meta": {"features": -3}}, "meta.features"),
+        ({"weights": {}, "meta": {"features": 6, "lexicon": ["a"]}}, "meta.lexicon"),
+        ({"weights": {}, "meta": {"features": 6, "synonyms": {"has_genre": "type"}}}, "meta.synonyms"),
+    ],
+)
+def test_a_value_model_file_of_the_wrong_shape_is_one_bad_input_line(tmp_path, data, says):
+    import json
+
+    from traversals.search.rwt.valuemodel import FORMAT
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"format": FORMAT, **data}))
+    with pytest.raises(BadInput, match=says):
+        ValueModel.load(path)

@@ -328,11 +328,39 @@ class ValueModel:
             raise BadInput(f"value model {p} is not readable JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BadInput(f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)")
-        model = cls({str(k): float(v) for k, v in data.get("weights", {}).items()}, dict(data.get("meta", {})))
+        model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p))
         if model.version > FEATURES:
             raise BadInput(f"value model {p} uses feature set {model.version}; this traversals reads up to "
                            f"{FEATURES} (upgrade traversals, or train the model again)")
         return model
+
+
+def _weights(raw: object, p: Path) -> dict[str, float]:
+    """A model file's ``weights``: feature -> a finite number, or :class:`BadInput`."""
+    if not isinstance(raw, dict):
+        raise BadInput(f"value model {p}: 'weights' is {type(raw).__name__}, not an object of feature weights")
+    out = {}
+    for k, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise BadInput(f"value model {p}: the weight of {str(k)[:60]!r} is {v!r}, not a finite number")
+        out[str(k)] = float(v)
+    return out
+
+
+def _meta(raw: object, p: Path) -> dict:
+    """A model file's ``meta``, its fields the model reads checked: ``features`` a positive
+    integer, ``lexicon`` and ``synonyms`` objects of word lists."""
+    if not isinstance(raw, dict):
+        raise BadInput(f"value model {p}: 'meta' is {type(raw).__name__}, not an object")
+    features = raw.get("features", 1)
+    if isinstance(features, bool) or not isinstance(features, int) or features < 1:
+        raise BadInput(f"value model {p}: meta.features is {features!r}, not a feature set number (1, 2, ...)")
+    for key in ("lexicon", "synonyms"):
+        words = raw.get(key)
+        if words is not None and not (isinstance(words, dict) and all(
+                isinstance(ws, list) and all(isinstance(w, str) for w in ws) for ws in words.values())):
+            raise BadInput(f"value model {p}: meta.{key} is not an object of relation -> word list")
+    return dict(raw)
 
 
 def fit(examples: Sequence[Example], *, epochs: int = 8, lr: float = 0.3, l2: float = 1e-4, seed: int = 0,
