@@ -119,6 +119,9 @@ async def test_open_kg_forms(tmp_path):
     assert len(kgs) == 1 and kgs[0].name == "demo"
     two = open_kgs(["demo", "demo"])
     assert [k.name for k in two] == ["demo", "demo-2"]
+    # a suffix skips a name the user gave another KG
+    three = open_kgs(["demo", "demo", f"demo-2={tmp_path / 'kb.txt'}"])
+    assert [k.name for k in three] == ["demo", "demo-3", "demo-2"]
 
 
 def test_open_kg_remote_forms_are_lazy():

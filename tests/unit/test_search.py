@@ -1219,3 +1219,12 @@ def test_an_async_event_callback_is_refused_as_it_would_never_run():
 
     with pytest.raises(BadInput, match="on_event is called synchronously"):
         build_solver("tree", ScriptedLLM([]), [DictKG([("France", "capital", "Paris")])], on_event=sink)
+
+
+async def test_an_entity_found_in_both_kgs_is_linked_once_each_way():
+    wiki = DictKG([("Q2", "P1", "Q3")], labels={"Q2": "Omaha", "Q3": "Nebraska"}, name="wiki")
+    mb = DictKG([("mb-omaha", "capacity", "18975")], labels={"mb-omaha": "Omaha"}, name="mb")
+    kgs = KGSet([wiki, mb])
+    omaha_wiki, omaha_mb = wiki.entities["Q2"], mb.entities["mb-omaha"]
+    await kgs.link([omaha_wiki, omaha_mb], Usage())  # both in one step: each finds the other
+    assert kgs.copies(omaha_wiki, mb) == [omaha_mb] and kgs.copies(omaha_mb, wiki) == [omaha_wiki]

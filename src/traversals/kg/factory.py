@@ -141,18 +141,19 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
     """
     if not specs:
         specs = ["demo"]
-    kgs: list[KnowledgeGraph] = []
-    seen: dict[str, int] = {}
-    for spec in specs:
-        kg = open_kg(spec, **remote)
+    kgs = [open_kg(spec, **remote) for spec in specs]
+    taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
+    seen: set[str] = set()
+    for kg in kgs:
         base = kg.name
         if base in seen:
-            seen[base] += 1
+            n = 2
+            while f"{base}-{n}" in taken:
+                n += 1
             try:
-                kg.name = f"{base}-{seen[base]}"
+                kg.name = f"{base}-{n}"
             except AttributeError:  # pragma: no cover - read-only name
                 pass
-        else:
-            seen[base] = 1
-        kgs.append(kg)
+            taken.add(kg.name)
+        seen.add(kg.name)
     return kgs

@@ -177,11 +177,16 @@ class KGSet:
             return {k: [x if x.kg else replace(x, kg=kg.name) for x in v] for k, v in same.items()}
 
         per_kg = await asyncio.gather(*(in_kg(kg) for kg in self.kgs))
+        def add(key: tuple[str, str], entity: Entity) -> None:  # each copy once, whichever side found it
+            copies = self._links.setdefault(key, [])
+            if all((c.kg, c.id) != (entity.kg, entity.id) for c in copies):
+                copies.append(entity)
+
         for e in todo:
-            found = [x for got in per_kg for x in got.get((e.kg, e.id), [])]
-            self._links[(e.kg, e.id)] = found
-            for other in found:
-                self._links.setdefault((other.kg, other.id), []).append(e)
+            self._links.setdefault((e.kg, e.id), [])
+            for other in (x for got in per_kg for x in got.get((e.kg, e.id), [])):
+                add((e.kg, e.id), other)
+                add((other.kg, other.id), e)
 
     def option_keys(self, relations: Sequence[Relation]) -> list[str]:
         """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash)."""
