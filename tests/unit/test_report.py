@@ -141,8 +141,21 @@ async def test_report_on_runs_without_traces(tmp_path):
     (run / "results.jsonl").write_text(json.dumps({"id": "x:1", "answer": "A", "gold": [["A"]], "em_in": 1.0, "hits@1": 1.0}) + "\n")
     text = write_report([run]).read_text()
     assert "n=1" in text and text.count("No data") == 2
+    assert load_run(run).dataset == "x"  # no run.json: the ids name the dataset
     with pytest.raises(BadInput, match="not a run directory"):
         write_report([tmp_path / "nothing"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BadInput, match="cannot write"):
+        write_report([run], out=tmp_path / "file" / "r.md")
+    (run / "run.json").write_text("[1]")
+    with pytest.raises(BadInput, match="not a run's settings"):
+        write_report([run])
+
+
+async def test_a_run_named_twice_is_reported_once(tmp_path):
+    _, chain, _ = await make_runs(tmp_path)
+    text = write_report([chain, tmp_path / "." / "chain"], out=tmp_path / "r.md").read_text()
+    assert text.count("(n=4") == 1
 
 
 def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path):

@@ -56,7 +56,11 @@ class Run:
 
     @property
     def dataset(self) -> str:
-        return str(self.config.get("dataset") or self.summary.dataset or "?")
+        named = self.config.get("dataset") or self.summary.dataset
+        if not named:  # a run without run.json: its ids name their dataset ("pq-2h:666")
+            prefixes = {str(r.get("id", "")).split(":")[0] for r in self.rows if ":" in str(r.get("id", ""))}
+            named = prefixes.pop() if len(prefixes) == 1 else ""
+        return str(named or "?")
 
     @property
     def strategy(self) -> str:
@@ -73,9 +77,10 @@ class Run:
         rel = row.get("trace") or f"{TRACES}/{safe_id(str(row.get('id', '')))}.json"
         if rel not in self._traces:
             try:
-                self._traces[rel] = json.loads((self.dir / rel).read_text(encoding="utf-8"))
+                trace = json.loads((self.dir / rel).read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                self._traces[rel] = None
+                trace = None
+            self._traces[rel] = trace if isinstance(trace, dict) else None  # not a trace: read as none
         return self._traces[rel]
 
 
@@ -89,6 +94,8 @@ def load_run(run_dir: str | Path) -> Run:
             config = json.loads((d / RUN).read_text(encoding="utf-8"))
         except ValueError as e:
             raise BadInput(f"{d / RUN}: not valid JSON ({e})") from e
+        if not isinstance(config, dict):
+            raise BadInput(f"{d / RUN}: not a run's settings (a JSON object expected)")
     seen: set = set()
     rows = []
     for r in read_results(d / RESULTS):
@@ -503,7 +510,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     given. Returns the path of ``report.md``."""
     if not run_dirs:
         raise BadInput("report: give at least one run directory")
-    runs = [load_run(d) for d in run_dirs]
+    unique: dict[Path, str | Path] = {}
+    for d in run_dirs:  # a folder named twice counts once
+        unique.setdefault(Path(d).resolve(), d)
+    runs = [load_run(d) for d in unique.values()]
     _labels(runs)
     if out is None:
         md = runs[0].dir / "report.md"
@@ -511,7 +521,11 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         md = Path(out)
         if md.is_dir() or (not md.suffix and not md.exists()):
             md = md / "report.md"
-    md.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.touch()
+    except OSError as e:
+        raise BadInput(f"report: cannot write {md} ({e.strerror or type(e).__name__})") from None
 
     lines = ["# Evaluation report", ""]
     lines.append("Runs: " + ", ".join(f"`{r.dir}`" for r in runs))
