@@ -104,6 +104,10 @@ def test_ensure_model_assembles_verifies_and_caches(fake_registry, tmp_path):
     st = {s.name: s for s in models.model_status(cache)}["fake-model"]
     assert st.verified and st.present
     assert "fake-model: ready" in models.format_status(cache)
+    # a file of another size in its place (a copy cut short) is called damaged, cheaply
+    (cache / "fake.gguf.sha256").unlink()
+    path.write_bytes(b"junk!")
+    assert "fake-model: present but 5 bytes" in models.format_status(cache)
 
 
 def test_ensure_model_resumes_from_downloaded_parts(fake_registry, tmp_path):

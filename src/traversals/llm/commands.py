@@ -32,6 +32,7 @@ def add_model_commands(subparsers) -> None:
                            ("fetch", cmd_fetch, "download, assemble and verify a model")):
         p = sub.add_parser(name, help=text)
         if name == "fetch":
-            p.add_argument("name", nargs="?", default=DEFAULT_MODEL, choices=sorted(MODELS))
+            p.add_argument("name", nargs="?", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                           help=f"the model (default {DEFAULT_MODEL}, {MODELS[DEFAULT_MODEL].size / 1e9:.1f} GB)")
         p.add_argument("--cache-dir", default=None, help="default: $TRAVERSALS_CACHE/models, else $XDG_CACHE_HOME/traversals/models, else ~/.cache/traversals/models")
         p.set_defaults(func=fn)

@@ -481,6 +481,8 @@ class ModelStatus:
     parts_downloaded: int
     parts_total: int
     default: bool
+    #: bytes of the file in the cache (0 when absent); a file of another size is not the model
+    found_size: int = 0
 
 
 def model_status(cache_dir: str | os.PathLike[str]) -> list[ModelStatus]:
@@ -500,6 +502,7 @@ def model_status(cache_dir: str | os.PathLike[str]) -> list[ModelStatus]:
                 parts_downloaded=sum(_find_wheel(parts_dir, p) is not None for p in spec.parts),
                 parts_total=len(spec.parts),
                 default=spec.name == DEFAULT_MODEL,
+                found_size=path.stat().st_size if path.is_file() else 0,
             )
         )
     return out
@@ -510,6 +513,8 @@ def format_status(cache_dir: str | os.PathLike[str]) -> str:
     for st in model_status(cache_dir):
         if st.verified:
             state = "ready"
+        elif st.present and st.found_size != st.size:
+            state = f"present but {st.found_size:,} bytes, not {st.size:,} (damaged: fetch it again)"
         elif st.present:
             state = "present, not verified (will be checked on first use)"
         elif st.parts_downloaded:
