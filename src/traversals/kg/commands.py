@@ -29,7 +29,12 @@ def _convert(args: argparse.Namespace) -> int:
         f"wrote {args.output}: {stats.triples} triples, {stats.entities} entities, "
         f"{stats.relations} relations (+{stats.label_triples} label triples)"
     )
-    return 0  # skipped lines were reported as a warning on stderr while reading
+    detail = ""
+    if stats.skipped:
+        more = ", ..." if stats.skipped > len(stats.skipped_lines) else ""
+        detail = f" (line {', '.join(map(str, stats.skipped_lines))}{more})"
+    print(f"skipped {stats.skipped} blank or malformed line(s){detail}")  # the summary, on stdout
+    return 0
 
 
 def _add_convert(kg_sub: argparse._SubParsersAction) -> None:
