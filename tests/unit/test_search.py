@@ -353,6 +353,9 @@ async def test_a_search_out_of_expansions_with_no_answer_answers_from_its_deepes
         n["depth"] for n in answer.trace["nodes"] if n["state"] == "default")
     assert [e.label for e in answer.linked_entities] == ["Bob Dylan"]  # the scripted linker's pick
     assert len([c for c in llm.generate_calls if "The search is over" in c.prompt]) == 1
+    # every LLM call counted once: the forced answer's node has its own usage, not its parent's
+    assert answer.usage.llm_calls == len(llm.calls)
+    assert chosen["usage"] != parent["usage"]
 
 
 async def test_an_answer_says_when_nothing_in_the_question_was_found_in_the_kg():

@@ -403,7 +403,7 @@ class TreeOfTraversals:
             proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
             offered = grounded_sets(last)
             for action in proposal.actions:
-                child = await machine.transition(last, action, last.usage)
+                child = await machine.transition(last, action, Usage())  # its own usage: the proposal was last's
                 if child.state is not State.DONE:
                     continue
                 child.value = await value_fn.evaluate(question, child, child.usage)
