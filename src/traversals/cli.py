@@ -162,6 +162,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     llm = open_llm_from_args(args)
     app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
                      embedder=embedder)
+    # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
+    service_log = logging.getLogger("traversals")
+    if not service_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+        service_log.addHandler(handler)
+    service_log.setLevel(args.log_level.upper())
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

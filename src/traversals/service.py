@@ -37,6 +37,7 @@ import functools
 import json
 import logging
 import time
+import weakref
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
@@ -264,15 +265,14 @@ def create_app(
                 raise BadInput(f"the request body is not JSON: {exc}") from None
             req = parse_ask_request(body, default_strategy, defaults, limits)
             if req.stream:
-                gate.check()  # refuse now, with a status, rather than inside the stream
                 queue: asyncio.Queue = asyncio.Queue()
                 solver = solver_factory(req.strategy, llm, kgs, req.config, on_event=queue.put_nowait)
-                return StreamingResponse(
-                    _stream(gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities)), queue,
-                            req, timeout=limits.timeout),
-                    media_type="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                )
+                leave = gate.admit()  # refused now, with a status, rather than inside the stream
+                events = _stream(gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities), leave),
+                                 queue, req, timeout=limits.timeout)
+                weakref.finalize(events, leave)  # a stream never started (the client left first) leaves too
+                return StreamingResponse(events, media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
             solver = solver_factory(req.strategy, llm, kgs, req.config, on_event=None)
             answer = await _answer_within(
                 request,
@@ -354,6 +354,7 @@ async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *
     that disconnects stops the search (Starlette cancels this generator)."""
     start = time.monotonic()
     task = asyncio.ensure_future(work)
+    getter: asyncio.Future | None = None
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -381,6 +382,8 @@ async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *
             return
         yield _sse("answer", _answer_json(answer, req))
     finally:
+        if getter is not None and not getter.done():  # a client gone mid-wait: no task left pending
+            getter.cancel()
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -392,31 +395,42 @@ async def _disconnected(request: Any, poll: float) -> None:
 
 
 class _Gate:
-    """At most ``running`` coroutines at once and at most ``waiting`` queued; one more is
-    refused with :class:`Busy` instead of waiting without bound."""
+    """At most ``running`` questions searched at once and at most ``waiting`` more queued;
+    one more is refused with :class:`Busy` instead of waiting without bound. A question
+    counts from the moment it is admitted (so requests arriving together are counted
+    together, streamed or not) until it is answered or abandoned."""
 
     def __init__(self, running: int, waiting: int) -> None:
         self._running = running
         self._waiting = waiting
-        self._queued = 0
+        self._inside = 0  # admitted: waiting for a slot or searching
         self._sem: asyncio.Semaphore | None = None
 
-    def check(self) -> None:
-        """Raise :class:`Busy` if one more question would be refused now."""
+    def admit(self) -> Callable[[], None]:
+        """Count one more question in, or raise :class:`Busy`; returns its ``leave``
+        (idempotent), which :meth:`run` calls when the question is done."""
         if self._sem is None:  # created on the server's event loop
             self._sem = asyncio.Semaphore(self._running)
-        if self._sem.locked() and self._queued >= self._waiting:
-            raise Busy(f"busy: {self._running} question(s) running and {self._queued} waiting; retry later")
+        if self._inside >= self._running + self._waiting:
+            running = min(self._inside, self._running)
+            raise Busy(f"busy: {running} question(s) running and {self._inside - running} waiting; retry later")
+        self._inside += 1
+        left = False
 
-    async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
-        self.check()
-        assert self._sem is not None
-        self._queued += 1
+        def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                self._inside -= 1
+
+        return leave
+
+    async def run(self, make: Callable[[], Awaitable[Any]], leave: Callable[[], None] | None = None) -> Any:
+        """Search once a slot is free; ``leave`` from :meth:`admit` if admitted already."""
+        leave = leave or self.admit()
         try:
-            await self._sem.acquire()
+            assert self._sem is not None
+            async with self._sem:
+                return await make()
         finally:
-            self._queued -= 1
-        try:
-            return await make()
-        finally:
-            self._sem.release()
+            leave()

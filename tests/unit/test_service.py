@@ -299,3 +299,20 @@ async def test_a_streamed_question_over_the_time_budget_ends_with_a_timeout_even
         r = await c.post("/v1/ask", json={"question": "slow", "stream": True})
     name, data = sse_events(r.text)[-1]
     assert name == "error" and data["type"] == "RequestTimeout" and data["status"] == 504
+
+
+async def test_streamed_requests_arriving_together_are_counted_together():
+    """Four streams at once against 1 running + 1 waiting: two are served, two get the 503
+    (not a 200 stream ending in an error), and every slot is given back afterwards."""
+    gate = asyncio.Event()
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=gate),
+                     limits=ServiceLimits(max_concurrency=1, max_queue=1))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        tasks = [asyncio.create_task(c.post("/v1/ask", json={"question": f"q{i}", "stream": True})) for i in range(4)]
+        await asyncio.sleep(0.2)
+        gate.set()
+        replies = await asyncio.gather(*tasks)
+        assert sorted(r.status_code for r in replies) == [200, 200, 503, 503]
+        assert all("Retry-After" in r.headers for r in replies if r.status_code == 503)
+        again = await asyncio.gather(*(c.post("/v1/ask", json={"question": f"again{i}"}) for i in range(2)))
+    assert [r.status_code for r in again] == [200, 200]
