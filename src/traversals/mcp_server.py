@@ -108,8 +108,9 @@ def create_mcp_server(
 
     @server.tool(structured_output=True)
     async def kg_relations(entity_id: str, kg: str | None = None) -> dict[str, Any]:
-        """Relations of an entity in both directions. Pass a relation's `key` to kg_edges; a key
-        starting with ~ walks the relation backwards (who has this entity as its value)."""
+        """Relations of an entity in both directions, the most frequent first; `omitted` counts
+        those past the list (kg_edges takes their keys too). Pass a relation's `key` to kg_edges;
+        a key starting with ~ walks the relation backwards (who has this entity as its value)."""
         rels = await call(kgset.get_relations([entity(entity_id, kg)], Usage()))
         keys = kgset.option_keys(rels.items)
         return {
@@ -121,10 +122,15 @@ def create_mcp_server(
     async def kg_edges(entity_id: str, relation: str, kg: str | None = None) -> dict[str, Any]:
         """Edges along `relation` (a key from kg_relations) from the entity, and the entities they reach."""
         subject = entity(entity_id, kg)
+
+        def pick(rels: Any) -> Relation | None:
+            return next((r for k, r in zip(kgset.option_keys(rels.items), rels.items) if k == relation.strip()), None)
+
         rels = await call(kgset.get_relations([subject], Usage()))
-        chosen: Relation | None = next(
-            (r for k, r in zip(kgset.option_keys(rels.items), rels.items) if k == relation.strip()), None
-        )
+        chosen = pick(rels)
+        if chosen is None and rels.omitted:  # a relation past the listed ones is still the entity's
+            rels = await call(kgset.get_relations([subject], Usage(), limit=rels.omitted + len(rels.items)))
+            chosen = pick(rels)
         if chosen is None:
             raise ToolError(f"{entity_id} has no relation {relation!r}; call kg_relations for its keys")
         got = await call(kgset.get_edges([subject], chosen, Usage()))

@@ -61,3 +61,16 @@ async def test_answer_question_runs_the_search_with_the_servers_llm():
         r = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?"})
     out = r.structured_content
     assert not r.is_error and out["answer"] == "Florence Stone" and out["strategy"] == "cot" and out["llm_calls"] == 1
+
+
+async def test_a_relation_past_the_listed_ones_can_still_be_walked():
+    async with Client(server(max_relations=2)) as c:
+        rels = (await c.call_tool("kg_relations", {"entity_id": "Q392"})).structured_content
+        listed = {r["key"] for r in rels["relations"]}
+        assert len(listed) == 2 and rels["omitted"] > 0
+        every = (await c.call_tool("kg_relations", {"entity_id": "Q392"})).structured_content
+        assert every == rels  # the tool's list stays capped
+        assert "P25" not in listed or "~P25" not in listed
+        hidden = "~P25" if "P25" in listed else "P25"
+        got = await c.call_tool("kg_edges", {"entity_id": "Q392", "relation": hidden})
+    assert not got.is_error and got.structured_content["edges"]

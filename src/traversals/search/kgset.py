@@ -85,13 +85,17 @@ class KGSet:
         results = await asyncio.gather(*(one(kg) for kg in self.kgs))
         return [e for r in results for e in r]
 
-    async def get_relations(self, entities: Sequence[Entity], usage: Usage) -> Relations:
+    async def get_relations(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = None) -> Relations:
+        """The entities' relations in every KG, at most ``limit`` a KG (default
+        ``max_relations``, what a prompt shows)."""
+        cap = self.max_relations if limit is None else limit
+
         async def one(kg: KnowledgeGraph) -> Relations:
             mine = [c for e in entities for c in self.copies(e, kg)]
             if not mine:
                 return Relations(())
             usage.kg_calls += 1
-            rels = await kg.get_relations(mine, limit=self.max_relations)
+            rels = await kg.get_relations(mine, limit=cap)
             return Relations(tuple(r if r.kg else replace(r, kg=kg.name) for r in rels.items), rels.omitted)
 
         answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
@@ -100,9 +104,9 @@ class KGSet:
         for a in answers:
             items.extend(a.items)
             omitted += a.omitted
-        if len(items) > self.max_relations:
-            omitted += len(items) - self.max_relations
-            items = items[: self.max_relations]
+        if len(items) > cap:
+            omitted += len(items) - cap
+            items = items[:cap]
         return Relations(tuple(items), omitted)
 
     async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
