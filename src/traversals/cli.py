@@ -169,7 +169,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         service_log.addHandler(handler)
     service_log.setLevel(args.log_level.upper())
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    if not args.shutdown_timeout >= 0:
+        raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=args.shutdown_timeout)
     return 0
 
 
@@ -231,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                        help="answer within this many seconds or return 504 (default: no limit)")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="on Ctrl-C / SIGTERM, wait this long for questions being searched, then stop them "
+                            "(default 30)")
     serve.set_defaults(func=cmd_serve)
 
     mcp = sub.add_parser("mcp", help="offer the KG interface and the search as MCP tools (docs/mcp.md)")
