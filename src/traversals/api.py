@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -105,8 +106,8 @@ def build_solver(
         raise BadInput("kgs is a list of knowledge graphs: pass [kg]")
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
-    if not 0.0 <= cfg.threshold <= 1.0:
-        raise BadInput(f"--threshold is a value in [0, 1], got {cfg.threshold}")
+    if not 0.0 <= cfg.threshold < math.inf:  # over 1: no answer stops the search early (allowed)
+        raise BadInput(f"--threshold is a value of 0 or more (in [0, 1] to stop at an answer), got {cfg.threshold}")
     for flag, n in (("--max-depth", cfg.max_depth), ("--max-expansions", cfg.max_expansions),
                     ("--simulations", cfg.simulations)):
         if n < 1:

@@ -1206,7 +1206,7 @@ def test_two_kgs_of_one_name_are_refused_not_mixed_up():
     assert KGSet([a, DictKG([("Peru", "capital", "Lima")], name="kb-2")]).multi
 
 
-@pytest.mark.parametrize("change, says", [({"threshold": 2.0}, "--threshold"), ({"threshold": -1.0}, "--threshold"),
+@pytest.mark.parametrize("change, says", [({"threshold": float("nan")}, "--threshold"), ({"threshold": -1.0}, "--threshold"),
                                           ({"max_depth": 0}, "--max-depth"), ({"max_expansions": -5}, "--max-expansions")])
 def test_search_settings_out_of_range_are_refused(change, says):
     kg = DictKG([("France", "capital", "Paris")])
@@ -1214,6 +1214,7 @@ def test_search_settings_out_of_range_are_refused(change, says):
         build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(**change))
     with pytest.raises(BadInput, match=r"pass \[kg\]"):
         build_solver("tree", ScriptedLLM([]), kg)
+    assert build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(threshold=1.01))  # over 1: never stops early
 
 
 def test_an_async_event_callback_is_refused_as_it_would_never_run():
