@@ -207,12 +207,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _result_line(row: Mapping) -> str:
+    """One ``results.jsonl`` line: the row as JSON, then a newline."""
+    return json.dumps(_json_safe(dict(row)), ensure_ascii=False, default=str) + "\n"
+
+
 def _rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
     """Replace ``results.jsonl`` with ``rows`` (temporary file, fsync, ``os.replace``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(_json_safe(row), ensure_ascii=False, default=str) + "\n")
+            f.write(_result_line(row))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -226,8 +231,7 @@ class ResultsFile:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, row: Mapping) -> None:
-        line = json.dumps(_json_safe(dict(row)), ensure_ascii=False, default=str) + "\n"
-        data = line.encode("utf-8")
+        data = _result_line(row).encode("utf-8")
         written = os.write(self.fd, data)
         if written != len(data):  # disk full: leave a tail that resume will cut
             raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
