@@ -507,6 +507,16 @@ def test_calibrate_flag_reaches_the_search_config():
     assert build_parser().parse_args(["ask", "q", "--calibrate"]).calibrate == 1.0
 
 
+def test_kg_flag_takes_one_spec_each_so_the_dataset_after_it_is_not_swallowed():
+    from traversals.cli import build_parser
+
+    args = build_parser().parse_args(["eval", "--kg", "a.ttl", "--kg", "b.ttl", "metaqa-1hop", "--data", "d",
+                                      "--strategy", "chain", "--out", "o"])
+    assert (args.dataset, args.kg) == ("metaqa-1hop", ["a.ttl", "b.ttl"])
+    args = build_parser().parse_args(["train-value", "--kg", "kb.txt", "metaqa-1hop", "--data", "d", "--out", "m"])
+    assert (args.datasets, args.kg) == (["metaqa-1hop"], ["kb.txt"])
+
+
 def test_both_orders_and_compare_answers_flags_reach_the_search_config():
     from traversals.cli import _search_config as ask_config
     from traversals.cli import build_parser

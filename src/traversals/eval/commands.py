@@ -29,8 +29,9 @@ def add_question_flags(p: argparse.ArgumentParser, *, data_required: bool = True
     p.add_argument("--answerable-only", action="store_true",
                    help="MetaQA: keep the answerable_{split}_{h}hop.idx lines; others: drop questions without gold")
     p.add_argument("--sample-seed", type=int, default=DEFAULT_SEED, metavar="SEED", help="default 233 (the paper's)")
-    p.add_argument("--kg", nargs="+", action="extend", default=None, metavar="SPEC",
-                   help="KG spec(s) replacing the dataset's own (a triple file, a store, an endpoint, wikidata)")
+    p.add_argument("--kg", action="append", default=None, metavar="SPEC",
+                   help="a KG replacing the dataset's own (a triple file, a store, an endpoint, wikidata); "
+                        "repeat --kg for several, as with ask")
 
 
 def add_eval_commands(subparsers: Any) -> None:
