@@ -5,6 +5,12 @@ self-contained page: the question, the answer and what it cost, then the search 
 every node with its state, the action that made it, its value, the policy's option
 probabilities, the edges it added and its own LLM/KG usage. The path from the root to
 the chosen answer is marked, so backtracking and the branches that lost show at a glance.
+Reasoning-with-Trees traces (``mcts``, ``beam``) show, per state, its hop, the policy's
+prior ``P(s, a)``, the MCTS visits ``N`` and ``Q = W / N``, the value ``V̂`` (Eq. 4) and the
+answer value of a trained roll-out model; the relations MCTS offered but never walked
+collapse into one line per state, with their priors; the page's header gives the
+simulations or hops, the roll-out model, the critical model's embedder and the LLM's
+guessed answers it compares states with.
 An evaluation run directory becomes an index page (one row per question: answer, gold,
 Hits@1, value, costs; failures are easy to scan) linking to one page per question.
 
@@ -36,7 +42,7 @@ li.node{margin:.15em 0}
 .line{display:inline-block;padding:.05em .4em;border-radius:3px}
 .on-path>.line,.on-path>details>summary>.line{background:#e8f0ff;outline:1px solid #7aa2e8}
 .answer-node>.line,.answer-node>details>summary>.line{background:#d9f5d9;outline:2px solid #3a3}
-.invalid .line{color:#a33;text-decoration:line-through}
+.invalid .line{color:#a33;text-decoration:line-through}.never-walked .line{font-style:italic}
 .st{font-size:.8em;color:#fff;border-radius:3px;padding:0 .3em;margin-right:.3em}
 .st-default{background:#777}.st-selecting-entities{background:#b07b00}.st-selecting-relation{background:#6a4fb0}.st-done{background:#2a8a2a}
 .act{font-weight:600}.val{color:#05a}.cost{color:#888;font-size:.85em}.note{color:#a60;font-size:.85em}
@@ -76,6 +82,33 @@ def _edge(e: dict) -> str:
             f'({_e(e["object"]["label"])}){kg}')
 
 
+#: node fields rendered on purpose; any other scalar field is listed in the node's details
+_SHOWN = {"id", "parent", "depth", "state", "action", "value", "answer_value", "expansion", "invalid", "usage",
+          "priors", "new_edges", "selected", "relation_options", "entities", "prior", "visits", "q", "note"}
+
+
+def _is_rwt(n: dict) -> bool:
+    """A Reasoning-with-Trees state (mcts, beam): it carries MCTS statistics."""
+    return "visits" in n
+
+
+def _never_walked(n: dict, children: dict[int | None, list[dict]]) -> bool:
+    """An MCTS child created when its parent was expanded but never selected."""
+    return (_is_rwt(n) and n.get("parent") is not None and not n.get("visits") and n.get("value") is None
+            and not n.get("entities") and not children.get(n["id"]))
+
+
+def _search_stats(n: dict) -> str:
+    """hop, prior, visits and Q of a RwT state (visits and Q only once MCTS visited it:
+    beam search does not count visits); the prior alone for a tree node that has one."""
+    stats = [f'hop {_e(n.get("depth"))}'] if _is_rwt(n) else []
+    if n.get("prior") is not None and n.get("parent") is not None:  # the root's 1.0 says nothing
+        stats.append(f'prior {_fmt_value(n["prior"])}')
+    if n.get("visits"):
+        stats.append(f'visits {_e(n["visits"])} · Q {_fmt_value(n.get("q"))}')
+    return " · ".join(stats)
+
+
 def _node_details(n: dict) -> list[str]:
     out = []
     if n.get("priors"):
@@ -87,13 +120,25 @@ def _node_details(n: dict) -> list[str]:
         out.append("selected: " + _e(", ".join(n["selected"])))
     if n.get("relation_options") is not None:
         out.append(f"relation options offered: {int(n['relation_options'])}")
-    if n.get("entities"):  # RwT states: the entities the path reached
-        out.append("entities: " + _e(", ".join(n["entities"])))
-    if "visits" in n:  # MCTS statistics
-        out.append(f'prior {_fmt_value(n.get("prior"))} · visits {_e(n["visits"])} · Q {_fmt_value(n.get("q"))}')
+    if n.get("entities"):  # RwT states: the entities the path reached (a trace keeps the first 20)
+        count = "first 20" if len(n["entities"]) >= 20 else len(n["entities"])
+        out.append(f"entities ({count}): " + _e(", ".join(n["entities"])))
+    other = [f"{_e(k)} {_e(json.dumps(v) if not isinstance(v, str) else v)}" for k, v in n.items()
+             if k not in _SHOWN and (v is None or isinstance(v, (str, int, float, bool)))]
+    if other:
+        out.append(" · ".join(other))
     if n.get("note"):
         out.append(f'<span class="note">{_e(n["note"])}</span>')
     return out
+
+
+def _never_walked_line(nodes: list[dict]) -> str:
+    """One line for the relations MCTS offered at a state but never walked, best prior first."""
+    ranked = sorted(nodes, key=lambda n: (-(n.get("prior") or 0.0), n["id"]))
+    listed = ", ".join(f'{_e(action_parts(n.get("action"))[1])} <span class="val">{_fmt_value(n.get("prior"))}</span>'
+                       for n in ranked)
+    return (f'<li class="node never-walked"><span class="line cost">{len(ranked)} relation'
+            f'{"s" if len(ranked) != 1 else ""} offered, never walked (prior): {listed}</span></li>')
 
 
 def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int], answer_id: int | None) -> str:
@@ -106,9 +151,13 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
         classes.append("invalid")
     u = n.get("usage") or {}
     expansion = f' · expanded {n["expansion"]}.' if n.get("expansion") else ""
+    stats = _search_stats(n)
+    answer_value = ("" if n.get("answer_value") is None
+                    else f' · <span class="val">answer value {_fmt_value(n["answer_value"])}</span>')
     line = (
         f'<span class="line"><span class="st st-{_e(n.get("state"))}">{_e(n.get("state"))}</span>'
         f'#{n["id"]} {_action_summary(n.get("action"))} · <span class="val">value {_fmt_value(n.get("value"))}</span>'
+        f'{answer_value}{" · " + stats if stats else ""}'
         f'<span class="cost">{expansion} · {u.get("llm_calls", 0)} LLM calls, '
         f'{u.get("computed_prompt_tokens", u.get("prompt_tokens", 0))} tokens computed, {u.get("kg_calls", 0)} KG calls</span></span>'
     )
@@ -117,7 +166,10 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
         f'<details><summary>{line}</summary><div class="detail">{"<br>".join(details)}</div></details>'
     )
     kids = children.get(n["id"], [])
-    sub = "" if not kids else '<ul class="tree">' + "".join(_render_node(c, children, path, answer_id) for c in kids) + "</ul>"
+    idle = [c for c in kids if _never_walked(c, children) and c["id"] not in path]
+    shown = [c for c in kids if c not in idle]
+    items = [_render_node(c, children, path, answer_id) for c in shown] + ([_never_walked_line(idle)] if idle else [])
+    sub = "" if not items else '<ul class="tree">' + "".join(items) + "</ul>"
     return f'<li class="{" ".join(classes)}">{body}{sub}</li>'
 
 
@@ -155,6 +207,16 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
     meta += [f'{_e(trace.get("strategy", ""))} · {_e(trace.get("decoding", ""))} decoding']
     if "expansions" in trace:
         meta.append(f'{trace["expansions"]} expansions, stopped: {_e(trace.get("stopped"))}')
+    if "simulations" in trace:  # mcts
+        meta.append(f'{_e(trace["simulations"])} simulations')
+    if "hops" in trace:  # beam
+        meta.append(f'{_e(trace["hops"])} hops')
+    if trace.get("rollout") or trace.get("embedder"):
+        meta.append(f'roll-out model {_e(trace.get("rollout", "–"))} · critical model embedder '
+                    f'{_e(trace.get("embedder", "–"))}')
+    if trace.get("guesses") is not None:
+        meta.append("the LLM's guessed answers (the critical model's reference): "
+                    + (_e(", ".join(map(str, trace["guesses"]))) or "none"))
     u = trace.get("usage") or {}
     if u:
         meta.append(f'{u.get("llm_calls", 0)} LLM calls · {u.get("prompt_tokens", 0)} prompt tokens sent, '
@@ -168,6 +230,10 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
     if nodes:
         parts.append('<p class="meta">Blue: the path to the returned answer (green). Click a node for its option '
                      'probabilities, new edges and notes.</p>')
+        if any(_is_rwt(n) for n in nodes.values()):
+            counted = "; visits: N; Q: W / N" if any(n.get("visits") for n in nodes.values()) else ""
+            parts.append('<p class="meta">value: V̂ of the state (Eq. 4: roll-out and critical model mixed); '
+                         f"prior: the policy's P(s, a) of the relation that led here{counted}.</p>")
         parts.append('<ul class="tree root">' + "".join(
             _render_node(n, children, path, answer_id) for n in children.get(None, [])) + "</ul>")
     else:

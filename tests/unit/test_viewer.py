@@ -1,7 +1,8 @@
 """HTML views of traces and runs (traversals.viewer, `traversals view`): the returned
 answer's path is marked, KG/LLM text is escaped, old traces without ``answer_node`` still
 find their answer, a run's index links every traced question and survives a half-written
-last line."""
+last line; MCTS and beam traces show hops, priors, visits, Q, the relations never walked,
+the simulations or hops and the critical model's guesses, and their runs index like any."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from traversals.eval.datasets import Dataset, Gold, Question
+from traversals.eval.runner import run_eval
+from traversals.kg.factory import open_kgs
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig
 from traversals.viewer import answer_node_id, render_trace, write_run_view
 
 EVIL = 'Bob "The Bard" <script>alert(1)</script> & co'
@@ -57,7 +64,7 @@ def test_rwt_states_show_their_entities_and_search_statistics():
     t = trace(answer_node=2)
     t["nodes"][1].update(entities=["Ann", EVIL], prior=0.7, visits=3, q=0.45)
     page = render_trace(t)
-    assert "entities: Ann, Bob &quot;The Bard&quot;" in page and "prior 0.700 · visits 3 · Q 0.450" in page
+    assert "entities (2): Ann, Bob &quot;The Bard&quot;" in page and "hop 1 · prior 0.700 · visits 3 · Q 0.450" in page
 
 
 def test_kg_and_llm_text_is_escaped():
@@ -108,3 +115,82 @@ def test_the_command_writes_a_page_and_refuses_what_is_not_a_trace(tmp_path):
                          (tmp_path, "no results.jsonl")):
         done = subprocess.run([*exe, "view", str(target)], capture_output=True, text=True)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+
+
+GRANDMOTHER = "Who is Bob Dylan's maternal grandmother?"
+
+
+def rwt_search(cls, **cfg):
+    """RwT on the demo store with a scripted LLM: 'mother' is the likeliest relation and a
+    state holding Florence Stone is rated high (as in test_rwt)."""
+    def score(prompt, options, prefix):
+        if prefix.startswith("RATING"):
+            want = "0.9" if "<current entity>[Florence Stone" in prompt else "0.1"
+            return [0.0 if o == want else -6.0 for o in options]
+        return [-0.2 if o.endswith(": mother") else -3.0 for o in options]
+
+    guesses = ("three most likely answers", "Florence Stone, B: Beatrice Stone, C: Abram Zimmerman]")
+    return cls(ScriptedLLM(rules=[guesses], score=score), KGSet(open_kgs(["demo"])), RwTConfig(**cfg))
+
+
+def text_of(page: str) -> str:
+    return re.sub(r"<[^>]+>", "", page)
+
+
+def line_of(page: str, node_id: int) -> str:
+    m = re.search(r'<span class="line"><span class="st [^"]*">[^<]*</span>#' + str(node_id) + r"\b(.*?)</span></span>", page)
+    assert m, f"node {node_id} not rendered"
+    return m.group(1)
+
+
+async def test_an_mcts_page_shows_the_search_statistics_and_folds_relations_never_walked():
+    answer = await rwt_search(MonteCarloTreeSearch, simulations=6, max_hops=2).ask(GRANDMOTHER, topic_entities=["Bob Dylan"])
+    t = answer.trace
+    page = render_trace(t)
+    nodes = {n["id"]: n for n in t["nodes"]}
+    best = nodes[t["answer_node"]]
+    assert "6 simulations" in page and "roll-out model LLMRollout · critical model embedder lexical" in page
+    assert "the critical model's reference): Florence Stone, Beatrice Stone, Abram Zimmerman" in page
+    assert {"on-path", "answer-node"} <= classes_of(page, best["id"])
+    assert (f'hop 2 · prior {best["prior"]:.3f} · visits {best["visits"]} · Q {best["q"]:.3f}' in line_of(page, best["id"]))
+    assert "prior" not in line_of(page, 0) and f'visits {nodes[0]["visits"]}' in line_of(page, 0)  # the root's 1.0 hidden
+    # children created by an expansion but never selected: one line per state, not one node each
+    idle = [n for n in nodes.values() if n["parent"] == 0 and not n["visits"]]
+    assert len(idle) > 5 and all(f"#{n['id']} " not in page for n in idle)
+    assert f"{len(idle)} relations offered, never walked (prior): occupation (demo) 0.031, award" in text_of(page)
+    assert page.count('class="node never-walked"') == 2  # under the root and under the mother state
+
+
+async def test_a_beam_page_shows_hops_and_priors_but_no_visits_beam_does_not_count():
+    answer = await rwt_search(HopBeamSearch, beam_width=2, beam_branch=2, max_hops=2).ask(GRANDMOTHER, topic_entities=["Bob Dylan"])
+    page = render_trace(answer.trace)
+    assert "2 hops" in page and "visits" not in page and "never walked" not in page
+    for n in answer.trace["nodes"][1:]:
+        assert f'hop {n["depth"]} · prior {n["prior"]:.3f}' in line_of(page, n["id"])
+
+
+def test_rwt_fields_from_the_kg_and_the_llm_are_escaped_and_unknown_fields_still_show():
+    root = node(0, None, "default", entities=["Bob"], prior=1.0, visits=2, q=0.5)
+    walked = node(1, 0, "default", {"type": "SELECT_RELATION", "relation": {"key": "r", "label": "author", "kg": "x"}},
+                  0.4, entities=[EVIL], prior=0.6, visits=2, q=0.4, answer_value=0.75, critical=0.25, hint=EVIL)
+    idle = node(2, 0, "default", {"type": "SELECT_RELATION", "relation": {"key": "e", "label": EVIL, "kg": "x"}},
+                entities=[], prior=0.4, visits=0, q=0.0)
+    page = render_trace({"question": "q", "answer": EVIL, "strategy": "mcts", "guesses": [EVIL], "rollout": EVIL,
+                         "simulations": 2, "answer_node": 1, "nodes": [root, walked, idle]})
+    assert "<script>" not in page and page.count("&lt;script&gt;") == 6  # answer, guess, roll-out, entity, hint, relation
+    assert "answer value 0.750" in line_of(page, 1) and "critical 0.25" in page  # a field the viewer does not know
+    assert "1 relation offered, never walked (prior): Bob &quot;The Bard&quot;" in text_of(page)
+
+
+async def test_the_index_of_an_mcts_run_links_each_question_to_its_tree(tmp_path):
+    questions = [Question(id="demo:1", text=GRANDMOTHER, gold=[Gold.from_json(["Florence Stone"])], topic_entities=["Bob Dylan"]),
+                 Question(id="demo:2", text="Who is Bob Dylan's father?", gold=[Gold.from_json(["Abram Zimmerman"])],
+                          topic_entities=["Bob Dylan"])]
+    dataset = Dataset(name="demo", split="dev", questions=questions, kg_specs=["demo"])
+    search = rwt_search(MonteCarloTreeSearch, simulations=4, max_hops=2)
+    await run_eval(dataset, search, tmp_path / "run", progress=False, config={"strategy": "mcts", "llm": "scripted"})
+    index = write_run_view(tmp_path / "run").read_text()
+    assert "demo · mcts" in index and 'class="hit"' in index and 'class="miss"' in index
+    assert '<a href="demo_1.html">' in index and '<a href="demo_2.html">' in index
+    tree = (tmp_path / "run" / "view" / "demo_2.html").read_text()
+    assert "4 simulations" in tree and "gold Abram Zimmerman" in tree and "Hits@1 0.0" in tree and "visits 4" in tree
