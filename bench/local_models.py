@@ -29,7 +29,9 @@ def run(model: str, dataset: str, strategy: str, limit: int, data: Path, out: Pa
         cmd += ["--max-depth", "12"]
     if (out / "results.jsonl").exists():
         cmd.append("--resume")
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    if done.returncode:  # `traversals eval` has said why, in one line on stderr
+        raise SystemExit(done.returncode)
 
 
 def figures(out: Path) -> dict:
@@ -73,4 +75,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main))

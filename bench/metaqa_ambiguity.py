@@ -88,4 +88,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main))

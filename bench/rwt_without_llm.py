@@ -18,7 +18,6 @@ Takes seconds (KG walks only). Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 from pathlib import Path
@@ -97,4 +96,6 @@ if __name__ == "__main__":
     p.add_argument("--max-hops", type=int, default=3)
     p.add_argument("--compare", metavar="DIR", help="an eval run (results.jsonl) of the same questions")
     p.add_argument("--out", metavar="DIR", help="write the per-question scores to DIR/results.jsonl")
-    asyncio.run(main(p.parse_args()))
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main, p.parse_args()))

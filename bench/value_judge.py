@@ -31,7 +31,6 @@ this is the measure of its judge. Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 from collections import defaultdict
@@ -222,4 +221,6 @@ if __name__ == "__main__":
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     ap.add_argument("--out", default=None, help="write one JSON line per question (answers, values, notes)")
     ap.add_argument("--quiet", action="store_true", help="only the table")
-    asyncio.run(main(ap.parse_args()))
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main, ap.parse_args()))

@@ -14,7 +14,6 @@ run it on an idle machine (seconds are wall-clock).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -109,4 +108,6 @@ if __name__ == "__main__":
     ap.add_argument("--trace", action="store_true", help="print every call as it ends, in order")
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
-    asyncio.run(main(ap.parse_args()))
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main, ap.parse_args()))
