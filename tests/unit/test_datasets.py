@@ -4,6 +4,7 @@ format written here."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 from traversals.errors import BadInput
 from traversals.eval.datasets import DATASETS, Gold, load_dataset, sample_questions
+from traversals.eval.datasets.tog import is_fragment
+from traversals.eval.metrics import em_in
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 DATA = SHARED / "data"
@@ -294,3 +297,92 @@ def test_gold_json_roundtrip():
     assert Gold.from_json(g.to_json()) == Gold("a", ("b",))
     assert Gold.from_json("x") == Gold("x")
     assert Gold.from_json({"answer": "x", "aliases": ["y"]}) == Gold("x", ("y",))
+
+
+# ---------------------------------------------------------------------------- wrong files
+
+
+def test_another_benchmarks_file_is_refused_not_read_as_empty_gold(tmp_path):
+    """Each loader names what is wrong with a file of another benchmark in one line,
+    instead of loading questions without gold answers (all scored 0) or a traceback."""
+    pq_line = "who is x 's y ?\tb(b/)\tx#r1#a#r2#b#<end>#b\n"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "qa_dev_1hop.txt").write_text(pq_line)  # a PathQuestion line
+    with pytest.raises(BadInput, match=r"qa_dev_1hop.txt:1: expected question<TAB>answers, found 3"):
+        load_dataset("metaqa-1hop", tmp_path / "m")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "PQ-2H.txt").write_text("what movies did [X] act in\tA|B\n")  # a MetaQA line
+    with pytest.raises(BadInput, match=r"PQ-2H.txt:1: expected question<TAB>answer\(...\)<TAB>path"):
+        load_dataset("pq-2h", tmp_path / "p")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "cwq.json").write_text('[{"question": "q?", "answers": ["A"], "topic_entity": {}}]')
+    with pytest.raises(BadInput, match="no question has an 'answer' key: not the cwq file"):
+        load_dataset("cwq", tmp_path / "c")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "webquestions.json").write_text('[{"question": "q?", "answer": "A"}]')
+    with pytest.raises(BadInput, match="not the webquestions file"):
+        load_dataset("webquestions", tmp_path / "w")
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "qald_10.json").write_text('[{"question": "q?", "answer": "A"}]')
+    with pytest.raises(BadInput, match="not QALD JSON"):
+        load_dataset("qald10", tmp_path / "q")
+
+
+def test_metaqa_file_of_another_hop_count_is_refused(tmp_path):
+    (tmp_path / "qa_dev_1hop.txt").write_text("who directed [X]\tA\n")
+    (tmp_path / "qa_dev_2hop.txt").write_text("who directed films of [X]\tB\n")
+    assert len(load_dataset("metaqa-1hop", tmp_path / "qa_dev_1hop.txt")) == 1  # its own file
+    with pytest.raises(BadInput, match="is not qa_dev_2hop.txt"):  # not the 2-hop file beside it
+        load_dataset("metaqa-2hop", tmp_path / "qa_dev_1hop.txt")
+
+
+def test_metaqa_answerable_index_of_another_file_is_refused(tmp_path):
+    (tmp_path / "qa_dev_1hop.txt").write_text("who directed [X]\tA\nwho wrote [Y]\tB\n")
+    (tmp_path / "answerable_dev_1hop.idx").write_text("0\n5\n")
+    with pytest.raises(BadInput, match="line 5 is not a line of"):
+        load_dataset("metaqa-1hop", tmp_path, answerable_only=True)
+
+
+def test_a_file_without_questions_is_an_error_not_an_empty_run(tmp_path):
+    (tmp_path / "qa_dev_1hop.txt").write_text("\n")
+    with pytest.raises(BadInput, match="metaqa-1hop: no questions in .*qa_dev_1hop.txt"):
+        load_dataset("metaqa-1hop", tmp_path)
+    (tmp_path / "MusicbrainzxWikidata.csv").write_text("Question,Answer,Type\n")
+    with pytest.raises(BadInput, match="no questions"):
+        load_dataset("musicbrainz", tmp_path)
+
+
+def test_qald10_bad_labels_file_is_clear(tmp_path):
+    (tmp_path / "qald_10.json").write_text(
+        '{"questions": [{"id": 1, "question": [{"language": "en", "string": "Is it?"}],'
+        ' "answers": [{"boolean": true}]}]}'
+    )
+    assert alts(load_dataset("qald10", tmp_path).questions[0]) == [("yes", "true")]
+    (tmp_path / "labels.json").write_text("{not json")
+    with pytest.raises(BadInput, match="labels.json"):
+        load_dataset("qald10", tmp_path)
+
+
+@needs_data
+def test_webquestions_debris_of_split_answers_is_no_gold_label():
+    """Think-on-Graph's file has answers cut at an apostrophe, the tail kept as one more
+    answer (``s Run" `` beside ``Battle of Hoke's Run``): 41 questions; a correct answer
+    would otherwise lose EM-in for a label nothing can match."""
+    raw = json.loads((DATA / "questions-only" / "webquestions.json").read_text(encoding="utf-8"))
+    assert 's Run" ' in raw[72]["answers"] and ' Benci" ' in raw[76]["answers"]
+    q = by_id(load_dataset("webquestions", DATA))
+    labels = [g.answer for g in q["webquestions:72"].gold]
+    assert "Battle of Hoke's Run" in labels and len(labels) == 9
+    assert not any('"' in a for a in labels)
+    assert [g.answer for g in q["webquestions:396"].gold] == ["The King's School, Grantham"]
+    assert em_in("The King's School, Grantham", q["webquestions:396"].gold) == 1.0
+    labels_1637 = [g.answer for g in q["webquestions:1637"].gold]  # 's Day" "Saint Joseph' too
+    assert "Saint Joseph's Day" in labels_1637 and not any('"' in a for a in labels_1637)
+
+
+def test_is_fragment_keeps_answers_with_quotes_of_their_own():
+    answers = ['The "Hollywood" Sign', "Hollywood Sign", "The Beatles", "Battle of Hoke's Run", 's Run" ']
+    assert not is_fragment('The "Hollywood" Sign', answers)
+    assert not is_fragment("Hollywood Sign", answers)
+    assert is_fragment('s Run" ', answers)
+    assert not is_fragment('s Run" ', ['s Run" '])  # alone: nothing it was cut from

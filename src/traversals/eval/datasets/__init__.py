@@ -67,7 +67,11 @@ def load_dataset(
     data = Path(data_dir).expanduser()
     if not data.exists():
         raise BadInput(f"--data {data_dir}: no such file or directory")
-    return DATASETS[key](data, split=split, answerable_only=answerable_only)
+    dataset = DATASETS[key](data, split=split, answerable_only=answerable_only)
+    if not dataset.questions:  # an empty file, or one whose rows are not this benchmark's
+        subset = " answerable" if answerable_only else ""
+        raise BadInput(f"{key}: no{subset} questions in {', '.join(dataset.files) or data}")
+    return dataset
 
 
 __all__ = [

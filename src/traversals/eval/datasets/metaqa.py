@@ -29,8 +29,14 @@ _TOPIC = re.compile(r"\[([^\]]+)\]")
 
 def _base_dir(data: Path, split: str, hops: int) -> Path:
     data = Path(data)
-    if data.is_file():
-        data = data.parent
+    if data.is_file():  # the question file itself: not another hop count's or benchmark's
+        name = f"qa_{split}_{hops}hop.txt"
+        if data.name == name:
+            data = data.parent
+        elif data.name == f"qa_{split}.txt" and data.parent.parent.name == f"{hops}-hop":
+            data = data.parent.parent.parent  # {h}-hop/vanilla/qa_{split}.txt
+        else:
+            raise BadInput(f"metaqa-{hops}hop: --data {data} is not {name} (give that file or its folder)")
     for base in (data, data / "metaqa", data / "MetaQA"):
         if (base / f"qa_{split}_{hops}hop.txt").is_file():
             return base
@@ -65,6 +71,9 @@ def load_metaqa(hops: int, data_dir: Path, split: str = "dev", answerable_only: 
             keep = {int(x) for x in read_lines(idx_file) if x.strip()}
         except ValueError as e:
             raise BadInput(f"{idx_file}: not a list of line numbers ({e})") from e
+        outside = sorted(i for i in keep if not 0 <= i < len(lines))
+        if outside:  # another split's or hop count's index file
+            raise BadInput(f"{idx_file}: line {outside[0]} is not a line of {qa} ({len(lines)} lines)")
         files.append(str(idx_file))
 
     questions: list[Question] = []
@@ -73,9 +82,10 @@ def load_metaqa(hops: int, data_dir: Path, split: str = "dev", answerable_only: 
             continue
         if not line.strip():
             continue
-        text, sep, answers = line.partition("\t")
-        if not sep:
-            raise BadInput(f"{qa}:{i + 1}: expected question<TAB>answers")
+        cols = line.split("\t")
+        if len(cols) != 2:  # a PathQuestion line has three columns
+            raise BadInput(f"{qa}:{i + 1}: expected question<TAB>answers, found {len(cols)} column(s)")
+        text, answers = cols
         text = text.strip()
         m = _TOPIC.search(text)
         meta: dict = {"line": i, "hops": hops}

@@ -70,10 +70,12 @@ def _questions(name: str, path: Path, tag: str) -> list[Question]:
         if not line.strip():
             continue
         cols = line.split("\t")
-        if len(cols) < 2:
-            raise BadInput(f"{path}:{i + 1}: expected question<TAB>answer(...)<TAB>path")
+        if len(cols) != 3:  # a MetaQA line has two columns
+            raise BadInput(
+                f"{path}:{i + 1}: expected question<TAB>answer(...)<TAB>path, found {len(cols)} column(s)"
+            )
         text = cols[0].strip()
-        hops = parse_path(cols[2]) if len(cols) > 2 else []
+        hops = parse_path(cols[2])
         answer, alts = parse_answer_field(cols[1], hops[-1] if len(hops) >= 3 else "")
         aliases = tuple(a for a in alts if a != answer)
         meta: dict = {"line": i, "file": path.name}

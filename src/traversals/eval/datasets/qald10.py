@@ -16,12 +16,11 @@ with no gold value (one question, id 313).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from ...errors import BadInput
-from .base import Dataset, Gold, Question, locate, require
+from .base import Dataset, Gold, Question, locate, read_json, require
 
 WD_ENTITY = re.compile(r"^https?://www\.wikidata\.org/entity/([QLP]\d+)$")
 _DATETIME = re.compile(r"^([+-]?)(\d{1,4})-(\d{2})-(\d{2})(?:T.*)?$")
@@ -55,18 +54,19 @@ def gold_from_value(v: dict, labels: dict[str, list[str]]) -> Gold | None:
 
 def load_qald10(data_dir: Path, split: str = "dev", answerable_only: bool = False) -> Dataset:
     path = require(Path(data_dir), ("qald_10.json",), ("qald10", "qald_10", "QALD-10"), "qald10")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise BadInput(f"cannot read {path}: {e}") from e
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise BadInput(f'{path}: not QALD JSON (an object with a "questions" list expected)')
     labels: dict[str, list[str]] = {}
     label_file = locate(path.parent, ("labels.json",))
     if label_file:
-        raw = json.loads(label_file.read_text(encoding="utf-8"))
-        labels = {k: [v] if isinstance(v, str) else list(v) for k, v in raw.items()}
+        raw = read_json(label_file)
+        if not isinstance(raw, dict):
+            raise BadInput(f'{label_file}: expected {{"Q42299": ["Bernhard Riemann", ...], ...}}')
+        labels = {k: [v] if isinstance(v, str) else [str(x) for x in v] for k, v in raw.items()}
 
     questions: list[Question] = []
-    for q in data.get("questions", []):
+    for q in data["questions"]:
         text = next(
             (s.get("string", "") for s in q.get("question", []) if s.get("language") == "en"), ""
         ).strip()
