@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 from .api import STRATEGIES
-from .errors import BadInput, TraversalsError
+from .errors import BadInput, TraversalsError, TraversalsWarning
 from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
@@ -261,11 +262,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Our warnings as one line on stderr, like errors; others as Python shows them."""
+    if issubclass(category, TraversalsWarning):
+        print(f"traversals: warning: {message}", file=file or sys.stderr)
+    else:
+        (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except TraversalsError as exc:
         if args.debug:
             raise

@@ -55,3 +55,13 @@ class EmbedderUnavailable(EmbedderError):
 class RunStopped(TraversalsError):
     """An evaluation stopped itself: too many questions in a row failed, which says the
     cause is not the questions (resume once it is fixed)."""
+
+
+class TraversalsWarning(UserWarning):
+    """Base class of the warnings this library gives (the CLI prints each as one line)."""
+
+
+class ValueModelMismatch(TraversalsWarning):
+    """A trained value model (``--value-model``) rates paths over relations it was never
+    trained on: it belongs to another KG's schema, so its values say nothing here. A warning,
+    not an error, because a KG may add relations a model has not seen."""

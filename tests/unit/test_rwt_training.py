@@ -917,3 +917,38 @@ def test_a_value_model_file_of_the_wrong_shape_is_one_bad_input_line(tmp_path, d
     path.write_text(json.dumps({"format": FORMAT, **data}))
     with pytest.raises(BadInput, match=says):
         ValueModel.load(path)
+
+
+def test_a_relation_the_value_model_never_saw_is_reported_once(tmp_path):
+    import warnings
+
+    from traversals.errors import ValueModelMismatch
+
+    path = ValueModel({"stop|path=directed_by": 2.0, "go|path=~starred_actors>directed_by": 1.0},
+                      {"lexicon": {"has_genre": ["genre"]}, "kg": ["metaqa/kb.txt"]}).save(tmp_path / "m.json")
+    model = ValueModel.load(path)
+    assert model.relations == {"directed_by", "starred_actors", "has_genre"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(["who"], [])  # the empty path says nothing
+        model.stop_value(["who"], ["~has_genre", "directed_by"])  # its own KG's relations
+    with pytest.warns(ValueModelMismatch) as seen:  # a PathQuestion KG
+        for rel in ("spouse", "~children", "parents"):
+            model.predict(["who", "is", "the", "spouse"], ["directed_by", rel])
+    assert len(seen) == 1  # once per model, not once per path
+    message = str(seen[0].message)
+    assert str(path) in message and "metaqa/kb.txt" in message and "directed_by" in message
+    assert "'spouse'" in message and "train-value" in message
+
+
+def test_the_cli_prints_a_library_warning_as_one_line(capsys):
+    import warnings
+
+    from traversals.cli import _show_warning
+    from traversals.errors import ValueModelMismatch
+
+    _show_warning(ValueModelMismatch("value model m.json was trained on ..."), ValueModelMismatch, "x.py", 3)
+    assert capsys.readouterr().err == "traversals: warning: value model m.json was trained on ...\n"
+    _show_warning(UserWarning("other"), UserWarning, "x.py", 3)
+    assert "x.py:3: UserWarning: other" in capsys.readouterr().err
+    assert warnings.showwarning is not _show_warning  # installed by main() only while a command runs

@@ -222,6 +222,7 @@ class Trainer:
             for tree in trees:
                 data.extend(self.examples(tree, rng, lexicon, synonyms))
             model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
+            model.check_schema = False  # a relation first walked in a later round is expected
             model.meta["lexicon"] = lexicon
             if synonyms:
                 model.meta["synonyms"] = synonyms
@@ -246,4 +247,5 @@ class Trainer:
                 if maybe is not None:
                     await maybe
         assert model is not None
+        model.check_schema = True
         return model

@@ -48,13 +48,14 @@ import math
 import os
 import random
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ...errors import BadInput
+from ...errors import BadInput, ValueModelMismatch
 from ...llm.base import Usage
 from .state import PathNode
 
@@ -275,6 +276,13 @@ class ValueModel:
 
     weights: dict[str, float] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    #: where the model was read from (:meth:`load`), for messages
+    source: str = field(default="", compare=False)
+    #: report a relation the model was not trained on (:meth:`_check_schema`); off while training
+    check_schema: bool = field(default=True, compare=False)
+    #: whether a relation the model was not trained on has been reported (:meth:`_check_schema`)
+    _warned: bool = field(default=False, init=False, repr=False, compare=False)
+    _relations: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def version(self) -> int:
@@ -292,10 +300,40 @@ class ValueModel:
         feature set 6)."""
         return self.meta.get("synonyms") or {}
 
+    @property
+    def relations(self) -> frozenset[str]:
+        """The relation ids (without ``~``) the model was trained on: its lexicon's and those
+        its path features name."""
+        known = self._relations
+        if known is None:
+            paths = (f.split("|path=", 1)[1] for f in self.weights if "|path=" in f)
+            known = frozenset(self.lexicon) | {r.lstrip("~") for p in paths for r in p.split(">") if r}
+            self._relations = known
+        return known
+
+    def _check_schema(self, path: Sequence[str]) -> None:
+        """Warn once (:class:`~traversals.errors.ValueModelMismatch`) at the first relation
+        rated that the model was not trained on: it belongs to another KG (every value it
+        gives is noise) or the KG has grown relations it rates blindly."""
+        if self._warned or not self.check_schema or not path or not self.relations:
+            return
+        new = [r.lstrip("~") for r in path if r.lstrip("~") not in self.relations]
+        if new:
+            self._warned = True
+            trained = sorted(self.relations)
+            kg = self.meta.get("kg")
+            where = f" on {', '.join(map(str, kg))}" if isinstance(kg, list) and kg else ""
+            warnings.warn(ValueModelMismatch(
+                f"value model {self.source or '(in memory)'} was trained{where} on the relations "
+                f"{', '.join(trained[:9])}{', ...' if len(trained) > 9 else ''}; it has never seen {new[0]!r}, "
+                "a relation of the KG searched, and rates paths through it blindly. A model for this KG: "
+                "traversals train-value --synthetic 1500 --kg SPEC --out FILE"), stacklevel=4)
+
     def score(self, feats: Iterable[str]) -> float:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
 
     def predict(self, words: Sequence[str], path: Sequence[str]) -> dict[str, float]:
+        self._check_schema(path)
         read = normalise(words, self.version, self.lexicon, self.synonyms)  # once for both heads
         return {head: self.score(_features(read, path, head, self.version)) for head in HEADS}
 
@@ -306,6 +344,7 @@ class ValueModel:
 
     def stop_value(self, words: Sequence[str], path: Sequence[str]) -> float:
         """The stop head: how good the path's state is as the answer."""
+        self._check_schema(path)
         return self.score(features(words, path, "stop", self.version, self.lexicon, self.synonyms))
 
     def save(self, path: str | Path) -> Path:
@@ -328,7 +367,7 @@ class ValueModel:
             raise BadInput(f"value model {p} is not readable JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BadInput(f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)")
-        model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p))
+        model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p), source=str(p))
         if model.version > FEATURES:
             raise BadInput(f"value model {p} uses feature set {model.version}; this traversals reads up to "
                            f"{FEATURES} (upgrade traversals, or train the model again)")
