@@ -286,7 +286,7 @@ def test_any_names_survive_csv_to_ntriples(tmp_path, rows):
         csv.writer(fh).writerows(rows)
     out = tmp_path / "any.nt"
     stats = formats.write_ntriples(src, out)
-    header = tuple(f.strip().casefold() for f in rows[0]) in formats._CSV_HEADERS
+    header = tuple(f.strip().casefold() for f in rows[0]) in formats._HEADERS
     assert stats.skipped == 0
     assert stats.triples == len(rows) - header
     spo = read_nt(out)

@@ -8,7 +8,8 @@ Accepted specs (see :data:`SPEC_HELP`):
     Wikidata through its public services (:class:`~traversals.kg.wikidata.WikidataKG`);
 ``sparql:URL`` or any ``http://`` / ``https://`` URL
     a SPARQL 1.1 endpoint (:class:`~traversals.kg.sparql.SparqlKG`);
-a file ``*.nt *.ttl *.nq *.trig *.rdf *.owl *.txt *.tsv *.csv`` (optionally ``.gz``)
+a file ``*.nt *.ttl *.nq *.trig *.rdf *.owl *.jsonld *.txt *.tsv *.csv`` (optionally
+    ``.gz``; other compressions are refused with a hint to use gzip)
     loaded into memory (:meth:`OxigraphKG.from_file
     <traversals.kg.store.OxigraphKG.from_file>`);
 a directory
@@ -43,6 +44,8 @@ SPEC_HELP = (
 )
 
 _NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
+#: Compressions a triple file may come in that are not read (only ``.gz`` is).
+_OTHER_COMPRESSIONS = (".bz2", ".xz", ".zst", ".lz4", ".zip", ".7z")
 
 
 class RemoteOptions(TypedDict, total=False):
@@ -121,6 +124,11 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
 
         return OxigraphKG.from_file(path, name=name)
     if path.exists():
+        if path.suffix.lower() in _OTHER_COMPRESSIONS:
+            raise BadInput(
+                f"{path}: {path.suffix} files are not read; decompress it, or compress it "
+                f"with gzip (.gz) instead"
+            )
         raise BadInput(f"{path}: unknown triple file type; accepted KG specs: {SPEC_HELP}")
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 

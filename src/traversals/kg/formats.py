@@ -3,8 +3,11 @@
 Two families of input are recognised by file extension (optionally followed by ``.gz``):
 
 * **RDF** – ``.nt`` (N-Triples), ``.ttl`` (Turtle), ``.nq`` (N-Quads), ``.trig`` (TriG),
-  ``.rdf``/``.owl`` (RDF/XML). They are parsed by pyoxigraph; this module only names the
-  format (:func:`detect_format`). Quads are later flattened into the default graph.
+  ``.rdf``/``.owl`` (RDF/XML), ``.jsonld`` (JSON-LD, pyoxigraph 0.5 or later; remote
+  ``@context`` URLs are not fetched). They are parsed by pyoxigraph; this module only
+  names the format (:func:`detect_format`) and opens the file (:func:`open_binary`, which
+  skips a UTF-8 byte-order mark the parsers would refuse). Quads are later flattened
+  into the default graph.
 * **Plain** – one fact per line, three fields:
 
   - ``.txt``: the delimiter is sniffed from the first non-empty lines – ``|`` (MetaQA's
@@ -12,9 +15,12 @@ Two families of input are recognised by file extension (optionally followed by `
     fields are tolerated.
   - ``.tsv``: TAB-separated, same tolerance.
   - ``.csv``: three columns read with :mod:`csv` (quoted fields may contain commas and
-    newlines); an optional header row ``subject,relation,object`` (or
-    ``subject,predicate,object`` / ``s,r,o`` / ``s,p,o`` / ``head,relation,tail``) is
-    skipped.
+    newlines).
+
+  In every plain format a header row ``subject,relation,object`` (or
+  ``subject,predicate,object`` / ``s,r,o`` / ``s,p,o`` / ``head,relation,tail``, in any
+  case, with the file's delimiter) is skipped if it is the first well-formed row, and
+  trailing empty fields (``a|r|b|``, ``a,r,b,`` from spreadsheet exports) are ignored.
 
   Every name becomes an IRI with the shared scheme of :mod:`traversals.kg.iris`
   (``entity_iri`` for subjects *and objects* – MetaQA's years and ratings are entities,
@@ -23,9 +29,12 @@ Two families of input are recognised by file extension (optionally followed by `
   (``directed_by`` -> ``directed by``), or the stripped name if that is empty.
 
   Blank lines and malformed lines (not exactly three non-empty fields) are skipped and
-  counted in a :class:`ReadStats`; a summary is logged as a warning. A file that is not
-  valid UTF-8 is refused with :class:`~traversals.errors.BadInput` naming the line, and
-  so is a damaged or truncated ``.gz`` file (:func:`open_binary`).
+  counted in a :class:`ReadStats`; a summary naming the first malformed line's fault
+  (``line 4: 2 fields, expected 3``) is logged as a warning. A file whose non-blank
+  lines are all malformed is refused with :class:`~traversals.errors.BadInput` naming
+  that fault. A file that is not valid UTF-8 is refused with
+  :class:`~traversals.errors.BadInput` naming the line, and so is a damaged or truncated
+  ``.gz`` file (:func:`open_binary`).
 
 :func:`write_ntriples` is the ``traversals kg convert`` back end: it streams the data
 triples plus the label triples through pyoxigraph's N-Triples serialiser (never
@@ -63,12 +72,15 @@ RDF_EXTENSIONS: dict[str, ox.RdfFormat] = {
     ".rdf": ox.RdfFormat.RDF_XML,
     ".owl": ox.RdfFormat.RDF_XML,
 }
+if hasattr(ox.RdfFormat, "JSON_LD"):  # pyoxigraph 0.5 and later
+    RDF_EXTENSIONS[".jsonld"] = ox.RdfFormat.JSON_LD
 #: Plain triple tables by extension; ``None`` means "sniff the delimiter".
 PLAIN_EXTENSIONS: dict[str, str | None] = {".txt": None, ".tsv": "\t", ".csv": ","}
 #: Every accepted extension, for error messages.
 ACCEPTED_EXTENSIONS = tuple(RDF_EXTENSIONS) + tuple(PLAIN_EXTENSIONS)
 
-_CSV_HEADERS = {
+#: Header rows (casefolded), skipped when one is a plain file's first well-formed row.
+_HEADERS = {
     ("subject", "relation", "object"),
     ("subject", "predicate", "object"),
     ("s", "r", "o"),
@@ -76,6 +88,8 @@ _CSV_HEADERS = {
     ("head", "relation", "tail"),
 }
 _SNIFF_LINES = 20
+_BOM = b"\xef\xbb\xbf"
+_DELIMITER_NAMES = {"|": "'|'", "\t": "TAB", ",": "','"}
 _MAX_REPORTED = 10  # skipped line numbers kept for the report
 
 
@@ -100,13 +114,18 @@ class ReadStats:
     triples: int = 0
     skipped: int = 0
     skipped_lines: list[int] = field(default_factory=list)  # first few, 1-based
+    problem: str = ""  # the first malformed line's fault: "line 4: 2 fields, expected 3"
     entities: int = 0  # distinct entity names (set by iter_plain_rdf)
     relations: int = 0  # distinct relation names (set by iter_plain_rdf)
 
-    def skip(self, lineno: int) -> None:
+    def skip(self, lineno: int, why: str = "") -> None:
+        """Count a skipped line; ``why`` (empty for a blank line) says what is wrong."""
         self.skipped += 1
         if len(self.skipped_lines) < _MAX_REPORTED:
             self.skipped_lines.append(lineno)
+        if why and not self.problem:
+            sep = _DELIMITER_NAMES.get(self.delimiter)
+            self.problem = f"line {lineno}: {why}" + (f" (separated by {sep})" if sep else "")
 
     @property
     def label_triples(self) -> int:
@@ -117,11 +136,12 @@ class ReadStats:
         if self.skipped:
             more = "" if self.skipped <= len(self.skipped_lines) else ", ..."
             log.warning(
-                "%s: skipped %d blank or malformed line(s) (line %s%s)",
+                "%s: skipped %d blank or malformed line(s) (line %s%s)%s",
                 self.path,
                 self.skipped,
                 ", ".join(map(str, self.skipped_lines)),
                 more,
+                f"; {self.problem}" if self.problem else "",
             )
 
 
@@ -154,15 +174,28 @@ def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
 
     A ``.gz`` file is decompressed as it is read; a damaged or truncated one raises
     :class:`BadInput` ("cannot read FILE: not a valid gzip file (...)") from whichever
-    read hits the damage, not :mod:`gzip`'s own exceptions.
+    read hits the damage, not :mod:`gzip`'s own exceptions. An RDF file's UTF-8
+    byte-order mark (Windows editors write one) is skipped: pyoxigraph's parsers refuse
+    it. A plain file keeps its mark; its readers tell it from a name's own U+FEFF.
     """
     p = check_readable(path)
     try:
+        fh: io.BufferedReader
         if p.name.lower().endswith(".gz"):
-            return io.BufferedReader(_CheckedGzip(gzip.open(p, "rb"), p))  # type: ignore[arg-type]
-        return open(p, "rb")
+            fh = io.BufferedReader(_CheckedGzip(gzip.open(p, "rb"), p))  # type: ignore[arg-type]
+        else:
+            fh = open(p, "rb")
     except OSError as exc:
         raise BadInput(f"cannot read {p}: {exc}") from exc
+    fmt = detect_format(p)
+    if fmt is not None and fmt.kind == "rdf":
+        try:
+            if fh.peek(len(_BOM)).startswith(_BOM):
+                fh.read(len(_BOM))
+        except BaseException:
+            fh.close()
+            raise
+    return fh
 
 
 #: What :mod:`gzip` raises for damaged data: bad header or CRC (``BadGzipFile``, an
@@ -218,17 +251,40 @@ def sniff_delimiter(lines: Iterable[str]) -> str | None:
     return "\t" if tabs >= pipes else "|"
 
 
+def split_fields(line: str, delimiter: str) -> list[str]:
+    """The stripped fields of a plain line, without trailing empty ones (``a|r|b|``).
+
+    With TAB every empty field is dropped (PathQuestion's runs of tabs)."""
+    parts = [p.strip() for p in line.split(delimiter)]
+    if delimiter == "\t":
+        return [p for p in parts if p]
+    return _without_trailing_empties(parts)
+
+
+def _without_trailing_empties(parts: list[str]) -> list[str]:
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
 def split_line(line: str, delimiter: str) -> tuple[str, str, str] | None:
     """The three stripped fields of a plain line, or ``None`` if it is malformed."""
-    if delimiter == "\t":
-        # PathQuestion style: tolerate runs of tabs and stray blanks.
-        parts = [p.strip() for p in line.split("\t")]
-        parts = [p for p in parts if p]
-    else:
-        parts = [p.strip() for p in line.split(delimiter)]
-    if len(parts) != 3 or not all(parts):
+    parts = split_fields(line, delimiter)
+    if fault(parts):
         return None
     return parts[0], parts[1], parts[2]
+
+
+def fault(fields: list[str]) -> str:
+    """What is wrong with a plain line's fields (``"2 fields, expected 3"``), or ``""``."""
+    if len(fields) != 3:
+        return f"{len(fields)} field{'' if len(fields) == 1 else 's'}, expected 3"
+    return "" if all(fields) else "an empty field"
+
+
+def is_header(fields: Iterable[str]) -> bool:
+    """Is this row a header such as ``subject|relation|object`` (any case)?"""
+    return tuple(f.casefold() for f in fields) in _HEADERS
 
 
 def _decoded_lines(fh: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
@@ -254,7 +310,9 @@ def iter_plain_triples(
     ``","``; ``","`` means CSV). ``stats``, if given, is filled in while the iterator
     runs. Blank and malformed lines are skipped and counted; a warning is logged at
     the end. Raises :class:`BadInput` for a missing file, an unknown extension (when no
-    ``delimiter`` is given), an undetectable delimiter or invalid UTF-8.
+    ``delimiter`` is given), an undetectable delimiter, invalid UTF-8 or (once read) a
+    file with malformed lines and no triple ("FILE holds no triples: ...; line 1: 4
+    fields, expected 3 (separated by TAB)").
     """
     p = check_readable(path)
     st = stats if stats is not None else ReadStats()
@@ -278,6 +336,8 @@ def _iter_plain(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[tuple
         yield from _iter_csv(p, st)
     else:
         yield from _iter_delimited(p, delimiter, st)
+    if not st.triples and st.problem:
+        raise BadInput(f"{p} holds no triples: {st.skipped} blank or malformed line(s); {st.problem}")
     st.report()
 
 
@@ -300,15 +360,24 @@ def _iter_delimited(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[t
                 f"tab-separated lines"
             )
     st.delimiter = delimiter
+    header_checked = False
     with open_binary(p) as fh:
         for lineno, line in _decoded_lines(fh, p):
             st.lines = lineno
-            fields = split_line(line, delimiter) if line.strip() else None
-            if fields is None:
+            if not line.strip():
                 st.skip(lineno)
                 continue
+            fields = split_fields(line, delimiter)
+            why = fault(fields)
+            if why:
+                st.skip(lineno, why)
+                continue
+            if not header_checked:
+                header_checked = True
+                if is_header(fields):
+                    continue
             st.triples += 1
-            yield fields
+            yield fields[0], fields[1], fields[2]
 
 
 def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
@@ -316,7 +385,7 @@ def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
     with open_binary(p) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
         reader = csv.reader(text)
-        first = True
+        header_checked = False
         while True:
             try:
                 row = next(reader)
@@ -327,19 +396,22 @@ def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
                     f"{p}: near line {reader.line_num + 1}: not valid UTF-8 ({exc.reason})"
                 ) from exc
             except csv.Error as exc:
-                st.skip(reader.line_num)
-                log.debug("%s: line %d: %s", p, reader.line_num, exc)
+                st.skip(reader.line_num, str(exc))
                 continue
             lineno = reader.line_num
             st.lines = lineno
-            fields = [f.strip() for f in row]
-            if first:
-                first = False
-                if tuple(f.casefold() for f in fields) in _CSV_HEADERS:
-                    continue
-            if len(fields) != 3 or not all(fields):
+            fields = _without_trailing_empties([f.strip() for f in row])
+            if not fields:
                 st.skip(lineno)
                 continue
+            why = fault(fields)
+            if why:
+                st.skip(lineno, why)
+                continue
+            if not header_checked:
+                header_checked = True
+                if is_header(fields):
+                    continue
             st.triples += 1
             yield fields[0], fields[1], fields[2]
 

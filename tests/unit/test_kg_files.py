@@ -1,0 +1,210 @@
+"""The triple files users bring to ``--kg FILE``: what loads, and the one line that says why not."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import logging
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+from traversals.cli import main
+from traversals.errors import BadInput
+from traversals.kg import formats
+from traversals.kg.factory import open_kg
+from traversals.kg.store import EDGE_SCAN_CAP, OxigraphKG
+
+BOM = b"\xef\xbb\xbf"
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+def labels(kg: OxigraphKG) -> set[str]:
+    return {e.label for e in kg.sample_entities_sync(1000)}
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------- header rows
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("kb.tsv", "subject\trelation\tobject\nAlice\tknows\tBob\n"),
+        ("kb.txt", "Subject|Relation|Object\r\nAlice|knows|Bob\r\n"),
+        ("kb.txt", "head\trelation\ttail\nAlice\tknows\tBob\n"),
+        ("kb.tsv", "# exported 2024-01-01\n\nsubject\tpredicate\tobject\nAlice\tknows\tBob\n"),
+        ("kb.csv", "\n# my graph\ns,p,o\nAlice,knows,Bob\n"),
+    ],
+)
+def test_a_header_row_is_not_a_triple(tmp_path, name, text):
+    kg = open_kg(str(write(tmp_path / name, text)))
+    assert labels(kg) == {"Alice", "Bob"}
+    assert kg.relation("knows") is not None and kg.relation("relation") is None
+
+
+def test_only_the_first_well_formed_row_can_be_a_header(tmp_path):
+    p = write(tmp_path / "kb.txt", "a|r|b\nsubject|relation|object\n")
+    assert list(formats.iter_plain_triples(p)) == [("a", "r", "b"), ("subject", "relation", "object")]
+
+
+# ----------------------------------------------------------- trailing delimiters
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("kb.txt", "Alice|knows|Bob|\nBob|knows|Carol| \n"),
+        ("kb.csv", "Alice,knows,Bob,\nBob,knows,Carol,,\n"),
+        ("kb.tsv", "Alice\tknows\tBob\t\nBob\tknows\tCarol\t\n"),
+    ],
+)
+def test_trailing_delimiters_are_ignored(tmp_path, name, text):
+    stats = formats.ReadStats()
+    triples = list(formats.iter_plain_triples(write(tmp_path / name, text), stats=stats))
+    assert triples == [("Alice", "knows", "Bob"), ("Bob", "knows", "Carol")]
+    assert stats.skipped == 0
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("a|r|b|", ("a", "r", "b")),
+        ("a|r|b| |", ("a", "r", "b")),
+        ("a|r||", None),  # the object is missing, not a trailing field
+        ("|a|r|b", None),
+    ],
+)
+def test_split_line_with_trailing_delimiters(line, expected):
+    assert formats.split_line(line, "|") == expected
+
+
+# ------------------------------------------------------- wrong number of columns
+
+
+@pytest.mark.parametrize(
+    "name, text, fault",
+    [
+        ("four.tsv", "Alice\tknows\tBob\tsrc1\nBob\tknows\tCarol\tsrc2\n", "line 1: 4 fields, expected 3 (separated by TAB)"),
+        ("two.tsv", "Alice\tknows\nBob\tknows\n", "line 1: 2 fields, expected 3 (separated by TAB)"),
+        ("semi.csv", "\nAlice;knows;Bob\n", "line 2: 1 field, expected 3 (separated by ',')"),
+        ("gap.txt", "Alice||Bob\n", "line 1: an empty field (separated by '|')"),
+    ],
+)
+def test_a_file_with_only_malformed_lines_says_what_is_wrong(tmp_path, name, text, fault):
+    p = write(tmp_path / name, text)
+    with pytest.raises(BadInput, match=rf"{name} holds no triples: \d blank or malformed line\(s\); ") as info:
+        open_kg(str(p))
+    assert str(info.value).endswith(fault)
+    out = tmp_path / "out.nt"
+    with pytest.raises(BadInput, match=r"holds no triples: .*expected 3|an empty field"):
+        formats.write_ntriples(p, out)
+    assert sorted(f.name for f in tmp_path.iterdir()) == [name]
+
+
+def test_ask_with_a_four_column_file_is_one_error_line(tmp_path, capsys):
+    p = write(tmp_path / "kb.tsv", "Alice\tknows\tBob\t0.9\n")
+    assert main(["ask", "who does [Alice] know", "--kg", str(p), "--k", "1"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("traversals: error: ") and line.endswith("line 1: 4 fields, expected 3 (separated by TAB)")
+
+
+def test_the_skipped_lines_warning_names_the_first_fault(tmp_path, caplog):
+    p = write(tmp_path / "kb.txt", "a|r|b\n\n# a comment\nc|r|d|e\n")
+    with caplog.at_level(logging.WARNING, logger="traversals.kg.formats"):
+        assert list(formats.iter_plain_triples(p)) == [("a", "r", "b")]
+    assert "skipped 3 blank or malformed line(s) (line 2, 3, 4); line 3: 1 field, expected 3" in caplog.text
+
+
+# ------------------------------------------------------- RDF files with a byte-order mark
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("kb.nt", "<http://x/a> <http://x/r> <http://x/b> .\r\n\r\n# c\r\n<http://x/b> <http://x/r> \"x\"@en .\r\n"),
+        ("kb.ttl", "@prefix : <http://x/> .\r\n:a :r :b .\r\n:b :r \"x\"@en .\r\n"),
+        ("kb.nq", "<http://x/a> <http://x/r> <http://x/b> <http://g> .\n<http://x/b> <http://x/r> \"x\"@en .\n"),
+    ],
+)
+def test_rdf_files_with_a_byte_order_mark_load(tmp_path, name, text):
+    plain = open_kg(str(write(tmp_path / name, text)))
+    marked = open_kg(str(write(tmp_path / ("bom-" + name), BOM + text.encode("utf-8"))))
+    zipped = open_kg(str(write(tmp_path / ("bom-" + name + ".gz"), gzip.compress(BOM + text.encode("utf-8")))))
+    assert plain.summary()["triples"] == marked.summary()["triples"] == zipped.summary()["triples"] == 2
+    assert labels(marked) == labels(plain) == {"a", "b"}
+
+
+def test_a_byte_order_mark_does_not_shift_the_error_line(tmp_path):
+    p = write(tmp_path / "bad.ttl", BOM + b"@prefix : <http://x/> .\n:a :r :b .\n:b :r :c :d .\n")
+    with pytest.raises(BadInput, match=r"bad\.ttl \(line 3\)"):
+        open_kg(str(p))
+
+
+# ---------------------------------------------------------------------------- JSON-LD
+
+needs_jsonld = pytest.mark.skipif(not hasattr(ox.RdfFormat, "JSON_LD"), reason="pyoxigraph < 0.5")
+
+
+@needs_jsonld
+def test_jsonld_loads(tmp_path):
+    p = write(
+        tmp_path / "kb.jsonld",
+        '{"@context": {"x": "http://x/", "label": "http://www.w3.org/2000/01/rdf-schema#label"},'
+        ' "@id": "x:alice", "label": "Alice", "x:knows": {"@id": "x:bob", "label": "Bob"}}',
+    )
+    kg = open_kg(str(p))
+    assert labels(kg) == {"Alice", "Bob"}
+    assert kg.relation("knows") is not None
+    assert open_kg(str(write(tmp_path / "kb.jsonld.gz", gzip.compress(p.read_bytes())))).summary() == {
+        **kg.summary(),
+        "name": "kb",
+    }
+
+
+@needs_jsonld
+def test_jsonld_syntax_error_names_the_line(tmp_path):
+    p = write(tmp_path / "bad.jsonld", '{"@context": {"x": "http://x/"},\n "@id": "x:a",\n "x:r": {"@id": "x:b"},,\n}\n')
+    with pytest.raises(BadInput, match=r"bad\.jsonld \(line 3\)"):
+        open_kg(str(p))
+
+
+# ---------------------------------------------------------------------- compression
+
+
+@pytest.mark.parametrize("suffix", [".bz2", ".xz", ".zip"])
+def test_other_compressions_are_refused_with_a_hint(tmp_path, suffix):
+    p = write(tmp_path / f"kb.nt{suffix}", bz2.compress(b"<http://x/a> <http://x/r> <http://x/b> .\n"))
+    with pytest.raises(BadInput, match=rf"kb\.nt{suffix}: {suffix} files are not read; .*gzip \(\.gz\)"):
+        open_kg(str(p))
+
+
+# ------------------------------------------------------------------------ a large hub
+
+
+def test_a_hub_beyond_the_edge_scan_cap_is_bounded_and_counted(tmp_path):
+    n = EDGE_SCAN_CAP + 5_000
+    p = tmp_path / "hub.txt"
+    with open(p, "w", encoding="utf-8") as fh:
+        fh.writelines(f"Hub|links_to|Node {i}\n" for i in range(n))
+    kg = open_kg(str(p))
+    (hub,) = kg.search_sync("Hub", limit=1)
+    rels = kg.get_relations_sync([hub])
+    assert [(r.id, r.inverse) for r in rels.items] == [("links_to", False)]
+    edges = kg.get_edges_sync([hub], rels.items[0], limit=30)
+    assert len(edges.edges) == 30 and edges.omitted == n - 30
+    assert all(e.subject == hub for e in edges.edges)
+    (node,) = kg.search_sync("Node 12345", limit=1)
+    back = kg.get_edges_sync([node], kg.get_relations_sync([node]).items[0])
+    assert [e.subject.label for e in back.edges] == ["Hub"] and back.omitted == 0
