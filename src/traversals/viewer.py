@@ -84,7 +84,8 @@ def _edge(e: dict) -> str:
 
 #: node fields rendered on purpose; any other scalar field is listed in the node's details
 _SHOWN = {"id", "parent", "depth", "state", "action", "value", "answer_value", "expansion", "invalid", "usage",
-          "priors", "new_edges", "selected", "relation_options", "entities", "prior", "visits", "q", "note"}
+          "priors", "new_edges", "selected", "relation_options", "entities", "entity_count", "prior", "visits", "q",
+          "rollout", "critical", "note"}
 
 
 def _is_rwt(n: dict) -> bool:
@@ -120,8 +121,14 @@ def _node_details(n: dict) -> list[str]:
         out.append("selected: " + _e(", ".join(n["selected"])))
     if n.get("relation_options") is not None:
         out.append(f"relation options offered: {int(n['relation_options'])}")
+    parts = [f"{name} <span class=val>{_fmt_value(n[key])}</span>"  # RwT: the two parts of V̂ (Eq. 4)
+             for key, name in (("rollout", "roll-out"), ("critical", "critical")) if n.get(key) is not None]
+    if parts:
+        out.append("value = mix of " + " and ".join(parts))
     if n.get("entities"):  # RwT states: the entities the path reached (a trace keeps the first 20)
-        count = "first 20" if len(n["entities"]) >= 20 else len(n["entities"])
+        shown, total = len(n["entities"]), n.get("entity_count")
+        count = (f"first {shown} of {total}" if isinstance(total, int) and total > shown
+                 else "first 20" if total is None and shown >= 20 else shown)
         out.append(f"entities ({count}): " + _e(", ".join(n["entities"])))
     other = [f"{_e(k)} {_e(json.dumps(v) if not isinstance(v, str) else v)}" for k, v in n.items()
              if k not in _SHOWN and (v is None or isinstance(v, (str, int, float, bool)))]

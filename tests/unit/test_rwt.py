@@ -232,3 +232,15 @@ async def test_training_walks_each_relation_from_a_state_once():
     again = await memo.get_edges(list(reversed(dylan)), mother, usage)
     assert again is first and [e.object.label for e in first.edges] == ["Beatrice Stone"]
     assert usage.kg_calls == before + 1  # only the call made is counted
+
+
+async def test_the_trace_keeps_both_parts_of_each_value():
+    # Eq. 4's V̂ = (1 − λ)·V_rollout + λ·V_critical: the trace records both parts, so a
+    # reader can tell which model made a state look good
+    answer = await search(HopBeamSearch, beam_width=2, beam_branch=2, max_hops=2).ask(QUESTION, topic_entities=["Bob Dylan"])
+    walked = [n for n in answer.trace["nodes"] if n["parent"] is not None and n["entity_count"]]
+    assert walked
+    for n in walked:
+        assert n["entity_count"] == len(n["entities"])
+        assert n["value"] == pytest.approx(0.85 * n["rollout"] + 0.15 * n["critical"], abs=2e-4)
+        assert 0.0 <= n["rollout"] <= 1.0 and 0.0 <= n["critical"] <= 1.0

@@ -67,6 +67,16 @@ def test_rwt_states_show_their_entities_and_search_statistics():
     assert "entities (2): Ann, Bob &quot;The Bard&quot;" in page and "hop 1 · prior 0.700 · visits 3 · Q 0.450" in page
 
 
+def test_rwt_states_show_both_parts_of_their_value_and_how_many_entities_they_reached():
+    t = trace(answer_node=2)
+    t["nodes"][1].update(entities=[f"film {i}" for i in range(20)], entity_count=57, prior=0.7, visits=3, q=0.45,
+                         rollout=0.8, critical=0.25)
+    page = text_of(render_trace(t))
+    assert "entities (first 20 of 57): film 0, film 1" in page
+    assert "value = mix of roll-out 0.800 and critical 0.250" in page
+    assert "rollout 0.8" not in page  # shown on purpose, not again among the unknown fields
+
+
 def test_kg_and_llm_text_is_escaped():
     page = render_trace(trace(answer_node=2))
     assert "<script>" not in page
@@ -178,7 +188,8 @@ def test_rwt_fields_from_the_kg_and_the_llm_are_escaped_and_unknown_fields_still
     page = render_trace({"question": "q", "answer": EVIL, "strategy": "mcts", "guesses": [EVIL], "rollout": EVIL,
                          "simulations": 2, "answer_node": 1, "nodes": [root, walked, idle]})
     assert "<script>" not in page and page.count("&lt;script&gt;") == 6  # answer, guess, roll-out, entity, hint, relation
-    assert "answer value 0.750" in line_of(page, 1) and "critical 0.25" in page  # a field the viewer does not know
+    assert "answer value 0.750" in line_of(page, 1) and "hint " in page  # a field the viewer does not know
+    assert "mix of critical <span class=val>0.250</span>" in page
     assert "1 relation offered, never walked (prior): Bob &quot;The Bard&quot;" in text_of(page)
 
 

@@ -91,12 +91,12 @@ class RwTSearch:
             node.note = "the relation reached no new entity"
         else:
             hops_left = self.config.max_hops - node.depth
-            rollout = await self.rollout.value(question, node, hops_left, node.usage)
-            critical = await self.critical.value(guesses, node)
-            node.value = mix(rollout, critical, lam=self.config.lam)
+            node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
+            node.critical = await self.critical.value(guesses, node)
+            node.value = mix(node.rollout, node.critical, lam=self.config.lam)
             as_answer = self.rollout.answer_value(question, node)
             if as_answer is not None:  # a trained model values "answer here" on its own head
-                node.answer_value = mix(as_answer, critical, lam=self.config.lam)
+                node.answer_value = mix(as_answer, node.critical, lam=self.config.lam)
         self._emit(node)
         return node.value
 

@@ -31,6 +31,8 @@ class PathNode:
     total: float = 0.0  # W
     value: float | None = None  # V̂(s), once evaluated
     answer_value: float | None = None  # V̂ as an answer, when the roll-out model tells it apart (trained)
+    rollout: float | None = None  # V_rollout(s), the roll-out model's part of V̂ (Eq. 4)
+    critical: float | None = None  # V_critical(s), the critical model's part of V̂ (Eq. 4)
     children: list["PathNode"] = field(default_factory=list)
     #: relations offered here with their priors, once expanded (key -> (relation, prior))
     actions: dict[str, tuple[Relation, float]] | None = None
@@ -95,10 +97,12 @@ class PathNode:
             },
             "value": None if self.value is None else round(self.value, 4),
             **({} if self.answer_value is None else {"answer_value": round(self.answer_value, 4)}),
+            **{name: round(v, 4) for name, v in (("rollout", self.rollout), ("critical", self.critical)) if v is not None},
             "expansion": None,
             "invalid": False,
             "usage": self.usage.to_json(),
             "entities": [e.label for e in self.entities[:20]],
+            "entity_count": len(self.entities),
             "prior": round(self.prior, 4),
             "visits": self.visits,
             "q": round(self.q, 4),
