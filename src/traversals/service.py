@@ -19,9 +19,10 @@ Endpoints
     whole search tree) when asked for.
 
 Errors are ``{"error": {"type": NAME, "message": TEXT}}`` with the status saying who
-should act: 400 a bad request (``BadInput``), 503 the service is busy (``Busy``, with
-``Retry-After``) or an LLM/KG cannot be reached, 504 a KG query or the whole request timed
-out, 502 the LLM or a KG failed otherwise.
+should act: 400 a bad request (``BadInput``), 413 a body over ``max_body_bytes``, 503 the
+service is busy (``Busy``, with ``Retry-After``), stopping (``ShuttingDown``) or an LLM/KG
+cannot be reached, 504 a KG query or the whole request timed out, 502 the LLM or a KG
+failed otherwise.
 
 Concurrency: at most ``ServiceLimits.max_concurrency`` questions are searched at once
 (the local llama.cpp model runs one call at a time anyway; remote endpoints can take
@@ -59,7 +60,8 @@ from .llm.base import LLM
 from .search.result import Solver
 from .validate import unicode_text
 
-__all__ = ["Busy", "ClientGone", "RequestTimeout", "ServiceLimits", "create_app", "parse_ask_request", "status_for"]
+__all__ = ["BodyTooLarge", "Busy", "ClientGone", "RequestTimeout", "ServiceLimits", "ShuttingDown", "create_app",
+           "parse_ask_request", "status_for"]
 
 #: request fields that override the server's SearchConfig, with their JSON types
 OVERRIDES: dict[str, tuple[type, ...]] = {
@@ -85,6 +87,19 @@ class ClientGone(TraversalsError):
     """The client disconnected before the answer; its search was cancelled."""
 
 
+class ShuttingDown(TraversalsError):
+    """The server stopped (its shutdown timeout ran out) before the answer; retry."""
+
+
+class BodyTooLarge(BadInput):
+    """The request body is over ``ServiceLimits.max_body_bytes`` (HTTP 413)."""
+
+
+#: how a limit is named in an error: the ``traversals serve`` flag that sets it, if any
+_LIMIT_NAMES = {"max_concurrency": "max_concurrency (--concurrency)", "max_queue": "max_queue (--max-queue)",
+                "timeout": "timeout (--timeout)"}
+
+
 @dataclass(frozen=True)
 class ServiceLimits:
     """What one server accepts. The caps keep one request from holding the model for an
@@ -97,6 +112,10 @@ class ServiceLimits:
     max_depth: int = 30
     max_expansions: int = 100
     max_simulations: int = 200
+    #: entity names a request may give in ``topic_entities`` (each is linked, maybe with an LLM call)
+    max_topic_entities: int = 10
+    #: bytes of a request body (a question of ``max_question_chars`` fits many times over)
+    max_body_bytes: int = 64 * 1024
     #: seconds per question, queueing included (None: no limit)
     timeout: float | None = None
     retry_after: int = 5
@@ -105,10 +124,19 @@ class ServiceLimits:
     disconnect_poll: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.max_concurrency < 1 or self.max_queue < 0:
-            raise ValueError("max_concurrency must be >= 1 and max_queue >= 0")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError("timeout must be > 0 seconds")
+        """A :class:`BadInput` naming the limit (and its ``serve`` flag) for a value that
+        would make the server refuse everything, spin, or queue without bound."""
+        for f in dataclasses.fields(self):
+            value, name = getattr(self, f.name), _LIMIT_NAMES.get(f.name, f.name)
+            if f.name in ("timeout", "disconnect_poll"):
+                if value is None and f.name == "timeout":
+                    continue
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:  # NaN too
+                    raise BadInput(f"{name} must be a number of seconds over 0, got {value!r}")
+                continue
+            least = 0 if f.name in ("max_queue", "retry_after", "max_topic_entities") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise BadInput(f"{name} must be a whole number of at least {least}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +170,11 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         not isinstance(topics, list) or not all(isinstance(t, str) and t.strip() for t in topics)
     ):
         raise BadInput("'topic_entities' must be a list of non-empty strings")
+    if topics is not None and len(topics) > limits.max_topic_entities:
+        raise BadInput(f"'topic_entities' names {len(topics)} entities; at most {limits.max_topic_entities}")
     for t in topics or []:
+        if len(t) > limits.max_question_chars:
+            raise BadInput(f"an entity in 'topic_entities' is longer than {limits.max_question_chars} characters")
         unicode_text(t, "'topic_entities'")
     trace, stream = body.get("trace", False), body.get("stream", False)
     if not isinstance(trace, bool) or not isinstance(stream, bool):
@@ -173,9 +205,11 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
 
 def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: who should act, the caller (4xx) or the operator (5xx)."""
+    if isinstance(exc, BodyTooLarge):
+        return 413
     if isinstance(exc, BadInput):
         return 400
-    if isinstance(exc, (Busy, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
+    if isinstance(exc, (Busy, ShuttingDown, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
         return 503
     if isinstance(exc, (KGTimeout, RequestTimeout)):
         return 504
@@ -229,7 +263,7 @@ def create_app(
     gate = _Gate(limits.max_concurrency, limits.max_queue)
 
     def error(exc: BaseException) -> JSONResponse:
-        headers = {"Retry-After": str(limits.retry_after)} if isinstance(exc, Busy) else None
+        headers = {"Retry-After": str(limits.retry_after)} if isinstance(exc, (Busy, ShuttingDown)) else None
         if isinstance(exc, ClientGone):  # nobody reads the response: the log is the only trace
             logging.getLogger("traversals.service").info("%s (499)", exc)
         return JSONResponse({"error": _error_body(exc)}, status_for(exc), headers=headers)
@@ -259,10 +293,7 @@ def create_app(
 
     async def ask(request: Request) -> Response:
         try:
-            try:
-                body = json.loads(await request.body() or b"null")
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise BadInput(f"the request body is not JSON: {exc}") from None
+            body = _parse_json(await _read_body(request, limits.max_body_bytes))
             req = parse_ask_request(body, default_strategy, defaults, limits)
             if req.stream:
                 queue: asyncio.Queue = asyncio.Queue()
@@ -280,9 +311,11 @@ def create_app(
                 timeout=limits.timeout,
                 poll=limits.disconnect_poll,
             )
+            return JSONResponse(_answer_json(answer, req))  # inside: an answer that is not JSON is a 500 too
         except Exception as exc:  # every failure becomes a JSON error
             return error(exc)
-        return JSONResponse(_answer_json(answer, req))
+        except asyncio.CancelledError:  # uvicorn cancels what still runs when --shutdown-timeout is over
+            return error(ShuttingDown("the server is shutting down; the search was stopped before its answer"))
 
     @asynccontextmanager
     async def lifespan(app):
@@ -326,6 +359,32 @@ async def _answer_within(request: Any, work: Awaitable[Any], *, timeout: float |
     if gone:
         raise ClientGone("the client disconnected; the search was stopped")
     raise RequestTimeout(f"no answer within {timeout:g} s ({time.monotonic() - start:.1f} s spent)")
+
+
+async def _read_body(request: Any, limit: int) -> bytes:
+    """The body, refused with :class:`BodyTooLarge` as soon as it is known to be over
+    ``limit`` bytes (by its Content-Length, or while it arrives), not after reading it all."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"the request body is {int(declared)} bytes; at most {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_json(raw: bytes) -> object:
+    """The request body as JSON (an empty body is ``None``); :class:`BadInput` otherwise."""
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"the request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput("the request body is not a request: its JSON is nested too deeply") from None
 
 
 def _error_body(exc: BaseException) -> dict:
@@ -384,7 +443,9 @@ async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *
     finally:
         if getter is not None and not getter.done():  # a client gone mid-wait: no task left pending
             getter.cancel()
-        if not task.done():
+        if not task.done():  # the client left (or the server is stopping): nobody reads the answer
+            logging.getLogger("traversals.service").info(
+                "the stream was closed before the answer; the search was stopped (499)")
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 

@@ -316,3 +316,112 @@ async def test_streamed_requests_arriving_together_are_counted_together():
         assert all("Retry-After" in r.headers for r in replies if r.status_code == 503)
         again = await asyncio.gather(*(c.post("/v1/ask", json={"question": f"again{i}"}) for i in range(2)))
     assert [r.status_code for r in again] == [200, 200]
+
+
+async def test_a_body_over_the_byte_cap_gets_413_whether_its_length_is_declared_or_not():
+    factory = Factory()
+    async with client(factory, limits=ServiceLimits(max_body_bytes=100)) as c:
+        declared = await c.post("/v1/ask", json={"question": "x" * 200})
+
+        async def chunks():  # no Content-Length: the body is counted as it arrives
+            for _ in range(10):
+                yield b" " * 50
+
+        chunked = await c.post("/v1/ask", content=chunks(), headers={"content-type": "application/json"})
+    for r in (declared, chunked):
+        assert r.status_code == 413 and r.json()["error"]["type"] == "BodyTooLarge"
+        assert "100" in r.json()["error"]["message"]
+    assert factory.built == []
+
+
+async def test_json_nested_too_deeply_is_a_400_not_a_500():
+    async with client() as c:
+        r = await c.post("/v1/ask", content=b"[" * 20_000 + b"]" * 20_000,
+                         headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]
+
+
+async def test_topic_entities_are_capped_in_number_and_length():
+    factory = Factory()
+    async with client(factory, limits=ServiceLimits(max_topic_entities=2, max_question_chars=10)) as c:
+        many = await c.post("/v1/ask", json={"question": "q", "topic_entities": ["a", "b", "c"]})
+        long = await c.post("/v1/ask", json={"question": "q", "topic_entities": ["x" * 11]})
+        ok = await c.post("/v1/ask", json={"question": "q", "topic_entities": ["a", "b"]})
+    assert many.status_code == 400 and "names 3 entities; at most 2" in many.json()["error"]["message"]
+    assert long.status_code == 400 and "longer than 10" in long.json()["error"]["message"]
+    assert ok.status_code == 200 and factory.built[0].asked == ("q", ["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"max_concurrency": 0}, "max_concurrency (--concurrency) must be a whole number of at least 1, got 0"),
+        ({"max_queue": -1}, "max_queue (--max-queue) must be a whole number of at least 0"),
+        ({"timeout": 0}, "timeout (--timeout) must be a number of seconds over 0"),
+        ({"timeout": float("nan")}, "timeout (--timeout) must be a number of seconds over 0, got nan"),
+        ({"disconnect_poll": float("nan")}, "disconnect_poll must be"),
+        ({"max_k": 2.5}, "max_k must be a whole number"),
+        ({"max_body_bytes": 0}, "max_body_bytes must be"),
+    ],
+)
+def test_limits_that_would_break_the_server_are_refused_naming_the_flag(kwargs, says):
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput) as e:
+        ServiceLimits(**kwargs)
+    assert says in str(e.value)
+    assert ServiceLimits(timeout=float("inf"), max_queue=0).timeout == float("inf")  # no limit, said another way
+
+
+async def call_asgi(app, body: bytes, cancel_when: asyncio.Event):
+    """One POST /v1/ask straight through ASGI; the request task is cancelled (as uvicorn
+    does when its shutdown timeout runs out) once ``cancel_when`` is set. The messages sent."""
+    sent, delivered = [], False
+
+    async def receive():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client neither sends more nor leaves
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/ask", "raw_path": b"/v1/ask", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "server": ("t", 80), "client": ("c", 1)}
+    task = asyncio.create_task(app(scope, receive, send))
+    await asyncio.wait_for(cancel_when.wait(), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return sent
+
+
+async def test_a_question_stopped_by_the_server_shutting_down_gets_a_json_503():
+    started = asyncio.Event()
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started),
+                     limits=ServiceLimits(retry_after=9))
+    sent = await call_asgi(app, b'{"question": "slow"}', started)
+    start, body = sent[0], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert start["status"] == 503 and (b"retry-after", b"9") in start["headers"]
+    assert body["error"]["type"] == "ShuttingDown" and "shutting down" in body["error"]["message"]
+
+
+async def test_an_answer_that_is_not_valid_json_is_a_json_500():
+    class NaNSolver(FakeSolver):
+        async def ask(self, question, *, topic_entities=None):
+            return Answer(question, "Ann Lee", value=float("nan"), usage=Usage(), seconds=0.1, strategy="tree")
+
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=lambda s, llm, kgs, cfg, on_event=None: NaNSolver(s, cfg))
+    async with serving(app) as c:
+        r = await c.post("/v1/ask", json={"question": "q"})
+    assert r.status_code == 500 and r.json()["error"]["message"] == "internal error (see the server log)"
+
+
+async def test_a_stream_closed_before_its_answer_stops_the_search_and_says_so(caplog):
+    caplog.set_level("INFO", logger="traversals.service")
+    started = asyncio.Event()
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started))
+    await call_asgi(app, b'{"question": "slow", "stream": true}', started)
+    assert "the stream was closed before the answer; the search was stopped (499)" in caplog.text
