@@ -31,6 +31,8 @@ from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
 from .llm.base import LLM, Usage
 from .search.kgset import KGSet
+from .service import ServiceLimits
+from .validate import unicode_text
 
 __all__ = ["create_mcp_server"]
 
@@ -56,10 +58,12 @@ def create_mcp_server(
     max_edges: int = DEFAULT_MAX_EDGES,
     close_on_shutdown: bool = True,
     embedder: Embedder | None = None,
+    max_question_chars: int = ServiceLimits.max_question_chars,
 ):
     """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs (and
     ``embedder``, RwT's critical model, by default ``defaults.embedder`` opened here) are
-    closed when it shuts down unless ``close_on_shutdown`` is false."""
+    closed when it shuts down unless ``close_on_shutdown`` is false. ``answer_question``
+    refuses a question over ``max_question_chars`` (the HTTP service's cap)."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -75,12 +79,23 @@ def create_mcp_server(
         embedder = open_embedder(defaults.embedder)
     names = [kg.name for kg in kgs]
 
+    def text_arg(value: str, what: str) -> str:
+        """``value`` stripped; a tool error if it is empty or not valid Unicode (a lone
+        surrogate from a ``\\ud800`` escape)."""
+        if not value.strip():
+            raise ToolError(f"{what} must not be empty")
+        try:
+            return unicode_text(value, what).strip()
+        except BadInput as exc:
+            raise ToolError(str(exc)) from None
+
     def entity(entity_id: str, kg: str | None) -> Entity:
         if not entity_id or not entity_id.strip():
             raise ToolError("entity_id must be an entity id from kg_search, kg_relations or kg_edges")
+        entity_id = text_arg(entity_id, "entity_id")
         if kg is not None and kg not in names:
             raise ToolError(f"unknown kg {kg!r}; this server has {', '.join(names)}")
-        return Entity(id=entity_id.strip(), label=entity_id.strip(), kg=kg or names[0])
+        return Entity(id=entity_id, label=entity_id, kg=kg or names[0])
 
     async def call(coro: Any) -> Any:
         try:
@@ -101,9 +116,7 @@ def create_mcp_server(
     @server.tool(structured_output=True)
     async def kg_search(text: str, limit: int = 5) -> dict[str, Any]:
         """Entities whose label matches `text` (exact, then case-insensitive, then partial), in every KG."""
-        if not text.strip():
-            raise ToolError("text must not be empty")
-        found = await call(kgset.search(text, Usage(), limit=max(1, min(limit, 50))))
+        found = await call(kgset.search(text_arg(text, "text"), Usage(), limit=max(1, min(limit, 50))))
         return {"entities": [_entity_json(e) for e in found]}
 
     @server.tool(structured_output=True)
@@ -148,11 +161,12 @@ def create_mcp_server(
         chosen = strategy or default_strategy
         if chosen not in STRATEGIES:
             raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
-        if not question.strip():
-            raise ToolError("question must not be empty")
+        question = text_arg(question, "question")
+        if len(question) > max_question_chars:
+            raise ToolError(f"question is longer than {max_question_chars} characters; ask it shorter")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
         solver = build_solver(chosen, llm, kgs, config, embedder=embedder)
-        answer = await call(solver.ask(question.strip()))
+        answer = await call(solver.ask(question))
         return answer.to_json()
 
     return server

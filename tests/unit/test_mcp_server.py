@@ -74,3 +74,29 @@ async def test_a_relation_past_the_listed_ones_can_still_be_walked():
         hidden = "~P25" if "P25" in listed else "P25"
         got = await c.call_tool("kg_edges", {"entity_id": "Q392", "relation": hidden})
     assert not got.is_error and got.structured_content["edges"]
+
+
+@pytest.mark.parametrize(
+    "tool, args, says",
+    [
+        ("answer_question", {"question": "who is \ud800"}, "question is not valid Unicode"),
+        ("kg_search", {"text": "Bob \udfff"}, "text is not valid Unicode"),
+        ("kg_relations", {"entity_id": "Q\ud800"}, "entity_id is not valid Unicode"),
+        ("answer_question", {"question": "x" * 2001}, "question is longer than 2000 characters"),
+    ],
+)
+async def test_text_the_server_cannot_use_is_a_readable_tool_error_not_an_internal_one(tool, args, says):
+    llm = ScriptedLLM(rules=[("", "ANSWER: x")])
+    async with Client(server(llm, default_strategy="cot")) as c:
+        r = await c.call_tool(tool, args)
+    assert r.is_error and says in r.content[0].text
+    assert llm.calls == []  # nothing reached the LLM
+
+
+async def test_the_question_cap_is_the_servers_to_set():
+    llm = ScriptedLLM(rules=[("", "Thought: ...\nANSWER: x")])
+    async with Client(server(llm, default_strategy="cot", max_question_chars=5)) as c:
+        long = await c.call_tool("answer_question", {"question": "who is it"})
+        short = await c.call_tool("answer_question", {"question": " who "})
+    assert long.is_error and "longer than 5 characters" in long.content[0].text
+    assert not short.is_error and short.structured_content["question"] == "who"
