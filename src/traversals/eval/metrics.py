@@ -7,7 +7,9 @@ label per inner list, first item canonical, rest aliases), or a list of
 
 Normalisation (:func:`normalize`), applied to predictions and gold alike:
 
-1. Unicode NFKC, ``casefold``, accents stripped (NFKD, combining marks dropped).
+1. Unicode NFKC, ``casefold``, accents stripped (NFKD, combining marks dropped), and the
+   letters with a stroke or ligature NFKD keeps whole spelled plainly (``ł`` -> ``l``,
+   ``ø`` -> ``o``, ``æ`` -> ``ae``, ``þ`` -> ``th``).
 2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``): ISO ``1941-05-24`` (a ``T...`` time part
    dropped), ``24 May 1941``, ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English
    month names and 3-letter abbreviations. The dashes then become spaces, so a date is
@@ -100,11 +102,18 @@ def canonical_numbers(text: str) -> str:
     return _DECIMAL.sub(dec, text)
 
 
+#: Latin letters whose diacritic is part of the letter (a stroke, a ligature), so NFKD
+#: leaves them whole: ``Małgorzata`` and ``Malgorzata``, ``Øresund`` and ``Oresund`` are
+#: one name as ``Trémoille`` and ``Tremoille`` are. Lower case: applied after casefold.
+_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ı": "i", "ŧ": "t",
+                          "ƚ": "l", "ƀ": "b", "æ": "ae", "œ": "oe", "þ": "th"})  # fmt: skip
+
+
 def _strip_accents(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     return unicodedata.normalize(
         "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    )
+    ).translate(_LETTERS)
 
 
 def _punct_to_space(text: str) -> str:
