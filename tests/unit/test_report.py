@@ -296,3 +296,62 @@ async def test_the_report_replays_each_run_with_both_answer_choices(tmp_path):
     text = write_report([tmp_path / "t"]).read_text().split("## Answer choice replayed")[1]
     assert "| tree · toy | value (the run's) | 4 | 0.0 | 0.0 | 0 |" in text
     assert "| tree · toy | support | 4 | 75.0 | 75.0 | 3 |" in text
+
+
+def _row(qid: str, answer: str, gold: str, hit: float, **extra) -> str:
+    return json.dumps({"id": qid, "question": qid, "answer": answer, "gold": [[gold]], "hits@1": hit,
+                       "em_in": hit, "f1": hit, **extra}) + "\n"
+
+
+def test_a_run_without_results_yet_shows_no_score_of_zero(tmp_path):
+    """A run stopped before its first answer has n=0: its Hits@1 is unknown, not 0 %."""
+    run = tmp_path / "started"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "pq-2h", "strategy": "tree", "selected": 10}))
+    (run / "results.jsonl").write_text("")
+    text = write_report([run]).read_text()
+    assert "| tree | – / – (n=0, partial of 10) |" in text
+    assert "| pq-2h |  | tree | ? | 0 | 0 | – | – | – | – |" in text
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "results.jsonl").write_text("")
+    with pytest.raises(BadInput, match="no results and there is no run.json"):
+        write_report([bare])
+
+
+def test_a_torn_last_line_is_left_out_and_the_run_marked_partial(tmp_path):
+    run = tmp_path / "torn"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "selected": 3}))
+    rows = _row("x:0", "A", "A", 1.0) + _row("x:1", "B", "C", 0.0) + _row("x:2", "C", "C", 1.0)
+    (run / "results.jsonl").write_text(rows[:-25])  # killed inside the last write
+    assert [r["id"] for r in load_run(run).rows] == ["x:0", "x:1"]
+    assert "| cot | 50.0 / 50.0 (n=2, partial of 3) |" in write_report([run]).read_text()
+
+
+def test_the_results_file_may_be_named_instead_of_its_run(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0))
+    assert load_run(run / "results.jsonl").dir == run
+    assert write_report([run / "results.jsonl"]) == run / "report.md"
+
+
+def test_runs_alike_are_told_apart_by_their_folders(tmp_path):
+    """Two chain runs of one dataset (a rerun, or flags the label does not show) were both
+    labelled `chain`: one table cell for two runs and a paired row `chain vs chain`."""
+    for name, hit, err in (("first", 1.0, None), ("second", 0.0, None), ("other", 1.0, "KGTimeout: slow")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "m"}))
+        (d / "results.jsonl").write_text(_row("x:0", "A", "A", hit) + _row("x:1", "B", "B", 0.0 if err else 1.0, error=err))
+    text = write_report([tmp_path / "first", tmp_path / "second"], out=tmp_path / "r.md").read_text()
+    assert "| chain (first) | 100.0 / 100.0 (n=2) |" in text
+    assert "| chain (second) | 50.0 / 50.0 (n=2) |" in text
+    assert "| x | chain (first) vs chain (second) | 2 | 1 | 1 | 0 | 0 | 1.000 |" in text
+    # mixed strategies: only the alike ones get their folder
+    (tmp_path / "other" / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "llm": "m"}))
+    text = write_report([tmp_path / "first", tmp_path / "other"], out=tmp_path / "r2.md").read_text()
+    assert "| chain | 100.0 / 100.0 (n=2) |" in text and "| cot | 50.0 / 50.0 (n=2) |" in text
+    assert "| x | dev" not in text and "| x |  | cot | m | 2 | 1 | 50.0 |" in text  # the error row: n=2, 1 error
+    assert "| x | chain vs cot | 1 | 1 | 0 | 0 | 0 | 1.000 |" in text  # the error row is not compared

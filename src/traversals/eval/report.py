@@ -86,6 +86,8 @@ class Run:
 
 def load_run(run_dir: str | Path) -> Run:
     d = Path(run_dir)
+    if d.name == RESULTS and d.is_file():  # the run's results file named instead of its folder
+        d = d.parent
     if not (d / RESULTS).is_file():
         raise BadInput(f"{d}: no {RESULTS} (not a run directory)")
     config: dict = {}
@@ -102,6 +104,8 @@ def load_run(run_dir: str | Path) -> Run:
         if r["id"] not in seen:
             seen.add(r["id"])
             rows.append(r)
+    if not rows and not config:
+        raise BadInput(f"{d}: {RESULTS} has no results and there is no {RUN} (nothing to report)")
     summary = summarize(
         rows,
         dataset=str(config.get("dataset", "")),
@@ -482,6 +486,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def _rate(x: float, n: int) -> str:
+    """A run's mean in percent, or – when it has no results yet (not a score of 0)."""
+    return _pct(x) if n else "–"
+
+
 def _labels(runs: Sequence[Run]) -> None:
     llms = {r.llm for r in runs}
     ks: dict[str, set] = {}
@@ -496,6 +505,15 @@ def _labels(runs: Sequence[Run]) -> None:
         if len(llms) > 1:
             label += f" · {r.llm or '?'}"
         r.label = label
+    # two runs of one dataset still alike (a rerun, flags the label does not show): their
+    # folder names tell them apart in the tables and the paired comparisons
+    alike: dict[tuple[str, str], list[Run]] = {}
+    for r in runs:
+        alike.setdefault((r.label, r.dataset), []).append(r)
+    for group in alike.values():
+        if len(group) > 1:
+            for r in group:
+                r.label += f" ({r.dir.name})"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -538,7 +556,9 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     for r in runs:
         s = r.summary
         partial = "" if s.complete else f", partial of {s.selected}"
-        cells.setdefault((r.label, r.dataset), []).append(f"{_pct(s.hits_at_1)} / {_pct(s.em_in)} (n={s.n}{partial})")
+        cells.setdefault((r.label, r.dataset), []).append(
+            f"{_rate(s.hits_at_1, s.n)} / {_rate(s.em_in, s.n)} (n={s.n}{partial})"
+        )
     lines += ["## Accuracy", "", "Cells: Hits@1 / EM-in in %, (n questions).", ""]
     lines += _table(
         ["strategy"] + datasets,
@@ -565,10 +585,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
                 r.llm or "?",
                 str(s.n),
                 str(s.errors),
-                _pct(s.hits_at_1),
-                "–".join(_pct(x) for x in wilson_interval(s.hits_at_1 * s.n, s.n)),
-                _pct(s.em_in),
-                _pct(s.f1),
+                _rate(s.hits_at_1, s.n),
+                "–".join(_pct(x) for x in wilson_interval(s.hits_at_1 * s.n, s.n)) if s.n else "–",
+                _rate(s.em_in, s.n),
+                _rate(s.f1, s.n),
                 f"{s.mean_llm_calls:.1f}",
                 f"{s.mean_prompt_tokens:.0f}",
                 f"{s.mean_completion_tokens:.0f}",
