@@ -208,3 +208,35 @@ def test_a_hub_beyond_the_edge_scan_cap_is_bounded_and_counted(tmp_path):
     (node,) = kg.search_sync("Node 12345", limit=1)
     back = kg.get_edges_sync([node], kg.get_relations_sync([node]).items[0])
     assert [e.subject.label for e in back.edges] == ["Hub"] and back.omitted == 0
+
+
+# -------------------------------------------------------------- RDF with a plain name
+
+
+@pytest.mark.parametrize(
+    "name, text, line",
+    [
+        ("kb.txt", "<http://x/a> <http://x/r> <http://x/b> .\n", 1),
+        ("kb.txt", "<http://x/a>\t<http://x/r>\t<http://x/b> .\n", 1),  # read as TAB fields before
+        ("kb.tsv", "# a Freebase-style dump\n\n<http://x/a>\t<http://x/r>\t<http://x/b>\t.\n", 3),
+        ("kb.txt", "_:b0 <http://x/r> \"x\"@en .\n", 1),
+        ("kb.txt", "@prefix : <http://x/> .\n:a :r :b .\n", 1),
+        ("kb.txt", "PREFIX : <http://x/>\n:a :r :b .\n", 1),
+    ],
+)
+def test_an_rdf_file_with_a_plain_extension_is_named_as_such(tmp_path, name, text, line):
+    p = write(tmp_path / name, text)
+    with pytest.raises(BadInput, match=rf"{name}: line {line} is RDF \(N-Triples or Turtle\), .*name the file \.nt or \.ttl"):
+        open_kg(str(p))
+    with pytest.raises(BadInput, match="is RDF"):
+        formats.write_ntriples(p, tmp_path / "out.nt")
+    assert sorted(f.name for f in tmp_path.iterdir()) == [name]
+
+
+def test_names_that_only_resemble_rdf_stay_names(tmp_path):
+    p = write(tmp_path / "kb.txt", "Prefix|is a|Morpheme\n<x>|r|<y> .\nBase|r|<z>\n")
+    assert list(formats.iter_plain_triples(p)) == [
+        ("Prefix", "is a", "Morpheme"),
+        ("<x>", "r", "<y> ."),
+        ("Base", "r", "<z>"),
+    ]

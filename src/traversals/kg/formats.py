@@ -34,7 +34,8 @@ Two families of input are recognised by file extension (optionally followed by `
   lines are all malformed is refused with :class:`~traversals.errors.BadInput` naming
   that fault. A file that is not valid UTF-8 is refused with
   :class:`~traversals.errors.BadInput` naming the line, and so is a damaged or truncated
-  ``.gz`` file (:func:`open_binary`).
+  ``.gz`` file (:func:`open_binary`), and so is an N-Triples or Turtle file named
+  ``.txt`` or ``.tsv`` (its first statement is checked).
 
 :func:`write_ntriples` is the ``traversals kg convert`` back end: it streams the data
 triples plus the label triples through pyoxigraph's N-Triples serialiser (never
@@ -51,6 +52,7 @@ import gzip
 import io
 import logging
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +92,13 @@ _HEADERS = {
 _SNIFF_LINES = 20
 _BOM = b"\xef\xbb\xbf"
 _DELIMITER_NAMES = {"|": "'|'", "\t": "TAB", ",": "','"}
+#: An N-Triples / N-Quads statement (terms apart by blanks or tabs, a final ``.``) or a
+#: Turtle / SPARQL-style prefix or base directive: an RDF file given a plain extension.
+_RDF_LINE = re.compile(
+    r"(?:<[^<>\s]*>|_:\S+)\s+<[^<>\s]*>\s+\S.*\.$"
+    r"|@(?:prefix|base)\s"
+    r"|(?i:prefix\s+[\w.-]*:\s*<|base\s+<)"
+)
 _MAX_REPORTED = 10  # skipped line numbers kept for the report
 
 
@@ -341,7 +350,24 @@ def _iter_plain(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[tuple
     st.report()
 
 
+def _refuse_rdf(p: Path) -> None:
+    """:class:`BadInput` if the first statement of a plain file (blank and ``#`` lines
+    aside) is N-Triples or Turtle: read as a table, its IRIs would become names."""
+    with open_binary(p) as fh:
+        for lineno, line in _decoded_lines(fh, p):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            if _RDF_LINE.match(text):
+                raise BadInput(
+                    f"{p}: line {lineno} is RDF (N-Triples or Turtle), not subject|relation|object; "
+                    f"name the file .nt or .ttl"
+                )
+            return
+
+
 def _iter_delimited(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[tuple[str, str, str]]:
+    _refuse_rdf(p)
     if delimiter is None:
         sample: list[str] = []
         with open_binary(p) as fh:
