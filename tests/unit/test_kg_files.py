@@ -240,3 +240,17 @@ def test_names_that_only_resemble_rdf_stay_names(tmp_path):
         ("<x>", "r", "<y> ."),
         ("Base", "r", "<z>"),
     ]
+
+
+# --------------------------------------------------------------------------- UTF-16
+
+
+@pytest.mark.parametrize("name", ["kb.txt", "kb.tsv", "kb.csv", "kb.nt", "kb.txt.gz"])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_file_is_refused_with_the_encoding_named(tmp_path, name, encoding):
+    sep = "," if name == "kb.csv" else "\t"
+    text = "<http://x/a> <http://x/r> <http://x/b> .\n" if name == "kb.nt" else f"Alice{sep}knows{sep}Bob\r\n"
+    data = ("\ufeff" + text).encode(encoding) if encoding == "utf-16-be" else text.encode(encoding)
+    p = write(tmp_path / name, gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(BadInput, match=rf"{name} is UTF-16 text .*; save it as UTF-8"):
+        open_kg(str(p))

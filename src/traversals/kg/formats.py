@@ -91,6 +91,7 @@ _HEADERS = {
 }
 _SNIFF_LINES = 20
 _BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _DELIMITER_NAMES = {"|": "'|'", "\t": "TAB", ",": "','"}
 #: An N-Triples / N-Quads statement (terms apart by blanks or tabs, a final ``.``) or a
 #: Turtle / SPARQL-style prefix or base directive: an RDF file given a plain extension.
@@ -185,7 +186,8 @@ def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
     :class:`BadInput` ("cannot read FILE: not a valid gzip file (...)") from whichever
     read hits the damage, not :mod:`gzip`'s own exceptions. An RDF file's UTF-8
     byte-order mark (Windows editors write one) is skipped: pyoxigraph's parsers refuse
-    it. A plain file keeps its mark; its readers tell it from a name's own U+FEFF.
+    it. A plain file keeps its mark; its readers tell it from a name's own U+FEFF. A
+    UTF-16 file (Excel's "Unicode Text") is refused with :class:`BadInput` saying so.
     """
     p = check_readable(path)
     try:
@@ -197,13 +199,17 @@ def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
     except OSError as exc:
         raise BadInput(f"cannot read {p}: {exc}") from exc
     fmt = detect_format(p)
-    if fmt is not None and fmt.kind == "rdf":
-        try:
-            if fh.peek(len(_BOM)).startswith(_BOM):
-                fh.read(len(_BOM))
-        except BaseException:
-            fh.close()
-            raise
+    try:
+        head = fh.peek(len(_BOM))
+        if head.startswith(_UTF16_BOMS):
+            raise BadInput(
+                f"{p} is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+            )
+        if fmt is not None and fmt.kind == "rdf" and head.startswith(_BOM):
+            fh.read(len(_BOM))
+    except BaseException:
+        fh.close()
+        raise
     return fh
 
 
