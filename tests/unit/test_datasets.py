@@ -386,3 +386,14 @@ def test_is_fragment_keeps_answers_with_quotes_of_their_own():
     assert not is_fragment("Hollywood Sign", answers)
     assert is_fragment('s Run" ', answers)
     assert not is_fragment('s Run" ', ['s Run" '])  # alone: nothing it was cut from
+
+
+@pytest.mark.parametrize("header,row", [("Question;Answer;Type", "Who?;Me;x"), ("Question\tAnswer", "Who?\tMe"),
+                                        ("question_and_answer,notes", "Who?,x")])
+def test_musicbrainz_one_column_for_question_and_answer_is_refused(tmp_path, header, row):
+    """A semicolon- or tab-separated file has one header holding both names: the question
+    was read as its own gold answer, so echoing the question scored EM-in 1."""
+    p = tmp_path / "MusicbrainzxWikidata.csv"
+    p.write_text(f"{header}\n{row}\n")
+    with pytest.raises(BadInput, match="need a question and an answer column"):
+        load_dataset("musicbrainz-x-wikidata", p)

@@ -63,8 +63,10 @@ def load_musicbrainz(data_dir: Path, split: str = "dev", answerable_only: bool =
     qcol = _column(headers, ("question", "query", "questions"), "question")
     acol = _column(headers, ("answer", "answers", "label", "gold", "gold answer"), "answer")
     tcol = _column(headers, ("type", "question_type", "question type", "qtype"), "")
-    if qcol is None or acol is None:
-        raise BadInput(f"{path}: need a question and an answer column, found headers {headers}")
+    if qcol is None or acol is None or qcol == acol:  # one header naming both: not comma-separated?
+        raise BadInput(
+            f"{path}: need a question and an answer column (comma-separated), found headers {headers}"
+        )
     questions = []
     for row_no, row in enumerate(rows[1:]):
         cell = lambda c: row[c].strip() if c is not None and c < len(row) else ""  # noqa: E731
