@@ -211,6 +211,16 @@ def test_write_ntriples(tmp_path):
     assert not (tmp_path / "kb.nt.part").exists()
 
 
+def test_write_ntriples_gzip(tmp_path):
+    src = write(tmp_path / "kb.txt", "Kismet|directed_by|William Dieterle\nKismet|has_genre|Drama\n")
+    formats.write_ntriples(src, tmp_path / "kb.nt")
+    formats.write_ntriples(src, tmp_path / "kb.nt.gz")
+    assert gzip.decompress((tmp_path / "kb.nt.gz").read_bytes()) == (tmp_path / "kb.nt").read_bytes()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["kb.nt", "kb.nt.gz", "kb.txt"]
+    with pytest.raises(BadInput, match=r"\.nt or \.nt\.gz"):
+        formats.write_ntriples(src, tmp_path / "kb.ttl.gz")
+
+
 def test_write_ntriples_refusals(tmp_path):
     src = write(tmp_path / "kb.txt", "a|r|b\n")
     with pytest.raises(BadInput, match=r"\.nt"):

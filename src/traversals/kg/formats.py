@@ -547,7 +547,8 @@ def write_ntriples(
     *,
     delimiter: str | None = None,
 ) -> ReadStats:
-    """Convert a plain triple file (``s|r|o``, TSV, CSV) to N-Triples.
+    """Convert a plain triple file (``s|r|o``, TSV, CSV) to N-Triples (``.nt``, or
+    gzip-compressed ``.nt.gz``).
 
     Writes the data triples and one ``rdfs:label`` triple per distinct entity and
     relation. The output is written to a temporary file next to ``out_path`` and moved
@@ -557,8 +558,9 @@ def write_ntriples(
     """
     src = check_readable(in_path)
     dst = Path(out_path)
-    if not dst.name.lower().endswith(".nt"):
-        raise BadInput(f"{dst}: the output of kg convert must be an N-Triples file (.nt)")
+    compressed = dst.name.lower().endswith(".nt.gz")
+    if not compressed and not dst.name.lower().endswith(".nt"):
+        raise BadInput(f"{dst}: the output of kg convert must be an N-Triples file (.nt or .nt.gz)")
     if dst.exists() and dst.resolve() == src.resolve():
         raise BadInput(f"{dst}: output would overwrite the input")
     if delimiter is None:
@@ -572,7 +574,7 @@ def write_ntriples(
     triples = iter_plain_rdf(src, delimiter=delimiter, stats=stats)
     tmp = dst.with_name(dst.name + ".part")
     try:
-        with open(tmp, "wb") as out:
+        with gzip.open(tmp, "wb") if compressed else open(tmp, "wb") as out:
             ox.serialize(triples, out, ox.RdfFormat.N_TRIPLES)
         if not stats.triples:
             skipped = f" ({stats.skipped} blank or malformed lines)" if stats.skipped else ""
