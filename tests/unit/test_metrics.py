@@ -161,3 +161,19 @@ def test_letters_with_a_stroke_are_spelled_plainly_like_accented_ones(raw, norm)
     would hit."""
     assert normalize(raw) == norm
     assert score(norm.title(), [raw]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+
+
+def test_a_comma_inside_a_gold_name_does_not_split_a_list_answer():
+    """MetaQA 2-hop has 544 questions with a comma in a gold film (``Hi, Mom!``,
+    ``Forever, Darling``): a perfect list answer lost Hits@1 (its top item was ``Hi``) and
+    F1 (``Hi`` and ``Mom!`` counted as two wrong items, the film as not recalled)."""
+    gold = ["Hi, Mom!", "Blow Out", "Snake Eyes"]
+    assert split_items("Hi, Mom!, Blow Out, Snake Eyes", gold) == ["Hi, Mom!", "Blow Out", "Snake Eyes"]
+    assert score("Hi, Mom!, Blow Out, Snake Eyes", gold) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+    assert score("Blow Out, Hi, Mom!", gold)["f1"] == pytest.approx(0.8)  # P 2/2, R 2/3
+    assert score('"Forever, Darling", The Heavenly Body', ["Forever, Darling"])["hits@1"] == 1.0
+    # only gold names are kept whole: another comma still splits
+    assert split_items("Hi, Mom!, Blow Out", ["Blow Out"]) == ["Hi", "Mom!", "Blow Out"]
+    assert score("Hi, Mom!, Blow Out", ["Blow Out"]) == {"hits@1": 0.0, "em_in": 1.0, "f1": 0.5}
+    # hand-computed: items Austin | Paris, Texas | Lima; 2 of 3 right, 2 of 2 recalled
+    assert score("Austin, Paris, Texas, Lima", ["Paris, Texas", "Austin"])["f1"] == pytest.approx(0.8)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Iterable, cast
+from typing import Collection, Iterable, cast
 
 from ..search.result import NO_ANSWER
 from .datasets.base import Gold, GoldJSON
@@ -240,13 +240,38 @@ _SPLIT_STRONG = re.compile(r"\s*(?:\||;|\n)\s*")
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019 "
 
 
-def split_items(prediction: object) -> list[str]:
+def _clean(item: str) -> str:
+    return item.strip().strip(_QUOTES).rstrip(".").strip()
+
+
+def _join_kept(pieces: list[str], keep: Collection[str]) -> list[str]:
+    """Comma-split ``pieces`` with the runs that together spell a name in ``keep``
+    (normalised) joined again, longest first."""
+    if not keep:
+        return pieces
+    span = 1 + max(k.count(",") for k in keep)
+    norms = {normalize(k) for k in keep} - {""}
+    out, i = [], 0
+    while i < len(pieces):
+        j = next(
+            (j for j in range(min(len(pieces), i + span), i + 1, -1)
+             if normalize(_clean(",".join(pieces[i:j]))) in norms),
+            i + 1,
+        )  # fmt: skip
+        out.append(",".join(pieces[i:j]))
+        i = j
+    return out
+
+
+def split_items(prediction: object, keep: Collection[str] = ()) -> list[str]:
     """A prediction as a ranked list of answer items.
 
     ``["A", "B"]`` / ``[A, B]`` (a list literal) gives its items; otherwise the text is split
     on ``|``, ``;`` or newlines when it has any, else on commas. Dates such as
-    ``May 24, 1941`` and numbers such as ``1,000`` are protected from the comma split.
-    Surrounding quotes, whitespace and a final period are stripped; empty items dropped.
+    ``May 24, 1941`` and numbers such as ``1,000`` are protected from the comma split, and
+    so is a name in ``keep`` (the gold answers that contain a comma: ``Hi, Mom!`` in
+    ``Blow Out, Hi, Mom!`` is one item). Surrounding quotes, whitespace and a final period
+    are stripped; empty items dropped.
     """
     if is_no_answer(prediction):
         return []
@@ -264,13 +289,13 @@ def split_items(prediction: object) -> list[str]:
         if _SPLIT_STRONG.search(text):
             items = _SPLIT_STRONG.split(text)
         else:
-            items = text.split(",")
-    out = []
-    for item in items:
-        item = item.strip().strip(_QUOTES).rstrip(".").strip()
-        if item:
-            out.append(item)
-    return out
+            items = _join_kept(text.split(","), [k for k in keep if "," in k])
+    return [item for item in map(_clean, items) if item]
+
+
+def _with_commas(gold: object) -> list[str]:
+    """The gold alternatives that contain a comma: no comma split cuts them."""
+    return [a for g in as_gold(gold) for a in g.alternatives if "," in a]
 
 
 def _item_matches(item: _Pred, alts: frozenset[Alt]) -> bool:
@@ -287,7 +312,7 @@ def hits_at_1(prediction: object, gold: object) -> float:
     answer) contains any alternative of any gold label, or if the whole prediction equals
     one (so ``"Paris, Texas"`` is not cut at its comma); else 0."""
     labels = _labels(gold)
-    items = split_items(prediction)
+    items = split_items(prediction, _with_commas(gold))
     if not items or not labels:
         return 0.0
     top = _Pred(items[0])
@@ -302,7 +327,7 @@ def f1(prediction: object, gold: object) -> float:
     items); a gold label is recalled when some item contains one of its alternatives. If
     the whole prediction equals a gold alternative it is one item."""
     labels = _labels(gold)
-    items = split_items(prediction)
+    items = split_items(prediction, _with_commas(gold))
     if not items or not labels:
         return 0.0
     if _whole_is_gold(prediction, labels):
