@@ -252,14 +252,18 @@ def create_app(
 
     defaults = defaults or SearchConfig()
     limits = limits or ServiceLimits()
-    if embedder is None and solver_factory is None:
-        embedder = open_embedder(defaults.embedder)
-    if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
-        solver_factory = functools.partial(build_solver, embedder=embedder)
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not kgs and default_strategy != "cot":
         raise BadInput("at least one knowledge graph is needed")
+    if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
+        embedder = embedder or open_embedder(defaults.embedder)
+        solver_factory = functools.partial(build_solver, embedder=embedder)
+        # a default out of range (--threshold nan) fails here, not as a 400 to every request
+        try:
+            solver_factory("tree" if default_strategy in ("mcts", "beam") else default_strategy, llm, kgs, defaults)
+        except BadInput as exc:
+            raise BadInput(f"the server's default search settings: {exc}") from None
     gate = _Gate(limits.max_concurrency, limits.max_queue)
 
     def error(exc: BaseException) -> JSONResponse:

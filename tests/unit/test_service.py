@@ -425,3 +425,15 @@ async def test_a_stream_closed_before_its_answer_stops_the_search_and_says_so(ca
     app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started))
     await call_asgi(app, b'{"question": "slow", "stream": true}', started)
     assert "the stream was closed before the answer; the search was stopped (499)" in caplog.text
+
+
+@pytest.mark.parametrize("defaults, says", [(SearchConfig(threshold=float("nan")), "--threshold"),
+                                            (SearchConfig(max_expansions=0), "--max-expansions")])
+def test_default_search_settings_out_of_range_stop_the_server_from_starting(defaults, says):
+    """Not a server that answers every request with a 400 blaming the client (and a /v1/info
+    that cannot be written as JSON)."""
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput) as e:
+        create_app(ScriptedLLM([]), [FakeKG()], defaults=defaults)
+    assert "the server's default search settings" in str(e.value) and says in str(e.value)
