@@ -77,6 +77,10 @@ def create_mcp_server(
     kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
     if embedder is None:  # RwT's critical model, loaded on first use, shared
         embedder = open_embedder(defaults.embedder)
+    try:  # a default out of range (--threshold nan) fails here, not in every answer_question
+        build_solver("tree", llm, kgs, defaults, embedder=embedder)
+    except BadInput as exc:
+        raise BadInput(f"the server's default search settings: {exc}") from None
     names = [kg.name for kg in kgs]
 
     def text_arg(value: str, what: str) -> str:

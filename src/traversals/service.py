@@ -261,7 +261,7 @@ def create_app(
         solver_factory = functools.partial(build_solver, embedder=embedder)
         # a default out of range (--threshold nan) fails here, not as a 400 to every request
         try:
-            solver_factory("tree" if default_strategy in ("mcts", "beam") else default_strategy, llm, kgs, defaults)
+            solver_factory("tree" if kgs else "cot", llm, kgs, defaults)
         except BadInput as exc:
             raise BadInput(f"the server's default search settings: {exc}") from None
     gate = _Gate(limits.max_concurrency, limits.max_queue)

@@ -100,3 +100,11 @@ async def test_the_question_cap_is_the_servers_to_set():
         short = await c.call_tool("answer_question", {"question": " who "})
     assert long.is_error and "longer than 5 characters" in long.content[0].text
     assert not short.is_error and short.structured_content["question"] == "who"
+
+
+def test_default_search_settings_out_of_range_stop_the_server_from_starting():
+    from traversals.api import SearchConfig
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput, match="the server's default search settings: --threshold"):
+        server(defaults=SearchConfig(threshold=float("nan")))

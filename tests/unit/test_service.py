@@ -437,3 +437,8 @@ def test_default_search_settings_out_of_range_stop_the_server_from_starting(defa
     with pytest.raises(BadInput) as e:
         create_app(ScriptedLLM([]), [FakeKG()], defaults=defaults)
     assert "the server's default search settings" in str(e.value) and says in str(e.value)
+
+
+def test_a_chain_server_may_default_tree_requests_to_k_3():
+    app = create_app(ScriptedLLM([]), [FakeKG()], defaults=SearchConfig(k=3), default_strategy="chain")
+    assert app is not None  # chain requests run k = 1 whatever the default k
