@@ -22,6 +22,7 @@ from .errors import BadInput, TraversalsError, TraversalsWarning
 from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
+from .kg.factory import SPEC_HELP
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
@@ -46,8 +47,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
 def _add_solver_flags(p: argparse.ArgumentParser, *, strategy_help: str) -> None:
     """What a solver is built from: the KGs, the LLM, the search settings, the strategy."""
     p.add_argument("--kg", action="append", metavar="SPEC",
-                   help="a triple file (.nt .ttl .nq .tsv .txt .csv), a store directory, an http(s) SPARQL "
-                        "endpoint, sparql:URL or wikidata; repeatable. Default: the built-in demo KG")
+                   help=f"{SPEC_HELP}; repeatable. Default: the built-in demo KG")
     add_kg_flags(p)
     add_llm_flags(p)
     _add_search_flags(p)

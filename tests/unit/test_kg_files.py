@@ -254,3 +254,18 @@ def test_a_utf16_file_is_refused_with_the_encoding_named(tmp_path, name, encodin
     p = write(tmp_path / name, gzip.compress(data) if name.endswith(".gz") else data)
     with pytest.raises(BadInput, match=rf"{name} is UTF-16 text .*; save it as UTF-8"):
         open_kg(str(p))
+
+
+@needs_jsonld
+def test_a_jsonld_file_with_a_remote_context_says_to_inline_it(tmp_path):
+    p = write(tmp_path / "ctx.jsonld", '{"@context": "https://schema.org/", "@id": "http://x/a", "name": "A"}')
+    with pytest.raises(BadInput, match=r"ctx.jsonld: its @context is a URL, and remote contexts are not fetched"):
+        open_kg(str(p))
+
+
+def test_an_rdf_xml_error_without_a_position_claims_no_line(tmp_path):
+    p = write(tmp_path / "bad.rdf", '<?xml version="1.0"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
+              ' xmlns:x="http://x/">\n<rdf:Description rdf:about="http://x/a"><x:r rdf:resource="http://x/b">\n</rdf:RDF>\n')
+    with pytest.raises(BadInput) as err:
+        open_kg(str(p))
+    assert str(err.value).startswith(f"cannot parse {p}: ") and "line" not in str(err.value).split(": ", 1)[0]

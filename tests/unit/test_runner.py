@@ -596,3 +596,12 @@ async def test_run_json_records_the_code_of_the_run_and_of_each_resume(tmp_path)
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["code"] == {"commit": "0" * 40, "dirty": False}
     assert run["resumed_code"] == [code_revision()] and len(run["resumed"]) == 1
+
+
+def test_a_run_that_answered_nothing_prints_no_score_rather_than_zero():
+    from traversals.eval.runner import Summary
+
+    empty = Summary(n=0, selected=0, dataset="metaqa-1hop", split="dev", strategy="cot", llm="local").format()
+    assert "Hits@1=–" in empty and "no question answered" in empty and "0.0%" not in empty
+    failed = Summary(n=2, errors=2, selected=2).format()  # errors count as wrong: a real 0
+    assert "Hits@1=0.0%" in failed

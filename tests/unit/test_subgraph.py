@@ -70,3 +70,6 @@ def test_inverse_labels_read_naturally():
 
     assert [inverse_label_for(x) for x in ["mother", "directed by", "has genre", "instance of", "is part of"]] == [
         "is mother of", "directed", "is genre of", "has instance", "has part"]
+    # a label ending in another preposition has no "is … of" form
+    assert [inverse_label_for(x) for x in ["born in", "links to", "adapted from", "Within"]] == [
+        "inverse of born in", "inverse of links to", "inverse of adapted from", "inverse of Within"]

@@ -128,6 +128,8 @@ class Summary:
         """A few human-readable lines."""
         head = f"{self.dataset} {self.split} · {self.strategy or '?'} · {self.llm or '?'}"
         sel = f"/{self.selected}" if self.selected is not None else ""
+        if not self.n:  # nothing answered: no score, not a score of 0
+            return f"{head}\n  n=0{sel}  errors={self.errors}\n  Hits@1=–  EM-in=–  F1=– (no question answered)"
         return (
             f"{head}\n"
             f"  n={self.n}{sel}  errors={self.errors}\n"

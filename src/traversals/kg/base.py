@@ -38,11 +38,18 @@ class Entity:
         return self.label
 
 
+#: last words of a relation label that make "is {label} of" ungrammatical
+_PREPOSITIONS = frozenset({"in", "to", "at", "on", "from", "with", "for", "into", "as", "about", "after", "before",
+                           "under", "over", "near", "within", "via", "against", "between", "among", "through"})
+
+
 def inverse_label_for(label: str) -> str:
     """A readable inverse for a relation label that has no explicit one.
 
     "mother" -> "is mother of"; "directed by" -> "directed"; "has genre" -> "is genre of";
-    "instance of" -> "has instance"; "is part of" -> "has part".
+    "instance of" -> "has instance"; "is part of" -> "has part"; a label that ends in
+    another preposition has no such form: "born in" -> "inverse of born in" (not "is born
+    in of").
     """
     text = label.strip()
     low = text.lower()
@@ -50,6 +57,8 @@ def inverse_label_for(label: str) -> str:
         return text[:-3]
     if low.endswith(" of"):
         return "has " + (text[3:-3] if low.startswith("is ") else text[:-3])
+    if low.rsplit(" ", 1)[-1] in _PREPOSITIONS:
+        return f"inverse of {text}"
     if low.startswith("has "):
         text = text[4:]
     return f"is {text} of"

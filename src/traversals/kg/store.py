@@ -4,7 +4,7 @@
 Appendix B.3) on a :class:`pyoxigraph.Store`:
 
 * ``OxigraphKG.from_file(path)`` loads a file into memory (RDF: ``.nt .ttl .nq .trig
-  .rdf``; plain: ``.txt`` ``s|r|o`` or TAB, ``.tsv``, ``.csv`` – see
+  .rdf .owl .jsonld``, each also gzipped; plain: ``.txt`` ``s|r|o`` or TAB, ``.tsv``, ``.csv`` – see
   :mod:`traversals.kg.formats`); with ``store_dir=`` it builds a persistent store there.
 * ``OxigraphKG.open(directory)`` reopens a persistent store.
 * ``OxigraphKG(store)`` wraps an existing :class:`pyoxigraph.Store`.
@@ -914,7 +914,10 @@ def _load_rdf(store: ox.Store, p: Path, fmt: formats.FileFormat) -> None:
             else:
                 store.bulk_load(fh, fmt.rdf_format, base_iri=base)
     except SyntaxError as exc:
-        line = f"line {exc.lineno}" if exc.lineno else "unknown line"
-        raise BadInput(f"cannot parse {p} ({line}): {exc.msg}") from exc
+        where = f" (line {exc.lineno})" if exc.lineno else ""  # RDF/XML and JSON-LD errors carry no position
+        msg = exc.msg
+        if "LoadDocumentCallback" in msg or "remote context" in msg:
+            msg = "its @context is a URL, and remote contexts are not fetched: put the context inline in the file"
+        raise BadInput(f"cannot parse {p}{where}: {msg}") from exc
     except ValueError as exc:
         raise BadInput(f"cannot load {p}: {exc}") from exc
