@@ -371,13 +371,18 @@ async def _read_body(request: Any, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"the request body is {int(declared)} bytes; at most {limit}")
+    from starlette.requests import ClientDisconnect  # the serve extra: there when a request is
+
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the request body is over {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"the request body is over {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # a 499 for the log, not an "unexpected error" with a traceback
+        raise ClientGone("the client disconnected while sending its request") from None
     return b"".join(chunks)
 
 

@@ -373,6 +373,12 @@ def test_limits_that_would_break_the_server_are_refused_naming_the_flag(kwargs, 
     assert ServiceLimits(timeout=float("inf"), max_queue=0).timeout == float("inf")  # no limit, said another way
 
 
+#: an ASGI scope of POST /v1/ask, for the tests that play the server's part themselves
+ASK_SCOPE = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/ask", "raw_path": b"/v1/ask", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "server": ("t", 80), "client": ("c", 1)}
+
+
 async def call_asgi(app, body: bytes, cancel_when: asyncio.Event):
     """One POST /v1/ask straight through ASGI; the request task is cancelled (as uvicorn
     does when its shutdown timeout runs out) once ``cancel_when`` is set. The messages sent."""
@@ -388,10 +394,7 @@ async def call_asgi(app, body: bytes, cancel_when: asyncio.Event):
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/v1/ask", "raw_path": b"/v1/ask", "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json")], "server": ("t", 80), "client": ("c", 1)}
-    task = asyncio.create_task(app(scope, receive, send))
+    task = asyncio.create_task(app(ASK_SCOPE, receive, send))
     await asyncio.wait_for(cancel_when.wait(), 5)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -442,3 +445,21 @@ def test_default_search_settings_out_of_range_stop_the_server_from_starting(defa
 def test_a_chain_server_may_default_tree_requests_to_k_3():
     app = create_app(ScriptedLLM([]), [FakeKG()], defaults=SearchConfig(k=3), default_strategy="chain")
     assert app is not None  # chain requests run k = 1 whatever the default k
+
+
+async def test_a_client_gone_while_sending_its_body_is_a_499_in_the_log_not_an_error(caplog):
+    caplog.set_level("INFO", logger="traversals.service")
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory())
+    messages = iter([{"type": "http.request", "body": b'{"question": ', "more_body": True}, {"type": "http.disconnect"}])
+    sent = []
+
+    async def receive():
+        return next(messages)
+
+    async def send(message):
+        sent.append(message)
+
+    await app(ASK_SCOPE, receive, send)
+    assert sent[0]["status"] == 499
+    assert "the client disconnected while sending its request (499)" in caplog.text
+    assert "unexpected error" not in caplog.text
