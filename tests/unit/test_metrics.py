@@ -177,3 +177,22 @@ def test_a_comma_inside_a_gold_name_does_not_split_a_list_answer():
     assert score("Hi, Mom!, Blow Out", ["Blow Out"]) == {"hits@1": 0.0, "em_in": 1.0, "f1": 0.5}
     # hand-computed: items Austin | Paris, Texas | Lima; 2 of 3 right, 2 of 2 recalled
     assert score("Austin, Paris, Texas, Lima", ["Paris, Texas", "Austin"])["f1"] == pytest.approx(0.8)
+
+
+def test_a_yes_no_question_is_scored_by_the_answers_polarity_not_by_containment():
+    from traversals.eval.datasets import Gold
+    from traversals.eval.metrics import polarity, score
+
+    yes, no = [Gold("yes", ("true",))], [Gold("no", ("false",))]
+    assert polarity("No, that is not true") is False and polarity("It is not false.") is True
+    assert polarity("Yes, there is no doubt") is True and polarity("Paris") is None
+    for prediction, gold, want in [
+        ("No, that is not true", yes, 0.0),  # containment found "true"
+        ("Yes, there is no doubt", no, 0.0),  # containment found "no"
+        ("Yes, there is no doubt", yes, 1.0),
+        ("true", yes, 1.0), ("False.", no, 1.0), ("no", yes, 0.0),
+        ("Cannot find answer", no, 0.0), ("Berlin", yes, 0.0),
+    ]:
+        assert score(prediction, gold) == {"hits@1": want, "em_in": want, "f1": want}, prediction
+    # a gold answer that is a word, not a polarity, is matched as before
+    assert score("Yes (band)", [Gold("Yes (band)")])["em_in"] == 1.0

@@ -25,6 +25,12 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
 Matching is by whole tokens: gold ``"paris"`` is in ``"it is paris texas"`` but gold
 ``"1"`` is not in ``"1941"``. A prediction that is empty or ``"Cannot find answer"``
 scores 0 on every metric, and so does a question without gold labels.
+
+A yes/no question (every gold label ``yes``/``true`` or ``no``/``false``, as QALD-10's ASK
+questions and 2WikiMultiHopQA's comparisons) is scored by the prediction's polarity, its
+first ``yes``/``no``/``true``/``false`` word (``not true`` is no): containment would
+credit ``"No, that is not true"`` against gold ``yes`` (alias ``true``) and ``"Yes, there
+is no doubt"`` against gold ``no``. 1 on every metric when the polarities agree, else 0.
 """
 
 from __future__ import annotations
@@ -224,12 +230,47 @@ def is_no_answer(prediction: object) -> bool:
     return not text or text.casefold().rstrip(".") == NO_ANSWER.casefold()
 
 
+_YES, _NO = frozenset({"yes", "true"}), frozenset({"no", "false"})
+
+
+def _gold_polarity(labels: list[frozenset[Alt]]) -> bool | None:
+    """True (yes) or False (no) when the gold is a yes/no answer, else None."""
+    words = {a[0] for alts in labels for a in alts}
+    if words and words <= _YES:
+        return True
+    if words and words <= _NO:
+        return False
+    return None
+
+
+def polarity(prediction: object) -> bool | None:
+    """The answer a yes/no prediction gives: its first ``yes``/``no``/``true``/``false``
+    word (after ``not``, ``true``/``false`` flips); None when it has none."""
+    tokens = normalize(prediction).split()
+    for i, t in enumerate(tokens):
+        if t in _YES or t in _NO:
+            said = t in _YES
+            return not said if t in ("true", "false") and i and tokens[i - 1] == "not" else said
+    return None
+
+
+def _boolean_score(prediction: object, labels: list[frozenset[Alt]]) -> float | None:
+    """1.0 / 0.0 for a yes/no question (the polarities agree or not), None otherwise."""
+    want = _gold_polarity(labels)
+    if want is None:
+        return None
+    return float(not is_no_answer(prediction) and polarity(prediction) is want)
+
+
 def em_in(prediction: object, gold: object) -> float:
     """Exact Match Included: for each gold label, 1 if any of its alternatives appears
-    (whole tokens, normalised) in the prediction; averaged over labels."""
+    (whole tokens, normalised) in the prediction; averaged over labels (a yes/no question:
+    by polarity, see the module's docstring)."""
     labels = _labels(gold)
     if is_no_answer(prediction) or not labels:
         return 0.0
+    if (yes_no := _boolean_score(prediction, labels)) is not None:
+        return yes_no
     pred = _Pred(prediction)
     return sum(any(pred.has(a) for a in alts) for alts in labels) / len(labels)
 
@@ -315,6 +356,8 @@ def hits_at_1(prediction: object, gold: object) -> float:
     items = split_items(prediction, _with_commas(gold))
     if not items or not labels:
         return 0.0
+    if (yes_no := _boolean_score(prediction, labels)) is not None:
+        return yes_no
     top = _Pred(items[0])
     if any(_item_matches(top, alts) for alts in labels) or _whole_is_gold(prediction, labels):
         return 1.0
@@ -330,6 +373,8 @@ def f1(prediction: object, gold: object) -> float:
     items = split_items(prediction, _with_commas(gold))
     if not items or not labels:
         return 0.0
+    if (yes_no := _boolean_score(prediction, labels)) is not None:
+        return yes_no
     if _whole_is_gold(prediction, labels):
         preds = [_Pred(prediction)]
     else:
