@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .embed import Embedder, close_embedder, open_embedder
 from .errors import BadInput
@@ -22,6 +22,9 @@ from .search.kgset import KGSet
 from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
 from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
+
+if TYPE_CHECKING:
+    from .search.rwt.valuemodel import ValueModel
 
 STRATEGIES = ("tree", "chain", "cot", "mcts", "beam")
 
@@ -85,11 +88,14 @@ def build_solver(
     *,
     on_event: EventSink | None = None,
     embedder: Embedder | None = None,
+    value_model: ValueModel | None = None,
 ) -> Solver:
     """The solver for ``strategy``. ``on_event`` receives the search's events as they
     happen (:mod:`traversals.search.events`; the KG strategies only). ``embedder`` serves
     RwT's critical model (mcts/beam); without one, ``config.embedder`` is opened (pass one
-    to share a loaded model between solvers, as the service does)."""
+    to share a loaded model between solvers, as the service does). ``value_model`` is
+    ``config.value_model`` already loaded (:func:`load_value_model`), shared the same way;
+    without it the file is read here."""
     cfg = config or SearchConfig()
     if on_event is not None and inspect.iscoroutinefunction(on_event):
         raise BadInput("on_event is called synchronously, so a coroutine function would never run: pass a plain "
@@ -115,11 +121,12 @@ def build_solver(
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
     if strategy in ("mcts", "beam"):
         from .search.rwt import (
-            CriticalModel, HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel,
+            CriticalModel, HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout,
         )
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
-        rollout = TrainedRollout(ValueModel.load(cfg.value_model)) if cfg.value_model else None
+        model = value_model or load_value_model(cfg)
+        rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
                    rollout=rollout, critical=critical, on_event=on_event)
@@ -156,12 +163,22 @@ def build_solver(
         answers=cfg.answers,
     )
     value = None
-    if cfg.value_model:
-        from .search.rwt import ValueModel
+    model = value_model or load_value_model(cfg)
+    if model is not None:
         from .search.trained_value import TrainedValue
 
-        value = TrainedValue(ValueModel.load(cfg.value_model))
+        value = TrainedValue(model)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
+
+
+def load_value_model(config: SearchConfig) -> ValueModel | None:
+    """The value model ``config.value_model`` names, read once (None without one): pass it
+    to every :func:`build_solver` call of a server instead of reading the file per request."""
+    if not config.value_model:
+        return None
+    from .search.rwt.valuemodel import ValueModel
+
+    return ValueModel.load(config.value_model)
 
 
 def screen_limit(wanted: int | None, kgs: Sequence[KnowledgeGraph]) -> int:
@@ -186,4 +203,4 @@ async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph], embedder: Embedder 
         await close_embedder(embedder)
 
 
-__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all"]
+__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all", "load_value_model"]

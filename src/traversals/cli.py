@@ -155,6 +155,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise TraversalsError("`traversals serve` needs uvicorn and Starlette: pip install 'traversals[serve]'") from None
+    if not args.shutdown_timeout >= 0:
+        raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
     defaults = _search_config(args, k=None if args.k == 1 else args.k)
@@ -170,8 +172,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         service_log.addHandler(handler)
     service_log.setLevel(args.log_level.upper())
-    if not args.shutdown_timeout >= 0:
-        raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
                 timeout_graceful_shutdown=args.shutdown_timeout)
     return 0

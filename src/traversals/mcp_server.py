@@ -25,7 +25,7 @@ import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
-from .api import STRATEGIES, SearchConfig, build_solver, close_all
+from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
 from .embed import Embedder, open_embedder
 from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
@@ -77,8 +77,9 @@ def create_mcp_server(
     kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
     if embedder is None:  # RwT's critical model, loaded on first use, shared
         embedder = open_embedder(defaults.embedder)
+    value_model = load_value_model(defaults)  # read once, not per answer_question
     try:  # a default out of range (--threshold nan) fails here, not in every answer_question
-        build_solver("tree", llm, kgs, defaults, embedder=embedder)
+        build_solver("tree", llm, kgs, defaults, embedder=embedder, value_model=value_model)
     except BadInput as exc:
         raise BadInput(f"the server's default search settings: {exc}") from None
     names = [kg.name for kg in kgs]
@@ -169,7 +170,7 @@ def create_mcp_server(
         if len(question) > max_question_chars:
             raise ToolError(f"question is longer than {max_question_chars} characters; ask it shorter")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
-        solver = build_solver(chosen, llm, kgs, config, embedder=embedder)
+        solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
         answer = await call(solver.ask(question))
         return answer.to_json()
 

@@ -43,7 +43,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
-from .api import STRATEGIES, SearchConfig, build_solver, close_all
+from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
 from .embed import Embedder, open_embedder
 from .errors import (
     BadInput,
@@ -258,7 +258,8 @@ def create_app(
         raise BadInput("at least one knowledge graph is needed")
     if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
         embedder = embedder or open_embedder(defaults.embedder)
-        solver_factory = functools.partial(build_solver, embedder=embedder)
+        # the value model too is read once, not per request
+        solver_factory = functools.partial(build_solver, embedder=embedder, value_model=load_value_model(defaults))
         # a default out of range (--threshold nan) fails here, not as a 400 to every request
         try:
             solver_factory("tree" if kgs else "cot", llm, kgs, defaults)

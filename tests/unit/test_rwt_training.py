@@ -952,3 +952,18 @@ def test_the_cli_prints_a_library_warning_as_one_line(capsys):
     _show_warning(UserWarning("other"), UserWarning, "x.py", 3)
     assert "x.py:3: UserWarning: other" in capsys.readouterr().err
     assert warnings.showwarning is not _show_warning  # installed by main() only while a command runs
+
+
+def test_a_server_reads_its_value_model_once_and_shares_it(tmp_path, monkeypatch):
+    from traversals.service import create_app
+
+    path = ValueModel({"stop|bias": 1.0}).save(tmp_path / "m.json")
+    loaded = ValueModel.load(path)
+    # a loaded model is used as given: the file named in the config is not read again
+    solver = build_solver("tree", ScriptedLLM(responses=["x"]), [movie_kg()], SearchConfig(value_model=str(tmp_path / "gone.json")),
+                          value_model=loaded)
+    assert solver.value.model is loaded
+    reads = []
+    monkeypatch.setattr(ValueModel, "load", classmethod(lambda cls, p: reads.append(p) or loaded))
+    create_app(ScriptedLLM(responses=["x"]), [movie_kg()], defaults=SearchConfig(value_model=str(path)))
+    assert reads == [str(path)]  # once at start; requests get the same model

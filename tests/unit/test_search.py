@@ -1232,3 +1232,13 @@ async def test_an_entity_found_in_both_kgs_is_linked_once_each_way():
     omaha_wiki, omaha_mb = wiki.entities["Q2"], mb.entities["mb-omaha"]
     await kgs.link([omaha_wiki, omaha_mb], Usage())  # both in one step: each finds the other
     assert kgs.copies(omaha_wiki, mb) == [omaha_mb] and kgs.copies(omaha_mb, wiki) == [omaha_wiki]
+
+
+def test_option_probabilities_never_come_out_nan():
+    import math
+
+    from traversals.search.choices import softmax
+
+    assert softmax([-math.inf] * 4) == [0.25] * 4  # an endpoint that scored no option: uniform
+    assert softmax([math.nan, 0.0]) == [0.0, 1.0]  # NaN counts as impossible
+    assert softmax([0.0, math.log(3)]) == pytest.approx([0.25, 0.75])

@@ -56,7 +56,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Literal, overload
+from typing import IO, BinaryIO, Callable, Iterable, Iterator, Literal, cast, overload
 
 import pyoxigraph as ox
 
@@ -575,7 +575,7 @@ def write_ntriples(
     tmp = dst.with_name(dst.name + ".part")
     try:
         with gzip.open(tmp, "wb") if compressed else open(tmp, "wb") as out:
-            ox.serialize(triples, out, ox.RdfFormat.N_TRIPLES)
+            ox.serialize(triples, cast(IO[bytes], out), ox.RdfFormat.N_TRIPLES)
         if not stats.triples:
             skipped = f" ({stats.skipped} blank or malformed lines)" if stats.skipped else ""
             raise BadInput(f"{src} holds no triples{skipped}")

@@ -23,9 +23,15 @@ RATINGS = tuple(f"{i / 10:.1f}" for i in range(11))
 
 
 def softmax(logprobs: Sequence[float]) -> list[float]:
+    """Probabilities of options from their log-probabilities. A NaN counts as impossible
+    (``-inf``); when every option is impossible (an endpoint that scored none of them) the
+    choice is uniform rather than NaN everywhere."""
     if not logprobs:
         return []
+    logprobs = [-math.inf if math.isnan(lp) else lp for lp in logprobs]
     top = max(logprobs)
+    if top == -math.inf:
+        return [1.0 / len(logprobs)] * len(logprobs)
     exps = [math.exp(lp - top) for lp in logprobs]
     total = sum(exps)
     return [x / total for x in exps]
