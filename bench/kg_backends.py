@@ -8,7 +8,7 @@ on 127.0.0.1), side by side.
 
 Loading: MetaQA's ``kb.txt`` and PathQuestion's ``PQL2-KB.txt`` (read from ``--data``,
 default ``../shared/data``) and a synthetic KG (one entity with 10,000 incoming edges, one
-with 50,000: more than the store's ``EDGE_SCAN_CAP``), each loaded in a fresh Python process
+with 50,000: more than the 20,000 rows the embedded store once read), each loaded in a fresh Python process
 so its peak RSS (VmHWM) is its own; into memory and into a persistent
 store directory, which is then reopened read-only. Calls: ``search`` (the exact label and a
 typo), ``get_relations([e])`` and ``get_edges([e], r)`` with ``r`` the entity's most frequent

@@ -59,9 +59,10 @@ Search
 Bounded fan-out
     ``get_relations`` counts (predicate, direction) pairs with one ``GROUP BY`` query per
     selected entity and returns the most frequent first (ties by label).
-    ``get_edges`` fetches at most :data:`EDGE_SCAN_CAP` rows per entity (an exact
-    ``COUNT`` query is run only beyond that), sorts them by labels and returns at most
-    ``limit``; ``omitted`` is the exact number left out.
+    ``get_edges`` reads every edge of the relation once (``quads_for_pattern``, no
+    query), keeps the first ``limit`` by labels while it reads (``heapq.nsmallest``: a
+    hub's edges are never all in memory) and returns them; ``omitted`` is the exact number
+    left out. A hub shows the same edges as a small entity would: the first by label.
 
 Query safety
     Bound values always go in through ``Store.query(..., substitutions={Variable: term})``;
@@ -82,6 +83,7 @@ Threads
 from __future__ import annotations
 
 import asyncio
+import heapq
 import importlib.resources
 import logging
 import os
@@ -149,8 +151,6 @@ PROPERTY_CLASSES = (
     OWL + "AnnotationProperty",
     WIKIBASE + "Property",
 )
-#: Rows fetched per selected entity by ``get_edges`` before falling back to a COUNT.
-EDGE_SCAN_CAP = 20_000
 #: Score cutoff (0-100) of fuzzy search.
 FUZZY_CUTOFF = 80.0
 _VALUES_CHUNK = 500
@@ -177,9 +177,6 @@ _Q_RELATION_COUNTS = (
     '{ ?e ?p ?x . BIND("f" AS ?dir) } UNION { ?x ?p ?e . BIND("i" AS ?dir) } '
     "} GROUP BY ?e ?p ?dir"
 )
-_Q_EDGES = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } LIMIT %d" % (EDGE_SCAN_CAP + 1)
-_Q_EDGE_COUNT_FWD = "SELECT ?s ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?s ?p"
-_Q_EDGE_COUNT_INV = "SELECT ?o ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?o ?p"
 _Q_DESCRIPTIONS = "SELECT ?s ?d WHERE { VALUES ?s { %s } ?s <" + iris.SCHEMA_DESCRIPTION + "> ?d }"
 
 
@@ -237,6 +234,12 @@ def _select(
     solutions = store.query(query, substitutions=substitutions)
     assert isinstance(solutions, ox.QuerySolutions), "not a SELECT query"
     return solutions
+
+
+def _counted(item: Term, seen: list[int]) -> Term:
+    """``item``, counted in ``seen[0]`` (how many a generator yielded)."""
+    seen[0] += 1
+    return item
 
 
 def _key(term: Term) -> str:
@@ -536,27 +539,27 @@ class OxigraphKG:
         if pred is None:
             return Edges(edges=())
         inverse = relation.inverse
-        anchor_var, other_var = ("o", "s") if inverse else ("s", "o")
-        rows: list[tuple[Term, Term]] = []  # (anchor, other)
+        keep = max(limit, 0)
+
+        def order(t: Term) -> tuple[str, str]:
+            return (self._label(t).casefold(), _key(t))
+
+        rows: list[tuple[tuple[str, str, str, str], Term, Term]] = []  # (order, anchor, other)
         total = 0
         for term in self._terms(entities):
-            subs: dict[ox.Variable, Term | ox.Triple] = {_V(anchor_var): term, _V("p"): pred}
-            got = [(sol[anchor_var], sol[other_var]) for sol in _select(store, _Q_EDGES, substitutions=subs)]
-            if len(got) > EDGE_SCAN_CAP:
-                got = got[:EDGE_SCAN_CAP]
-                count_q = _Q_EDGE_COUNT_INV if inverse else _Q_EDGE_COUNT_FWD
-                n = sum(int(sol["n"].value) for sol in _select(store, count_q, substitutions=subs))
-            else:
-                n = len(got)
-            total += n
-            rows.extend(got)
-
-        def sort_key(row: tuple[Term, Term]) -> tuple:
-            a, o = row
-            return (self._label(a).casefold(), _key(a), self._label(o).casefold(), _key(o))
-
-        rows.sort(key=sort_key)
-        shown = rows[: max(limit, 0)]
+            if isinstance(term, ox.Literal) and not inverse:
+                continue  # a literal is no subject
+            quads = (store.quads_for_pattern(None, pred, term, ox.DefaultGraph()) if inverse
+                     else store.quads_for_pattern(term, pred, None, ox.DefaultGraph()))
+            seen = [0]
+            others = (_counted(q.subject if inverse else q.object, seen) for q in quads)
+            head = order(term)
+            # the first ``keep`` by label in one pass over all of them, however many; only
+            # ``keep`` are held at a time
+            rows.extend((head + order(o), term, o) for o in heapq.nsmallest(keep, others, key=order))
+            total += seen[0]
+        rows.sort(key=lambda row: row[0])
+        shown = [(a, o) for _, a, o in rows[:keep]]
         ents = self._entities([t for row in shown for t in row])
         by_key = {_key(t): e for t, e in zip((t for row in shown for t in row), ents)}
         fwd = self._relation(pred.value, False)
