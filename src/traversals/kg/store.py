@@ -547,12 +547,15 @@ class OxigraphKG:
         rows: list[tuple[tuple[str, str, str, str], Term, Term]] = []  # (order, anchor, other)
         total = 0
         for term in self._terms(entities):
-            if isinstance(term, ox.Literal) and not inverse:
+            if inverse:
+                quads = store.quads_for_pattern(None, pred, term, ox.DefaultGraph())
+            elif isinstance(term, ox.Literal):
                 continue  # a literal is no subject
-            quads = (store.quads_for_pattern(None, pred, term, ox.DefaultGraph()) if inverse
-                     else store.quads_for_pattern(term, pred, None, ox.DefaultGraph()))
+            else:
+                quads = store.quads_for_pattern(term, pred, None, ox.DefaultGraph())
             seen = [0]
-            others = (_counted(q.subject if inverse else q.object, seen) for q in quads)
+            others = (_counted(x, seen) for q in quads
+                      if not isinstance(x := q.subject if inverse else q.object, ox.Triple))
             head = order(term)
             # the first ``keep`` by label in one pass over all of them, however many; only
             # ``keep`` are held at a time
