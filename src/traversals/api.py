@@ -126,6 +126,8 @@ def build_solver(
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
         model = value_model or load_value_model(cfg)
+        if model is not None:
+            check_value_model(model, kgs)
         rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
@@ -167,8 +169,18 @@ def build_solver(
     if model is not None:
         from .search.trained_value import TrainedValue
 
+        check_value_model(model, kgs)
         value = TrainedValue(model)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
+
+
+def check_value_model(model: ValueModel, kgs: Sequence[KnowledgeGraph]) -> None:
+    """When every KG lists its relations (``relation_ids()``: the embedded ones), warn at
+    once if the model knows none of them (``ValueModelMismatch``); otherwise the search
+    checks the relations it rates."""
+    lists = [kg.relation_ids() for kg in kgs if callable(getattr(kg, "relation_ids", None))]
+    if kgs and len(lists) == len(kgs):
+        model.check_kg(set().union(*lists))
 
 
 def load_value_model(config: SearchConfig) -> ValueModel | None:

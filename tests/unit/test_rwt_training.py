@@ -919,7 +919,7 @@ def test_a_value_model_file_of_the_wrong_shape_is_one_bad_input_line(tmp_path, d
         ValueModel.load(path)
 
 
-def test_a_relation_the_value_model_never_saw_is_reported_once(tmp_path):
+def test_a_value_model_of_another_kg_is_reported_once_while_searching(tmp_path):
     import warnings
 
     from traversals.errors import ValueModelMismatch
@@ -928,17 +928,45 @@ def test_a_relation_the_value_model_never_saw_is_reported_once(tmp_path):
                       {"lexicon": {"has_genre": ["genre"]}, "kg": ["metaqa/kb.txt"]}).save(tmp_path / "m.json")
     model = ValueModel.load(path)
     assert model.relations == {"directed_by", "starred_actors", "has_genre"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        model.predict(["who"], [])  # the empty path says nothing
-        model.stop_value(["who"], ["~has_genre", "directed_by"])  # its own KG's relations
+    # a KG that does not list its relations (an endpoint): the relations rated tell
     with pytest.warns(ValueModelMismatch) as seen:  # a PathQuestion KG
-        for rel in ("spouse", "~children", "parents"):
-            model.predict(["who", "is", "the", "spouse"], ["directed_by", rel])
-    assert len(seen) == 1  # once per model, not once per path
+        for rel in ("spouse", "~children", "spouse", "parents", "profession"):
+            model.predict(["who", "is", "the", "spouse"], [rel])
+    assert len(seen) == 1  # once, after three relations it does not know
     message = str(seen[0].message)
     assert str(path) in message and "metaqa/kb.txt" in message and "directed_by" in message
-    assert "'spouse'" in message and "train-value" in message
+    assert "children, parents, spouse, none of them" in message and "train-value" in message
+
+    # one relation it knows settles it: a model need not have walked every relation of its KG
+    own = ValueModel.load(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        own.predict(["who"], [])  # the empty path says nothing
+        own.stop_value(["who"], ["~has_genre", "written_by"])
+        for rel in ("spouse", "children", "parents", "profession"):
+            own.predict(["who"], [rel])
+
+
+def test_a_value_model_of_another_kg_is_reported_before_searching_an_embedded_kg(tmp_path):
+    import warnings
+
+    from traversals import open_kg
+    from traversals.errors import ValueModelMismatch
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Ann|spouse|Bob\nBob|children|Cy\n")
+    kg = open_kg(str(kb))
+    assert kg.relation_ids() == {"spouse", "children"}
+    llm = ScriptedLLM(responses=["x"])
+    with pytest.warns(ValueModelMismatch, match=r"the KG searched has children, spouse, none of them"):
+        build_solver("tree", llm, [kg], value_model=ValueModel({"stop|path=directed_by": 1.0}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        known = ValueModel({"stop|path=directed_by": 1.0, "stop|path=spouse": 1.0})
+        build_solver("beam", llm, [kg], SearchConfig(embedder="lexical"), value_model=known)
+        known.predict(["who"], ["~nationality"])  # the KG's list settled it: no check while searching
+        known.predict(["who"], ["gender"])
+        known.predict(["who"], ["religion"])
 
 
 def test_the_cli_prints_a_library_warning_as_one_line(capsys):

@@ -603,6 +603,10 @@ class OxigraphKG:
             "relations": len(self._relinfo),
         }
 
+    def relation_ids(self) -> frozenset[str]:
+        """The ids of every relation the KG holds (``directed_by``, ``P25``)."""
+        return frozenset(self._rel_by_id)
+
     def relation(self, rel_id: str) -> Relation | None:
         """The relation with this id (``P25``, ``directed_by``; ``~P25`` for inverse)."""
         inverse = rel_id.startswith("~")

@@ -65,6 +65,8 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ENT = "qentity"  # what the question's own entity names become
 FEATURES = 7  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
+#: Distinct relations rated, none known to a model, that show it is another KG's (the search-time check).
+SCHEMA_EVIDENCE = 3
 
 
 _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", "selfies", "brownies", "hippies",
@@ -278,10 +280,11 @@ class ValueModel:
     meta: dict = field(default_factory=dict)
     #: where the model was read from (:meth:`load`), for messages
     source: str = field(default="", compare=False)
-    #: report a relation the model was not trained on (:meth:`_check_schema`); off while training
+    #: check the relations rated against the model's (:meth:`_check_schema`); off while
+    #: training, once settled, or once a KG's own list settled it (:meth:`check_kg`)
     check_schema: bool = field(default=True, compare=False)
-    #: whether a relation the model was not trained on has been reported (:meth:`_check_schema`)
-    _warned: bool = field(default=False, init=False, repr=False, compare=False)
+    #: relations rated so far, none known to the model (:meth:`_check_schema`)
+    _unknown: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
     _relations: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -311,23 +314,45 @@ class ValueModel:
             self._relations = known
         return known
 
+    def mismatch(self, kg_relations: Iterable[str]) -> str | None:
+        """Why the model cannot rate a KG whose relation ids are ``kg_relations`` — it
+        knows none of them — or None when it knows some (or the KG lists none)."""
+        ids = {r.lstrip("~") for r in kg_relations}
+        if not ids or not self.relations or ids & self.relations:
+            return None
+        trained = sorted(self.relations)
+        kg = self.meta.get("kg")
+        where = f" on {', '.join(map(str, kg))}" if isinstance(kg, list) and kg else ""
+        return (f"value model {self.source or '(in memory)'} was trained{where} on the relations "
+                f"{', '.join(trained[:9])}{', ...' if len(trained) > 9 else ''}; the KG searched has "
+                f"{', '.join(sorted(ids)[:6])}{', ...' if len(ids) > 6 else ''}, none of them, so its values "
+                "mean nothing here. A model for this KG: traversals train-value --synthetic 1500 --kg SPEC --out FILE")
+
+    def check_kg(self, kg_relations: Iterable[str]) -> None:
+        """Check the model against a KG that lists its relation ids (an embedded one): warn
+        (:class:`~traversals.errors.ValueModelMismatch`) when it knows none of them. The
+        check during the search (:meth:`_check_schema`) is then off: the KG settled it."""
+        why = self.mismatch(kg_relations)
+        if why is not None:
+            warnings.warn(ValueModelMismatch(why), stacklevel=3)
+        self.check_schema = False
+
     def _check_schema(self, path: Sequence[str]) -> None:
-        """Warn once (:class:`~traversals.errors.ValueModelMismatch`) at the first relation
-        rated that the model was not trained on: it belongs to another KG (every value it
-        gives is noise) or the KG has grown relations it rates blindly."""
-        if self._warned or not self.check_schema or not path or not self.relations:
+        """For a KG that does not list its relations (a SPARQL endpoint): warn once
+        (:class:`~traversals.errors.ValueModelMismatch`) when the first
+        :data:`SCHEMA_EVIDENCE` distinct relations rated are all unknown to the model.
+        One known relation settles it: a model trained on the KG need not have walked
+        every relation."""
+        if not self.check_schema or not path or not self.relations:
             return
-        new = [r.lstrip("~") for r in path if r.lstrip("~") not in self.relations]
-        if new:
-            self._warned = True
-            trained = sorted(self.relations)
-            kg = self.meta.get("kg")
-            where = f" on {', '.join(map(str, kg))}" if isinstance(kg, list) and kg else ""
-            warnings.warn(ValueModelMismatch(
-                f"value model {self.source or '(in memory)'} was trained{where} on the relations "
-                f"{', '.join(trained[:9])}{', ...' if len(trained) > 9 else ''}; it has never seen {new[0]!r}, "
-                "a relation of the KG searched, and rates paths through it blindly. A model for this KG: "
-                "traversals train-value --synthetic 1500 --kg SPEC --out FILE"), stacklevel=4)
+        rels = {r.lstrip("~") for r in path}
+        if rels & self.relations:
+            self.check_schema = False
+            return
+        self._unknown |= rels
+        if len(self._unknown) >= SCHEMA_EVIDENCE:
+            self.check_schema = False
+            warnings.warn(ValueModelMismatch(self.mismatch(self._unknown) or ""), stacklevel=4)
 
     def score(self, feats: Iterable[str]) -> float:
         return _sigmoid(sum(self.weights.get(f, 0.0) for f in feats))
