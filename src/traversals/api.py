@@ -178,7 +178,7 @@ def check_value_model(model: ValueModel, kgs: Sequence[KnowledgeGraph]) -> None:
     """When every KG lists its relations (``relation_ids()``: the embedded ones), warn at
     once if the model knows none of them (``ValueModelMismatch``); otherwise the search
     checks the relations it rates."""
-    lists = [kg.relation_ids() for kg in kgs if callable(getattr(kg, "relation_ids", None))]
+    lists = [listed() for kg in kgs if callable(listed := getattr(kg, "relation_ids", None))]
     if kgs and len(lists) == len(kgs):
         model.check_kg(set().union(*lists))
 
