@@ -185,7 +185,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
-                               default_strategy=_strategy(args), embedder=embedder)
+                               default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout)
     # the MCP SDK logs at INFO on stderr, where httpx would add a line per KG/LLM request
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.transport == "stdio":
@@ -247,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stdio (default: the host starts this command) or streamable-http")
     mcp.add_argument("--host", default="127.0.0.1", help="streamable-http: address (default 127.0.0.1)")
     mcp.add_argument("--port", type=int, default=8001, help="streamable-http: port (default 8001)")
+    mcp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="answer_question gives up a search after this long (default: no limit)")
     mcp.set_defaults(func=cmd_mcp)
 
     view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")

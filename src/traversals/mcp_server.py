@@ -21,6 +21,8 @@ errors with the message; the ``mcp`` extra provides the SDK.
 
 from __future__ import annotations
 
+import asyncio
+
 import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
@@ -59,11 +61,15 @@ def create_mcp_server(
     close_on_shutdown: bool = True,
     embedder: Embedder | None = None,
     max_question_chars: int = ServiceLimits.max_question_chars,
+    timeout: float | None = None,
+    max_concurrency: int = ServiceLimits.max_concurrency,
 ):
     """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs (and
     ``embedder``, RwT's critical model, by default ``defaults.embedder`` opened here) are
     closed when it shuts down unless ``close_on_shutdown`` is false. ``answer_question``
-    refuses a question over ``max_question_chars`` (the HTTP service's cap)."""
+    refuses a question over ``max_question_chars`` (the HTTP service's cap), runs at most
+    ``max_concurrency`` searches at once (the others wait their turn) and gives up a search
+    after ``timeout`` seconds (None: no limit) with a tool error that says so."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -71,6 +77,8 @@ def create_mcp_server(
         raise BadInput("the MCP server needs the MCP SDK: pip install 'traversals[mcp]'") from exc
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
+    ServiceLimits(max_concurrency=max_concurrency, timeout=timeout)  # the same range checks as serve
+    searches = asyncio.Semaphore(max_concurrency)
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     defaults = defaults or SearchConfig()
@@ -171,7 +179,12 @@ def create_mcp_server(
             raise ToolError(f"question is longer than {max_question_chars} characters; ask it shorter")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
         solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
-        answer = await call(solver.ask(question))
+        async with searches:
+            try:
+                answer = await call(asyncio.wait_for(solver.ask(question), timeout))
+            except asyncio.TimeoutError:
+                raise ToolError(f"the search took longer than {timeout:g} s (the server's --timeout); ask a "
+                                "simpler question, or strategy 'chain'") from None
         return answer.to_json()
 
     return server

@@ -108,3 +108,36 @@ def test_default_search_settings_out_of_range_stop_the_server_from_starting():
 
     with pytest.raises(BadInput, match="the server's default search settings: --threshold"):
         server(defaults=SearchConfig(threshold=float("nan")))
+
+
+class SlowLLM(ScriptedLLM):
+    """A scripted LLM whose generation takes ``delay`` seconds; counts searches in flight."""
+
+    def __init__(self, delay, **kw):
+        super().__init__(rules=[("", "Thought: ...\nANSWER: Florence Stone")], **kw)
+        self.delay, self.running, self.most = delay, 0, 0
+
+    async def generate(self, *args, **kw):
+        import asyncio
+
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await asyncio.sleep(self.delay)
+            return await super().generate(*args, **kw)
+        finally:
+            self.running -= 1
+
+
+async def test_answer_question_gives_up_after_the_timeout_and_runs_one_search_at_a_time():
+    import asyncio
+
+    async with Client(server(SlowLLM(5.0), default_strategy="cot", timeout=0.1)) as c:
+        r = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's grandmother?"})
+    assert r.is_error and "the search took longer than 0.1 s" in r.content[0].text
+    llm = SlowLLM(0.05)
+    async with Client(server(llm, default_strategy="cot")) as c:
+        done = await asyncio.gather(*(c.call_tool("answer_question", {"question": f"q{i}"}) for i in range(3)))
+    assert not any(r.is_error for r in done) and llm.most == 1  # the others waited their turn
+    with pytest.raises(Exception, match="must be a number of seconds over 0"):
+        server(default_strategy="cot", timeout=float("nan"))
