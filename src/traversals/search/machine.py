@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ..kg.base import Entity, Relation, Relations
 from ..llm.base import Usage
 from .kgset import KGSet
-from .subgraph import Fact, Subgraph
+from .subgraph import Fact, Subgraph, shown
 from .templates import render, template
 
 
@@ -109,10 +109,11 @@ def selection_group(node: "Node", limit: int | None = MAX_GROUP) -> tuple[Entity
 
 
 def option_line(key: str, relation: Relation) -> str:
-    """``P25 - has mother``; just ``directed_by`` when the label only repeats the key."""
+    """``P25 - has mother``; just ``directed_by`` when the label only repeats the key.
+    Key and label are :func:`~.subgraph.shown` (one line, clipped)."""
     if normalise_label(key.lstrip("~").split(":")[-1]) == normalise_label(relation.display):
-        return key
-    return f"{key} - {relation.display}"
+        return shown(key)
+    return f"{shown(key)} - {shown(relation.display)}"
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class Action:
         if self.type is ActionType.SELECT_ENTITIES:
             return "SELECT ENTITIES: " + ", ".join(subgraph.handle(e) for e in self.entities)
         if self.type is ActionType.SELECT_RELATION and self.relation is not None:
-            return f"SELECT RELATION: {self.relation_key} - {self.relation.display}"
+            return f"SELECT RELATION: {shown(self.relation_key)} - {shown(self.relation.display)}"
         if self.type is ActionType.EXPAND_KG:
             return f"EXPAND_KG: {self.text}"
         return f"{self.type.value}: {self.text}"
@@ -346,8 +347,8 @@ class Machine:
                 done.setdefault(entity_id, []).append(label)
 
             def text(e: Entity) -> str:
-                note = f"; already expanded: {', '.join(done[e.id])}" if e.id in done else ""
-                return f"{node.subgraph.handle(e)} ({e.label}{note})"
+                note = f"; already expanded: {', '.join(shown(x) for x in done[e.id])}" if e.id in done else ""
+                return f"{node.subgraph.handle(e)} ({shown(e.label)}{note})"
 
             singles = [
                 (text(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
@@ -408,13 +409,28 @@ class Machine:
         m = _ACTION_RE.match(raw)
         body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw))
         chosen: list[Entity] = []
-        handles = {h.upper(): e for h, e in zip(node.subgraph.handles(), node.subgraph.entities)}
+        sg = node.subgraph
+        handles = {h.upper(): e for h, e in zip(sg.handles(), sg.entities)}
+        # labels shared by several entities name none of them
+        by_label: dict[str, list[Entity]] = {}
+        for ent in sg.entities:
+            by_label.setdefault(normalise_label(shown(ent.label)), []).append(ent)
+        labels = {k: v[0] for k, v in by_label.items() if len(v) == 1 and k}
+        whole = labels.get(normalise_label(body))
+        if whole is not None and re.sub(r"\b[A-Za-z]\d+\b|\band\b|[\s,;\[\]]", "", body):
+            # the reply is exactly one entity's label ("Room E2"), not a list of ids
+            return Action(ActionType.SELECT_ENTITIES, entities=(whole,))
+        # an option copied whole, "E2 (label; already expanded: …)": the label's own
+        # id-like words ("Q42") are not choices
+        for ent in sorted(sg.entities, key=lambda x: -len(x.label)):
+            if ent.label:
+                pattern = rf"\b{re.escape(sg.handle(ent))}\s*\(\s*{re.escape(shown(ent.label))}(?:;[^)]*)?\)?"
+                body = re.sub(pattern, sg.handle(ent), body, flags=re.I)
         for tok in re.findall(r"\b[A-Za-z]\d+\b", body):
             e = handles.get(tok.upper())
             if e is not None and e not in chosen:
                 chosen.append(e)
         if not chosen:  # the model may answer with labels instead of ids
-            labels = {normalise_label(e.label): e for e in node.subgraph.entities}
             for part in re.split(r"[,;\[\]]|\band\b", body):
                 e = labels.get(normalise_label(part))
                 if e is not None and e not in chosen:
@@ -426,20 +442,27 @@ class Machine:
     def _parse_relation(self, node: Node, raw: str) -> Action:
         m = _ACTION_RE.match(raw)
         body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw)).strip()
-        by_key = {k.casefold(): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
-        for k, r in zip(node.relation_keys, node.relation_options):
+        options = list(zip(node.relation_keys, node.relation_options))
+        by_key = {shown(k).casefold(): (k, r) for k, r in options}
+        for k, r in options:
             # "directed_by" for the only option "~directed_by": models drop the inverse mark
-            bare = k.casefold().lstrip("~")
+            bare = shown(k).casefold().lstrip("~")
             if k.startswith("~") and bare not in by_key:
                 by_key[bare] = (k, r)
+        # labels shared by several options name none of them
+        by_label: dict[str, list[tuple[str, Relation]]] = {}
+        for k, r in options:
+            by_label.setdefault(normalise_label(shown(r.display)), []).append((k, r))
+        labels = {x: v[0] for x, v in by_label.items() if len(v) == 1 and x}
         hit = by_key.get(body.split(" - ")[0].strip().strip("[]()'\"`.,").casefold())
+        if hit is None:  # the whole reply is one option's label ("mother of P2")
+            hit = labels.get(normalise_label(body.strip(" ~.,:;[]()")))
         if hit is None:  # the first word that is an option's key
             for word in re.split(r"[\s,;]+", body):
                 hit = by_key.get(word.strip("[]()'\"`.,:").casefold())
                 if hit is not None:
                     break
         if hit is None:  # by label
-            labels = {normalise_label(r.display): (k, r) for k, r in zip(node.relation_keys, node.relation_options)}
             hit = labels.get(normalise_label(body.split(" - ")[-1].strip(" ~.,:;[]()")))
         if hit is None:
             return Action(ActionType.INVALID, raw)

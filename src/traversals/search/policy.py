@@ -26,7 +26,7 @@ from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, geometric_mean, option_probs, pick
 from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, last_thought, repeats_thought
 from .provenance import answerable_facts, reached_groups
-from .subgraph import Fact
+from .subgraph import MAX_SHOWN, Fact, shown
 from .templates import render
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
@@ -66,7 +66,8 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
     (PathQuestion's "what is the Lost 's tracks 's tracks": album and track share one
     label, hence one IRI) they are answers (:func:`~.provenance.reached_back`)."""
     path = node.path()
-    kept = answerable_facts(node)
+    # an entity with a blank label cannot be named by an answer
+    kept = [f for f in answerable_facts(node) if f.target.label.strip()]
     groups: dict[tuple[str, str], list[str]] = {}
     for fact in kept:
         groups.setdefault((fact.source.id, fact.relation.key), []).append(fact.target.label)
@@ -187,7 +188,7 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     if answer in candidates:
         return answer
     low = answer.casefold()
-    named = [c for c in candidates if not c.startswith("[") and c.casefold() in low]
+    named = [c for c in candidates if c.strip() and not c.startswith("[") and c.casefold() in low]
     named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
     return named[0] if len(named) == 1 else answer
 
@@ -453,7 +454,8 @@ class Policy:
 
         async def asked(order: list[int]) -> list[float]:
             lines = "\n".join(
-                f"{letter}. {', '.join(groups[names[i]][:3])} (reached by {names[i]})" for letter, i in zip(letters, order)
+                f"{letter}. {', '.join(shown(x) for x in groups[names[i]][:3])} (reached by {shown(names[i], 3 * MAX_SHOWN)})"
+                for letter, i in zip(letters, order)
             )
             scores = await self.llm.score(
                 render("compare_answers", query=query, options=lines), [" " + x for x in letters], transient=True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -24,15 +25,40 @@ from ..kg.base import Edge, Entity, Relation
 _QID = re.compile(r"^[QPL]\d+$")
 # Plain YAML scalars: no leading indicator, no ": " or " #", no control chars.
 _PLAIN = re.compile(r"^[^\s\-?:,\[\]{}#&*!|>'\"%@`\\][^\n\r\t\\\"]*$")
+#: control characters and the line/paragraph separators: tokenizers, YAML and
+#: ``str.splitlines`` read several of them (\r, \v, \f, \x85, U+2028, U+2029) as line breaks
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: how :meth:`Subgraph.names` marks an entity whose label another shares: "Paris [Q90]"
+_MARKED = re.compile(r"(?:^|\s)\[[A-Za-z]\d+\]$")
+#: the most characters of one label, description or relation label a prompt shows
+MAX_SHOWN = 300
+
+
+def clip(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to ``limit`` characters with a marker saying how many were left out,
+    so one long label cannot fill the LLM's context."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def shown(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` as a prompt shows it inside a line: every control character and line
+    separator becomes a space (no label can start a line of its own), then :func:`clip`."""
+    return clip(_CONTROL.sub(" ", text), limit)
 
 
 def yaml_scalar(text: str) -> str:
     """Render ``text`` as a YAML scalar: plain when safe, else double-quoted (JSON
     escaping is valid YAML). Keeps labels with quotes, braces, colons or newlines from
-    breaking the structure of the rendered subgraph."""
-    if text and _PLAIN.match(text) and ": " not in text and " #" not in text and not text.endswith(":") and text == text.strip():
+    breaking the structure of the rendered subgraph: every control character and line
+    separator is escaped (``\\u2028``), none is written raw."""
+    if (
+        text and _PLAIN.match(text) and not _CONTROL.search(text)
+        and ": " not in text and " #" not in text and not text.endswith(":") and text == text.strip()
+    ):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
 
 
 @dataclass(frozen=True)
@@ -60,7 +86,7 @@ class Subgraph:
     def __post_init__(self) -> None:
         n = 0
         for e in self.entities:
-            if _QID.match(e.id) and e.id not in self._handles.values():
+            if _QID.fullmatch(e.id) and e.id not in self._handles.values():
                 h = e.id
             else:
                 n += 1
@@ -120,18 +146,34 @@ class Subgraph:
         """The two blocks of Figure 3: entities with handles, then edges as YAML."""
         lines = ["Knowledge Graph Entities:"]
         for e in self.entities:
-            desc = f" - {e.description}" if e.description else ""
-            label = e.label.replace("\n", " ")
-            lines.append(f"{indent}{self.handle(e)}: {label}{desc.replace(chr(10), ' ')}")
+            desc = f" - {shown(e.description)}" if e.description else ""
+            lines.append(f"{indent}{self.handle(e)}: {shown(e.label)}{desc}")
         lines.append("Knowledge Graph Edges:")
         lines.extend(self.render_edges(indent))
         return "\n".join(lines)
 
+    def names(self) -> dict[tuple[str, str], str]:
+        """(kg, id) -> the entity's name in the edges block: its label (clipped, :func:`clip`),
+        followed by `` [handle]`` when another entity of its KG has the same label, when
+        the label is another entity's handle or ends like a name so marked ("Paris [Q3]")
+        — so two entities never share a name there. (Same-label entities of different KGs
+        are the linked copies of one thing and keep sharing it.)"""
+        handles = set(self._handles.values())
+        seen = Counter((e.kg, clip(e.label)) for e in self.entities)
+        out = {}
+        for e in self.entities:
+            name, h = clip(e.label), self.handle(e)
+            if seen[(e.kg, name)] > 1 or (name in handles and name != h) or _MARKED.search(name):
+                name = f"{name} [{h}]".lstrip()
+            out[(e.kg, e.id)] = name
+        return out
+
     def render_edges(self, indent: str = "  ") -> list[str]:
+        names = self.names()
         groups: dict[str, dict[str, list[str]]] = {}
         for f in self.facts:
-            rels = groups.setdefault(f.source.label, {})
-            rels.setdefault(f.relation.display, []).append(f.target.label)
+            rels = groups.setdefault(names[(f.source.kg, f.source.id)], {})
+            rels.setdefault(clip(f.relation.display), []).append(names[(f.target.kg, f.target.id)])
         more: dict[tuple[str, str], int] = {}
         for src_id, rel_key, n in self.omitted:
             more[(src_id, rel_key)] = n
@@ -139,7 +181,7 @@ class Subgraph:
         for f in self.facts:
             hidden = more.get((f.source.id, f.relation.key))
             if hidden:
-                omitted_by_label[(f.source.label, f.relation.display)] = hidden
+                omitted_by_label[(names[(f.source.kg, f.source.id)], clip(f.relation.display))] = hidden
         lines = []
         for src, rels in groups.items():
             lines.append(f"{indent}{yaml_scalar(src)}:")
