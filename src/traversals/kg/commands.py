@@ -2,7 +2,8 @@
 
 ``traversals kg convert IN OUT``
     Convert a plain triple file (``s|r|o`` such as MetaQA's ``kb.txt``, TAB-separated
-    such as PathQuestion's ``*-kb.txt``, ``.tsv`` or ``.csv``) into N-Triples with the
+    such as PathQuestion's ``*-kb.txt``, ``.tsv`` or ``.csv``; each may be gzipped) into
+    N-Triples (``.nt``, or ``.nt.gz``) with the
     IRI scheme of :mod:`traversals.kg.iris` and one ``rdfs:label`` per entity and
     relation, ready for ``oxigraph load`` or any SPARQL server
     (:func:`traversals.kg.formats.write_ntriples`).
@@ -47,8 +48,10 @@ def _add_convert(kg_sub: argparse._SubParsersAction) -> None:
             "triples. Blank and malformed lines are skipped and counted."
         ),
     )
-    p.add_argument("input", metavar="IN", help="triple file: .txt (s|r|o or TAB), .tsv or .csv")
-    p.add_argument("output", metavar="OUT", help="N-Triples file to write (.nt)")
+    p.add_argument("input", metavar="IN", help="triple file: .txt (s|r|o or TAB), .tsv or .csv, each also .gz")
+    p.add_argument(
+        "output", metavar="OUT", help="N-Triples file to write: .nt, or .nt.gz compressed (replaced if it exists)"
+    )
     p.add_argument(
         "--delimiter",
         choices=tuple(_DELIMITERS),
