@@ -184,11 +184,18 @@ def is_yes_no_question(query: str) -> bool:
 
 def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     """A sentence that names exactly one candidate entity becomes that entity's label
-    ("Bob Dylan's grandmother is Florence Stone." -> "Florence Stone")."""
+    ("Bob Dylan's grandmother is Florence Stone." -> "Florence Stone"); so does the label as
+    the prompt showed it (:func:`~.subgraph.shown`: one line, clipped). A label names only
+    whole words: "Go" is not named by "Gone with the Wind"."""
     if answer in candidates:
         return answer
-    low = answer.casefold()
-    named = [c for c in candidates if c.strip() and not c.startswith("[") and c.casefold() in low]
+    as_shown = [c for c in candidates if shown(c) == answer]
+    if len(as_shown) == 1:
+        return as_shown[0]
+    named = [
+        c for c in candidates
+        if c.strip() and not c.startswith("[") and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", answer, re.IGNORECASE)
+    ]
     named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
     return named[0] if len(named) == 1 else answer
 
