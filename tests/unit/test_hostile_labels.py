@@ -186,3 +186,15 @@ def test_an_answer_is_reduced_only_to_a_label_it_names_as_words_or_as_shown():
     assert reduce_to_entity("two lines", ["two\nlines"]) == "two\nlines"
     long = "y" * 1000
     assert reduce_to_entity(f"{'y' * MAX_SHOWN}… [700 more characters]", [long, "z"]) == long
+
+
+def test_a_label_that_starts_with_an_action_word_is_still_a_choice():
+    machine = Machine(KGSet([DictKG([])]))
+    film, other = Entity("a", "Think Like a Man"), Entity("b", "Other")
+    node = selecting(Subgraph().with_entities([film, other]))
+    assert machine.parse(node, "Think Like a Man").entities == (film,)
+    assert machine.parse(node, "SELECT_ENTITIES: E2").entities == (other,)
+    rel = relation_node([Relation("P1", "answer"), Relation("P2", "question")])
+    assert machine.parse(rel, "answer").relation_key == "P1"
+    assert machine.parse(rel, "SELECT_RELATION: P2").relation_key == "P2"
+    assert machine.parse(rel, "ANSWER: Paris").type is ActionType.INVALID

@@ -375,10 +375,13 @@ class Machine:
         raw = (prefix + text).strip()
         if node.state is State.DEFAULT:
             return self._parse_default(raw, forced=self.must_answer(node) or prefix.startswith("ANSWER"))
-        if node.state is State.SELECTING_ENTITIES:
-            return self._parse_entities(node, raw)
-        if node.state is State.SELECTING_RELATION:
-            return self._parse_relation(node, raw)
+        if node.state in (State.SELECTING_ENTITIES, State.SELECTING_RELATION):
+            parse = self._parse_entities if node.state is State.SELECTING_ENTITIES else self._parse_relation
+            action = parse(node, raw, strip=True)
+            if action.type is ActionType.INVALID and _ACTION_RE.match(raw):
+                # a label that starts with an action word: "Think Like a Man", "answer"
+                action = parse(node, raw, strip=False)
+            return action if action.type is not ActionType.INVALID else Action(ActionType.INVALID, raw)
         return Action(ActionType.INVALID, raw)
 
     def _parse_default(self, raw: str, *, forced: bool) -> Action:
@@ -405,8 +408,8 @@ class Machine:
             return Action(ActionType.EXPAND_KG, body)
         return Action(ActionType.INVALID, raw)
 
-    def _parse_entities(self, node: Node, raw: str) -> Action:
-        m = _ACTION_RE.match(raw)
+    def _parse_entities(self, node: Node, raw: str, *, strip: bool = True) -> Action:
+        m = _ACTION_RE.match(raw) if strip else None
         body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw))
         chosen: list[Entity] = []
         sg = node.subgraph
@@ -439,8 +442,8 @@ class Machine:
             return Action(ActionType.INVALID, raw)
         return Action(ActionType.SELECT_ENTITIES, entities=tuple(chosen))
 
-    def _parse_relation(self, node: Node, raw: str) -> Action:
-        m = _ACTION_RE.match(raw)
+    def _parse_relation(self, node: Node, raw: str, *, strip: bool = True) -> Action:
+        m = _ACTION_RE.match(raw) if strip else None
         body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw)).strip()
         options = list(zip(node.relation_keys, node.relation_options))
         by_key = {shown(k).casefold(): (k, r) for k, r in options}
