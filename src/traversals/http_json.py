@@ -11,16 +11,29 @@ share.
   the API key"), has no such path or model (404), or still answers 5xx/429 after every
   retry -- so that an evaluation stops instead of recording every question as an error;
   ``error`` for what is this request's own (a timeout, another 4xx, a reply that is not a
-  JSON object).
+  JSON object). A 400 that names an unknown model is ``unavailable`` too; one that says the
+  input is too long gets the caller's ``size`` note (how long this request's input was);
+- **time limit**: ``timeout`` bounds a whole attempt, not only each read, so a server that
+  trickles its reply cannot hold a request for longer;
+- **secrets**: no message holds the API key or a password in the URL, even when a server
+  or ``httpx`` quotes them; a key with surrounding whitespace (a pasted line) is stripped,
+  one with a character no header can carry is refused before any request;
+- **odd bodies**: an HTML page (a proxy's error page, a web UI at the wrong URL) is named by
+  its title, a body in another charset than UTF-8 is read by its declared charset, and a
+  reply streamed as server-sent events though not asked for goes to ``merge_stream`` (or is
+  one clear error).
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import random
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -32,14 +45,54 @@ __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
+#: a 400's message that says the input does not fit the model's context
+_TOO_LONG = re.compile(
+    r"context (length|size|window)|maximum context|too long|too many tokens|exceeds? (the )?(available|max)",
+    re.IGNORECASE,
+)
+#: a 400's message that says the model is not served here (OpenRouter, LiteLLM, LM Studio ...)
+_NO_MODEL = re.compile(
+    r"\bmodel\b.{0,120}\b(not found|does not exist|is not available|not loaded)"
+    r"|not a valid model|\b(unknown|invalid) model\b|model_not_found",
+    re.IGNORECASE,
+)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.IGNORECASE | re.DOTALL)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def html_text(text: str) -> str | None:
+    """What an HTML page says, on one line: its ``<title>``, else its text without tags;
+    ``None`` if ``text`` is not an HTML page."""
+    head = text.lstrip()[:200].lower()
+    if not head.startswith(("<!doctype html", "<html", "<head", "<body", "<title")):
+        return None
+    title = _TITLE.search(text)
+    shown = title.group(1) if title and title.group(1).strip() else _TAG.sub(" ", text)
+    return _one_line(html.unescape(shown)) or "an empty page"
+
+
+def read_json(resp: httpx.Response) -> Any:
+    """The body as JSON: UTF-8 (or UTF-16/32) as JSON says, else the charset the response
+    declares. Raises ``ValueError`` if it is not JSON in either."""
+    try:
+        return resp.json()
+    except UnicodeDecodeError:
+        return json.loads(resp.text)
+
+
 def error_detail(resp: httpx.Response) -> str:
     """The endpoint's own error message of a failed response, on one line (200 characters
-    at most): ``{"error": {"message": ...}}``, ``{"detail": ...}``, or the body's text."""
+    at most): ``{"error": {"message": ...}}``, ``{"detail": ...}``, an HTML page's title,
+    or the body's text."""
     try:
-        body = resp.json()
-    except (json.JSONDecodeError, ValueError):
-        text = resp.text.strip().replace("\n", " ")
-        return text[:200]
+        body = read_json(resp)
+    except ValueError:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        page = html_text(resp.text)
+        return f"an HTML page: {page}" if page is not None else _one_line(resp.text)
     err = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(err, dict):
         msg = err.get("message") or err.get("detail") or json.dumps(err)[:200]
@@ -48,11 +101,42 @@ def error_detail(resp: httpx.Response) -> str:
     return str(msg).replace("\n", " ")[:200]
 
 
+def _stream_events(text: str) -> list[dict[str, Any]] | None:
+    """The JSON objects of a server-sent event stream (``data: {...}`` lines, ``[DONE]``
+    skipped); ``None`` if ``text`` is not one."""
+    if not text.lstrip().startswith(("data:", "event:", ":")):
+        return None
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if not data or data == "[DONE]":
+            continue
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return None
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _header_safe(api_key: str) -> int | None:
+    """The position of the first character of ``api_key`` an HTTP header cannot carry
+    (a control or non-ASCII character), or ``None``."""
+    for i, ch in enumerate(api_key):
+        if not " " <= ch <= "~":
+            return i
+    return None
+
+
 class JsonPoster:
     """An ``httpx.AsyncClient`` for one API root (``base_url``, e.g.
     ``http://127.0.0.1:8000/v1``) that posts JSON objects and returns JSON objects (module
     doc). ``name`` starts every error message; at most ``max_concurrency`` requests are in
-    flight at once."""
+    flight at once. ``merge_stream`` turns the events of a reply streamed though not asked
+    for into the reply's JSON object."""
 
     def __init__(
         self,
@@ -70,6 +154,7 @@ class JsonPoster:
         backoff_max: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        merge_stream: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
     ) -> None:
         self.base_url = http_url(base_url, "base_url", error).rstrip("/")
         self.name = name
@@ -79,12 +164,27 @@ class JsonPoster:
         self.max_retries = max(0, int(max_retries))
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self.merge_stream = merge_stream
         self._rng = random.Random()
         self._sleep = sleep
         self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
+        api_key = (api_key or "").strip()
+        self._secrets = [api_key] if api_key else []
+        password = urlsplit(self.base_url).password  # as written; httpx sends it decoded
+        if password:
+            self._secrets += sorted({password, unquote(password)}, key=len, reverse=True)
+        #: ``base_url`` as messages show it (a password in it masked)
+        self.shown_url = self.redact(self.base_url)
         headers = {"Accept": "application/json"}
         if api_key:
+            bad = _header_safe(api_key)
+            if bad is not None:
+                raise unavailable(
+                    f"{name}: the API key holds a character an HTTP header cannot carry (a control or "
+                    f"non-ASCII character at position {bad + 1} of {len(api_key)}); check the key"
+                )
             headers["Authorization"] = f"Bearer {api_key}"
+        self._has_key = bool(api_key)
         self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
@@ -95,17 +195,32 @@ class JsonPoster:
             transport=transport,
         )
 
+    def redact(self, text: str) -> str:
+        """``text`` with the API key and a URL password replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
     def _backoff(self, attempt: int) -> float:
         return backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to ``base_url + path``; the reply's JSON object."""
+    async def _send(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """One attempt, the whole of it within ``timeout`` (httpx bounds each read only)."""
+        async with self._sem:
+            try:
+                return await asyncio.wait_for(self._client.post(url, json=body), self.timeout)
+            except asyncio.TimeoutError:
+                raise httpx.ReadTimeout("the whole reply took too long") from None
+
+    async def post(self, path: str, body: dict[str, Any], *, size: str | None = None) -> dict[str, Any]:
+        """POST ``body`` to ``base_url + path``; the reply's JSON object. ``size`` says how
+        long the input was, for a 400 that says it is too long."""
         url = f"{self.base_url}{path}"
+        shown = f"{self.shown_url}{path}"
         attempt = 0
         while True:
             try:
-                async with self._sem:
-                    resp = await self._client.post(url, json=body)
+                resp = await self._send(url, body)
             except httpx.TimeoutException as e:
                 if isinstance(e, httpx.ConnectTimeout) and attempt < self.max_retries:
                     await self._sleep(self._backoff(attempt))
@@ -113,11 +228,12 @@ class JsonPoster:
                     continue
                 kind = type(e).__name__
                 raise self.error(
-                    f"{self.name}: POST {url} timed out ({kind}, limit {self.timeout:g} s)"
-                ) from e
+                    f"{self.name}: POST {shown} timed out ({kind}, limit {self.timeout:g} s; "
+                    "a slow server needs a longer time limit, e.g. --llm-timeout)"
+                ) from None
             except UnicodeEncodeError as e:
                 raise self.error(
-                    f"{self.name}: the request to {url} holds text that is not valid Unicode ({e.reason})"
+                    f"{self.name}: the request to {shown} holds text that is not valid Unicode ({e.reason})"
                 ) from None
             except (httpx.TransportError, OSError) as e:
                 if attempt < self.max_retries:
@@ -125,21 +241,11 @@ class JsonPoster:
                     attempt += 1
                     continue
                 raise self.unavailable(
-                    f"{self.name}: cannot reach {url} after {attempt + 1} attempts: "
-                    f"{type(e).__name__}: {e or 'connection failed'}"
-                ) from e
+                    f"{self.name}: cannot reach {shown} after {attempt + 1} attempts: "
+                    f"{type(e).__name__}: {self.redact(str(e)) or 'connection failed'}"
+                ) from None
             if resp.status_code < 400:
-                try:
-                    data = resp.json()
-                except (json.JSONDecodeError, ValueError) as e:
-                    raise self.error(
-                        f"{self.name}: POST {url} returned non-JSON ({resp.text[:100]!r})"
-                    ) from e
-                if not isinstance(data, dict):
-                    raise self.error(
-                        f"{self.name}: POST {url} returned {type(data).__name__}"
-                    )
-                return data
+                return self._reply(resp, shown)
             if resp.status_code in RETRY_STATUS and attempt < self.max_retries:
                 wait = parse_retry_after(resp.headers.get("retry-after"))
                 delay = (
@@ -150,16 +256,47 @@ class JsonPoster:
                 await self._sleep(delay)
                 attempt += 1
                 continue
-            detail = error_detail(resp)
-            msg = f"{self.name}: POST {url} -> HTTP {resp.status_code}: {detail}"
-            if resp.status_code in (401, 403):
-                raise self.unavailable(msg + " (check the API key)")
-            if resp.status_code == 404:  # a wrong base URL or model: every request would fail
-                hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"
-                raise self.unavailable(f"{msg} ({hint})")
-            if resp.status_code in RETRY_STATUS:  # down or overloaded, not this request's fault
-                raise self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
-            raise self.error(msg)
+            raise self._failure(resp, shown, attempt, size)
+
+    def _reply(self, resp: httpx.Response, shown: str) -> dict[str, Any]:
+        """The JSON object of a successful response (module doc: odd bodies)."""
+        try:
+            data = read_json(resp)
+        except ValueError:
+            events = _stream_events(resp.text)
+            if events is not None and self.merge_stream is not None:
+                return self.merge_stream(events)
+            page = html_text(resp.text)
+            if events is not None:
+                why = "streamed its reply as server-sent events, though not asked to"
+            elif page is not None:
+                why = f"returned an HTML page ({self.redact(page)}), not JSON: is {self.shown_url} the API root (e.g. .../v1)?"
+            else:
+                why = f"returned non-JSON ({self.redact(resp.text[:100])!r})"
+            raise self.error(f"{self.name}: POST {shown} {why}") from None
+        if not isinstance(data, dict):
+            what = "null" if data is None else type(data).__name__
+            raise self.error(f"{self.name}: POST {shown} returned a JSON {what}, not an object")
+        return data
+
+    def _failure(self, resp: httpx.Response, shown: str, attempt: int, size: str | None) -> Exception:
+        """The named error of a response that failed for good."""
+        status = resp.status_code
+        detail = self.redact(error_detail(resp))  # a server may quote the key it refused
+        msg = f"{self.name}: POST {shown} -> HTTP {status}: {detail}"
+        if status in (401, 403):
+            hint = "check the API key" if self._has_key else "no API key was sent: set one (the CLI reads $OPENAI_API_KEY)"
+            return self.unavailable(f"{msg} ({hint})")
+        if status == 404:  # a wrong base URL or model: every request would fail
+            hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"
+            return self.unavailable(f"{msg} ({hint})")
+        if status in RETRY_STATUS:  # down or overloaded, not this request's fault
+            return self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
+        if status in (400, 422) and _NO_MODEL.search(detail):
+            return self.unavailable(f"{msg} (check the model name)")
+        if size and (status == 413 or (status in (400, 422) and _TOO_LONG.search(detail))):
+            return self.error(f"{msg} (this request: {size})")
+        return self.error(msg)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from traversals.errors import BadInput, LLMError, LLMUnavailable, ScoringNotSupported
+from traversals.errors import BadInput, LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.llm.base import LLM
 from traversals.llm.factory import open_llm
 from traversals.llm.openai import OpenAICompatibleLLM
@@ -328,7 +328,8 @@ async def test_score_is_unsupported_until_probed():
 async def test_probe_fails_cleanly_when_completions_missing():
     server = FakeServer(lambda r, b: httpx.Response(404, json={"error": {"message": "Not Found"}}))
     llm, _ = make(server, completion_template="chatml")
-    assert await llm.probe_scoring() is False
+    with pytest.warns(TraversalsWarning, match="cannot score options.*sampled decoding instead"):
+        assert await llm.probe_scoring() is False  # a template asked for scoring: say why it is off
     assert llm.can_score is False
     with pytest.raises(ScoringNotSupported, match="cannot score"):
         await llm.score("q", ["a"])
@@ -359,7 +360,8 @@ async def test_probe_rejects_misaligned_logprobs():
         lambda r, b: httpx.Response(200, json=echo_completion(b["prompt"], logprob=-10.0))
     )
     llm, _ = make(server, completion_template="chatml")
-    assert await llm.probe_scoring() is False
+    with pytest.warns(TraversalsWarning, match="misaligned"):
+        assert await llm.probe_scoring() is False
     assert "misaligned" in llm.scoring_reason
     await llm.close()
 

@@ -93,11 +93,12 @@ def open_llm(
 
         if not arg:
             raise BadInput("openai needs a model name: --llm openai:MODEL")
+        url = (url or "").strip()  # a value pasted with its newline
         if not url:
             raise BadInput(
                 f"--llm {spec} needs the endpoint URL: pass --llm-url or set OPENAI_BASE_URL on the command "
                 "line, url= in open_llm (e.g. http://127.0.0.1:8000/v1)"
             )
-        http_url(url, "--llm-url")
+        http_url(url, "the LLM URL (--llm-url or $OPENAI_BASE_URL)")
         return OpenAICompatibleLLM(url, arg, api_key=api_key, **kw)
     raise BadInput(f"unknown LLM spec {spec!r}; use one of: {_forms()}")

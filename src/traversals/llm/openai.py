@@ -15,12 +15,22 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
   timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect) or
   :class:`LLMError`, with one line naming the URL (:class:`traversals.http_json.JsonPoster`,
   shared with the embeddings client).
+- **odd servers**: a base URL given as the full endpoint (``.../v1/chat/completions``) is
+  cut back to the API root; ``stream`` is sent as false, and a reply streamed anyway is
+  merged from its chunks; a leading ``<think>...</think>`` block is dropped from a reply,
+  and a reply that spent all of ``max_tokens`` before any text (a reasoning model thinking)
+  is an :class:`LLMError` saying so; a 400 for a prompt too long for the context names the
+  prompt's size.
 - **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
   finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM,
   llama-cpp-python's server) *and* a ``completion_template`` is known to render the chat
   prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
   ``{prompt}``). :meth:`score` then sums the echoed log-probabilities of each option's
-  tokens; otherwise it raises :class:`ScoringNotSupported`.
+  tokens; otherwise it raises :class:`ScoringNotSupported`. Echoed log-probabilities
+  are read in the completions format (``tokens``/``token_logprobs``, ``text_offset`` if
+  given) or the chat format (``content[].token``/``logprob``). A probe that fails while a
+  template is configured warns (:class:`~traversals.errors.TraversalsWarning`) with the
+  reason, as the search then samples instead.
 """
 
 from __future__ import annotations
@@ -28,11 +38,13 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
+import warnings
 from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
 
-from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported
+from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.http_json import JsonPoster
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
@@ -47,6 +59,51 @@ COMPLETION_TEMPLATES = {
 
 #: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
 MAX_SERVER_STOPS = 4
+
+#: endpoint paths a base URL may be given with by mistake (cut back to the API root)
+_ENDPOINTS = ("/chat/completions", "/completions")
+#: a reasoning model's thoughts written into the reply (Ollama, llama.cpp without a parser)
+_THINK = re.compile(r"\A\s*<think>.*?(</think>\s*|\Z)", re.DOTALL)
+
+
+def api_root(base_url: str) -> str:
+    """``base_url`` without a trailing slash or endpoint path (``.../v1/chat/completions``
+    -> ``.../v1``)."""
+    url = base_url.strip().rstrip("/")
+    for path in _ENDPOINTS:
+        if url.endswith(path):
+            return url[: -len(path)]
+    return url
+
+
+def merge_chunks(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One chat/completions reply from the chunks of a streamed one: each choice's
+    ``delta.content`` (or ``text``) joined, its last ``finish_reason``, the last ``usage``."""
+    texts: dict[int, list[str]] = {}
+    finish: dict[int, Any] = {}
+    usage: Any = None
+    for event in events:
+        if isinstance(event.get("usage"), dict):
+            usage = event["usage"]
+        for ch in event.get("choices") or []:
+            if not isinstance(ch, dict):
+                continue
+            index = ch.get("index")
+            i = index if isinstance(index, int) else 0
+            delta = ch.get("delta")
+            part = delta.get("content") if isinstance(delta, dict) else ch.get("text")
+            texts.setdefault(i, []).append(part if isinstance(part, str) else "")
+            if ch.get("finish_reason"):
+                finish[i] = ch["finish_reason"]
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": "".join(parts)}, "finish_reason": finish.get(i)}
+        for i, parts in sorted(texts.items())
+    ]
+    return {"choices": choices, "usage": usage} if usage is not None else {"choices": choices}
+
+
+def _size(text: str, max_tokens: int) -> str:
+    return f"a prompt of {len(text)} characters (about {len(text) // 4} tokens) + max_tokens {max_tokens}"
 
 
 class OpenAICompatibleLLM:
@@ -83,7 +140,7 @@ class OpenAICompatibleLLM:
         #: why scoring is off (after :meth:`probe_scoring`)
         self.scoring_reason: str = "not probed"
         self._http = JsonPoster(  # checks base_url (LLMError if it is not http(s))
-            base_url,
+            api_root(base_url) if isinstance(base_url, str) else base_url,
             name=self.name,
             error=LLMError,
             unavailable=LLMUnavailable,
@@ -96,15 +153,16 @@ class OpenAICompatibleLLM:
             backoff_max=backoff_max,
             transport=transport,
             sleep=sleep,
+            merge_stream=merge_chunks,
         )
         self.base_url = self._http.base_url
 
     # ------------------------------------------------------------------ HTTP
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: dict[str, Any], size: str | None = None) -> dict[str, Any]:
         """POST through the shared plumbing (:class:`~traversals.http_json.JsonPoster`):
         retries, ``Retry-After``, time limits, one-line errors."""
-        return await self._http.post(path, body)
+        return await self._http.post(path, {"stream": False, **body}, size=size)
 
     # ------------------------------------------------------------------ generate
 
@@ -139,15 +197,23 @@ class OpenAICompatibleLLM:
             body["stop"] = list(stop)[:MAX_SERVER_STOPS]
         if seed is not None:
             body["seed"] = seed
-        data = await self._post("/chat/completions", body)
+        data = await self._post("/chat/completions", body, _size(prompt + prefix, max_tokens))
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
+            err = data.get("error")
+            if isinstance(err, dict) and isinstance(err.get("message"), str):
+                raise LLMError(f"{self.name}: the server answered with an error: {self._http.redact(err['message'][:200])}")
             raise LLMError(f"{self.name}: reply has no choices: {json.dumps(data)[:200]}")
         if not all(isinstance(ch, dict) for ch in choices):
             raise LLMError(f"{self.name}: reply is not a chat completion (a choice is not an object): "
                            f"{json.dumps(data)[:200]}")
         index = [ch.get("index") if isinstance(ch.get("index"), int) else 0 for ch in choices]
         texts = [self._choice_text(ch, data) for _, ch in sorted(zip(index, choices), key=lambda p: p[0])]
+        if not any(texts) and all(ch.get("finish_reason") == "length" for ch in choices):
+            raise LLMError(
+                f"{self.name}: the reply reached max_tokens ({max_tokens}) before any answer text: "
+                "a reasoning model spends its tokens thinking; turn its thinking off or use another model"
+            )
         usage = data.get("usage")
         return texts, usage if isinstance(usage, dict) else {}
 
@@ -170,7 +236,7 @@ class OpenAICompatibleLLM:
         if not isinstance(content, str):
             raise LLMError(f"{self.name}: the reply's content is {type(content).__name__}, not text: "
                            f"{json.dumps(data)[:200]}")
-        return content
+        return _THINK.sub("", content, count=1)
 
     async def generate(
         self,
@@ -253,12 +319,9 @@ class OpenAICompatibleLLM:
             "echo": True,
             "logprobs": 1,
         }
-        data = await self._post("/completions", body)
+        data = await self._post("/completions", body, _size(text, 1))
         try:
-            lp = data["choices"][0]["logprobs"]
-            token_logprobs = list(lp["token_logprobs"])
-            offsets = [int(x) for x in lp["text_offset"]]
-            tokens = [str(t) for t in lp["tokens"]]
+            token_logprobs, offsets, tokens = _read_logprobs(data["choices"][0]["logprobs"])
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise ScoringNotSupported(
                 f"{self.name}: /completions did not return echoed logprobs"
@@ -301,25 +364,28 @@ class OpenAICompatibleLLM:
         try:
             lps, offsets, tokens, _ = await self._echo_logprobs(probe)
         except (LLMError, ScoringNotSupported) as e:
-            self.can_score = False
-            self.scoring_reason = f"/completions with echo+logprobs failed: {e}"
-            return False
+            return self._scoring_off(f"/completions with echo+logprobs failed: {e}")
         values = [float(x) for x in lps if isinstance(x, (int, float))]
         if len(values) < 4 or len(offsets) != len(lps):
-            self.can_score = False
-            self.scoring_reason = "the server does not echo prompt logprobs"
-            return False
+            return self._scoring_off("the server does not echo prompt logprobs")
         tail = values[len(values) // 2 :]
         mean = sum(tail) / len(tail)
         if mean < -1.5:
-            self.can_score = False
-            self.scoring_reason = (
-                f"echoed logprobs look misaligned (mean {mean:.1f} on a counting sequence)"
-            )
-            return False
+            return self._scoring_off(f"echoed logprobs look misaligned (mean {mean:.1f} on a counting sequence)")
+        if not _bare("".join(tokens)).endswith(_bare(probe)):  # generated tokens, not the prompt's
+            return self._scoring_off("the echoed tokens are not the prompt (the server ignores echo or max_tokens)")
         self.can_score = True
         self.scoring_reason = "ok"
         return True
+
+    def _scoring_off(self, reason: str) -> bool:
+        """Record why scoring is off and warn: a template was configured, so scoring was
+        asked for, and the search samples instead."""
+        self.can_score = False
+        self.scoring_reason = reason
+        warnings.warn(f"{self.name}: cannot score options ({reason}); sampled decoding instead",
+                      TraversalsWarning, stacklevel=3)
+        return False
 
     async def score(
         self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False
@@ -354,6 +420,37 @@ class OpenAICompatibleLLM:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _bare(text: str) -> str:
+    """``text`` without whitespace or the space marks some servers leave in token strings."""
+    return re.sub(r"[\s\u2581\u0120]", "", text)
+
+
+def _read_logprobs(lp: Any) -> tuple[list[float | None], list[int], list[str]]:
+    """(log-probabilities, character offsets, token strings) of a completion's
+    ``logprobs``: the completions format (``tokens``, ``token_logprobs``, ``text_offset``;
+    offsets counted from the token strings when missing) or the chat format
+    (``content: [{"token", "logprob"}, ...]``). Raises KeyError/TypeError/ValueError for
+    anything else."""
+    if isinstance(lp, dict) and isinstance(lp.get("content"), list) and "tokens" not in lp:
+        tokens = [str(t["token"]) for t in lp["content"]]
+        values = [t.get("logprob") for t in lp["content"]]
+        raw_offsets = None
+    else:
+        tokens = [str(t) for t in lp["tokens"]]
+        values = list(lp["token_logprobs"])
+        raw_offsets = lp.get("text_offset")
+    logprobs = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values]
+    if raw_offsets is None:
+        raw_offsets, pos = [], 0
+        for tok in tokens:
+            raw_offsets.append(pos)
+            pos += len(tok)
+    offsets = [int(x) for x in raw_offsets]
+    if not (len(tokens) == len(logprobs) == len(offsets)):
+        raise ValueError("tokens, logprobs and offsets differ in length")
+    return logprobs, offsets, tokens
 
 
 def _count(value: object) -> int:
