@@ -198,3 +198,14 @@ def test_a_label_that_starts_with_an_action_word_is_still_a_choice():
     assert machine.parse(rel, "answer").relation_key == "P1"
     assert machine.parse(rel, "SELECT_RELATION: P2").relation_key == "P2"
     assert machine.parse(rel, "ANSWER: Paris").type is ActionType.INVALID
+
+
+def test_relations_that_show_the_same_label_and_forged_markers_stay_apart():
+    a, b, c, d = Entity("Q1", "A"), Entity("Q2", "B"), Entity("Q3", "C"), Entity("Q4", "(3 more not shown)")
+    directed, directed_by = Relation("P1", "directed"), Relation("P2", "directed by")
+    sg = Subgraph().with_entities([a]).extend(
+        [Fact(a, directed, b), Fact(a, directed_by.reversed(), c), Fact(a, Relation("P3", "x [P9]"), d)]
+    )
+    assert yaml.safe_load("\n".join(sg.render_edges())) == {
+        "A": {"directed [P1]": "B", "directed [~P2]": "C", "x [P9] [P3]": "(3 more not shown) [Q4]"}
+    }

@@ -30,6 +30,10 @@ _PLAIN = re.compile(r"^[^\s\-?:,\[\]{}#&*!|>'\"%@`\\][^\n\r\t\\\"]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: how :meth:`Subgraph.names` marks an entity whose label another shares: "Paris [Q90]"
 _MARKED = re.compile(r"(?:^|\s)\[[A-Za-z]\d+\]$")
+#: how :meth:`Subgraph.relation_names` marks a relation whose label another shares: "directed [~P57]"
+_MARKED_KEY = re.compile(r"\s\[~?[^\s\[\]]+\]$")
+#: the marker of the edges a KG did not return, which no entity may look like
+_MORE = re.compile(r"^\(\d+ more not shown\)$")
 #: the most characters of one label, description or relation label a prompt shows
 MAX_SHOWN = 300
 
@@ -163,17 +167,30 @@ class Subgraph:
         out = {}
         for e in self.entities:
             name, h = clip(e.label), self.handle(e)
-            if seen[(e.kg, name)] > 1 or (name in handles and name != h) or _MARKED.search(name):
+            if seen[(e.kg, name)] > 1 or (name in handles and name != h) or _MARKED.search(name) or _MORE.match(name):
                 name = f"{name} [{h}]".lstrip()
             out[(e.kg, e.id)] = name
         return out
 
+    def relation_names(self) -> dict[tuple[str, str], str]:
+        """(kg, key) -> the walked relation's name in the edges block: its label
+        (clipped, :func:`clip`), followed by `` [key]`` when another relation of its KG walked in
+        the subgraph shows the same label ("directed" forward, and "directed by" walked
+        back), so their edges are not merged under one name."""
+        shown_as = {(f.relation.kg, f.relation.key): clip(f.relation.display) for f in self.facts}
+        seen = Counter((kg, name) for (kg, _), name in shown_as.items())
+        return {
+            (kg, key): f"{name} [{key}]" if seen[(kg, name)] > 1 or _MARKED_KEY.search(name) else name
+            for (kg, key), name in shown_as.items()
+        }
+
     def render_edges(self, indent: str = "  ") -> list[str]:
         names = self.names()
+        rel_names = self.relation_names()
         groups: dict[str, dict[str, list[str]]] = {}
         for f in self.facts:
             rels = groups.setdefault(names[(f.source.kg, f.source.id)], {})
-            rels.setdefault(clip(f.relation.display), []).append(names[(f.target.kg, f.target.id)])
+            rels.setdefault(rel_names[(f.relation.kg, f.relation.key)], []).append(names[(f.target.kg, f.target.id)])
         more: dict[tuple[str, str], int] = {}
         for src_id, rel_key, n in self.omitted:
             more[(src_id, rel_key)] = n
@@ -181,7 +198,7 @@ class Subgraph:
         for f in self.facts:
             hidden = more.get((f.source.id, f.relation.key))
             if hidden:
-                omitted_by_label[(names[(f.source.kg, f.source.id)], clip(f.relation.display))] = hidden
+                omitted_by_label[(names[(f.source.kg, f.source.id)], rel_names[(f.relation.kg, f.relation.key)])] = hidden
         lines = []
         for src, rels in groups.items():
             lines.append(f"{indent}{yaml_scalar(src)}:")
