@@ -303,7 +303,8 @@ async def test_completions_missing_falls_back_to_sampling_with_a_warning():
         return httpx.Response(404, json={"detail": "Not Found"})
 
     llm, _ = make(respond, completion_template="chatml")
-    with pytest.warns(TraversalsWarning, match="cannot score options"):
+    with pytest.warns(TraversalsWarning, match=r"cannot score options \(the server has no /completions endpoint") as w:
         assert await llm.probe_scoring() is False
+    assert "check the base URL" not in str(w[0].message)  # the base URL is right: chat works
     assert (await llm.generate("q")).texts == ["Paris"]  # generation is unaffected
     await llm.close()

@@ -364,6 +364,8 @@ class OpenAICompatibleLLM:
         try:
             lps, offsets, tokens, _ = await self._echo_logprobs(probe)
         except (LLMError, ScoringNotSupported) as e:
+            if "HTTP 404" in str(e):  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
+                return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
             return self._scoring_off(f"/completions with echo+logprobs failed: {e}")
         values = [float(x) for x in lps if isinstance(x, (int, float))]
         if len(values) < 4 or len(offsets) != len(lps):
