@@ -208,7 +208,7 @@ def test_write_ntriples(tmp_path):
     assert len(spo) == 2 + 5
     assert (iris.entity_iri("Kismet"), iris.relation_iri("has_genre"), iris.entity_iri("Drama")) in spo
     assert (iris.relation_iri("has_genre"), LABEL, "has genre") in spo
-    assert not (tmp_path / "kb.nt.part").exists()
+    assert not list(tmp_path.glob("*.part"))
 
 
 def test_write_ntriples_gzip(tmp_path):
@@ -234,7 +234,7 @@ def test_write_ntriples_refusals(tmp_path):
     (tmp_path / "taken.nt").mkdir()  # a directory where the output should go
     with pytest.raises(BadInput, match="cannot write the output"):
         formats.write_ntriples(src, tmp_path / "taken.nt")
-    assert not (tmp_path / "taken.nt.part").exists()
+    assert not list(tmp_path.glob("*.part"))
 
 
 def test_failed_conversion_leaves_no_output(tmp_path):
@@ -243,7 +243,7 @@ def test_failed_conversion_leaves_no_output(tmp_path):
     out = tmp_path / "kb.nt"
     with pytest.raises(BadInput):
         formats.write_ntriples(bad, out)
-    assert not out.exists() and not (tmp_path / "kb.nt.part").exists()
+    assert not out.exists() and not list(tmp_path.glob("*.part"))
 
 
 HOSTILE = [
@@ -339,7 +339,7 @@ def test_kg_convert_of_a_damaged_gzip_is_bad_input_and_writes_nothing(tmp_path):
     for path in damaged_gzips(tmp_path, ".txt", "a|r|b\nc|r|d\n"):
         with pytest.raises(BadInput, match="not a valid gzip file"):
             formats.write_ntriples(path, out)
-        assert not out.exists() and not (tmp_path / "out.nt.part").exists()
+        assert not out.exists() and not list(tmp_path.glob("*.part"))
 
 
 @pytest.mark.parametrize("text", ["", "\n\n   \n", "just words\nno|delimiters\n"])
@@ -348,4 +348,18 @@ def test_kg_convert_refuses_a_file_without_triples(tmp_path, text):
     out = tmp_path / "out.nt"
     with pytest.raises(BadInput, match=r"empty\.txt holds no triples"):
         formats.write_ntriples(src, out)
-    assert not out.exists() and not (tmp_path / "out.nt.part").exists()
+    assert not out.exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_two_converts_to_one_output_do_not_share_a_temporary_file(tmp_path, monkeypatch):
+    from traversals.kg import formats
+
+    src = tmp_path / "kb.txt"
+    src.write_text("a|r|b\n")
+    seen = []
+    real = formats.tempfile.mkstemp
+    monkeypatch.setattr(formats.tempfile, "mkstemp", lambda **kw: seen.append(real(**kw)) or seen[-1])
+    for _ in range(2):
+        formats.write_ntriples(src, tmp_path / "kb.nt")
+    assert len({name for _, name in seen}) == 2 and "/relation/r> " in (tmp_path / "kb.nt").read_text()
+    assert not list(tmp_path.glob("*.part"))

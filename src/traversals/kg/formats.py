@@ -53,6 +53,7 @@ import io
 import logging
 import os
 import re
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -572,7 +573,10 @@ def write_ntriples(
 
     stats = ReadStats()
     triples = iter_plain_rdf(src, delimiter=delimiter, stats=stats)
-    tmp = dst.with_name(dst.name + ".part")
+    # a name of its own: two converts to one output never write the same temporary file
+    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".", suffix=".part")
+    os.close(fd)
+    tmp = Path(tmp_name)
     try:
         with gzip.open(tmp, "wb") if compressed else open(tmp, "wb") as out:
             ox.serialize(triples, cast(IO[bytes], out), ox.RdfFormat.N_TRIPLES)

@@ -206,7 +206,9 @@ class LlamaCppLLM:
             )
         except Exception as e:
             raise LLMUnavailable(
-                f"cannot load model {self.model_path} (corrupt or not a GGUF file?): {e}"
+                f"cannot load model {self.model_path} (corrupt or not a GGUF file?): {e}. A model traversals "
+                "fetched: `traversals model status` checks the cache and `traversals model fetch NAME` replaces "
+                "a damaged file"
             ) from e
         self.load_seconds = time.perf_counter() - t0
         self._llm = llm
