@@ -18,6 +18,7 @@ from ..llm.base import LLM, Usage
 from .choices import option_probs
 from .kgset import KGSet
 from .machine import normalise_label
+from .subgraph import shown
 from .templates import render
 
 _BRACKETS = re.compile(r"\[([^\[\]]+)\]")
@@ -85,7 +86,7 @@ class Linker:
     async def _choose(self, question: str, mention: str, cands: list[Entity], usage: Usage) -> Entity:
         ids = [f"C{i + 1}" for i in range(len(cands))]
         lines = "\n".join(
-            f"{i}: {c.label}" + (f" - {c.description}" if c.description else "") for i, c in zip(ids, cands)
+            f"{i}: {shown(c.label)}" + (f" - {shown(c.description)}" if c.description else "") for i, c in zip(ids, cands)
         )
         prompt = render("link_entity", query=question, mention=mention, options=lines)
         if self.constrained:

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..kg.base import Edge, Entity
 from .machine import Node
-from .subgraph import Fact, Subgraph
+from .subgraph import Fact, Subgraph, shown
 
 
 def reached_back(fact: Fact, root: Subgraph, subgraph: Subgraph) -> bool:
@@ -143,7 +143,7 @@ def render_paths(node: Node, limit: int = 3) -> str:
     """``  Bob Dylan -> mother -> Beatrice Stone -> mother -> Florence Stone``"""
     lines = []
     for path in answer_paths(node)[:limit]:
-        hops = [path[0].source.label] + [f"{f.relation.display} -> {f.target.label}" for f in path]
+        hops = [shown(path[0].source.label)] + [f"{shown(f.relation.display)} -> {shown(f.target.label)}" for f in path]
         lines.append("  " + " -> ".join(hops))
     return "\n".join(lines) or "  (no path in the knowledge graph)"
 

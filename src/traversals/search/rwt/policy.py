@@ -18,6 +18,7 @@ from ...kg.base import Relation
 from ...llm.base import LLM, Usage
 from ..choices import option_probs
 from ..templates import render
+from ..subgraph import shown
 from .state import PathNode, labels
 
 _GUESS = re.compile(r"(?:^|,|\[)\s*[A-C]\s*:\s*([^,\]\n]+)")
@@ -55,7 +56,7 @@ class RelationPolicy:
         handles = letters(len(relations))
         return render(
             "rwt_relations", question=question, entities=labels(node.entities), past=past,
-            relations=", ".join(f"{h}: {r.display}" for h, r in zip(handles, relations)),
+            relations=", ".join(f"{h}: {shown(r.display)}" for h, r in zip(handles, relations)),
         )
 
     async def priors(self, question: str, node: PathNode, relations: Sequence[Relation], usage: Usage) -> list[float]:
@@ -66,7 +67,8 @@ class RelationPolicy:
         prompt = self.prompt(question, node, relations)
         handles = letters(len(relations))
         if self.constrained:
-            return await option_probs(self.llm, prompt, [f" {h}: {r.display}" for h, r in zip(handles, relations)], usage)
+            return await option_probs(self.llm, prompt, [f" {h}: {shown(r.display)}" for h, r in zip(handles, relations)],
+                                      usage)
         gen = await self.llm.generate(prompt, prefix=" <answer>[", n=1, temperature=0.0, max_tokens=12 * len(relations),
                                       stop=["</answer>"])
         usage.add_generation(gen)

@@ -16,6 +16,7 @@ from typing import Any, Protocol, Sequence
 from ...kg.base import Edge, Edges, Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
+from ..subgraph import shown
 
 
 @dataclass(eq=False)
@@ -58,7 +59,7 @@ class PathNode:
         parts: list[str] = []
         for n in self.path():
             if n.relation is not None:
-                parts.append(n.relation.display)
+                parts.append(shown(n.relation.display))
             parts.append(labels(n.entities, limit=per_step))
         return arrow.join(parts)
 
@@ -115,8 +116,9 @@ class PathNode:
 
 
 def labels(entities: tuple[Entity, ...] | list[Entity], limit: int = 10) -> str:
-    shown = ", ".join(e.label for e in entities[:limit])
-    return shown + (f", … ({len(entities) - limit} more)" if len(entities) > limit else "")
+    """At most ``limit`` labels for a prompt, each on one line and cut (:func:`~..subgraph.shown`)."""
+    text = ", ".join(shown(e.label) for e in entities[:limit])
+    return text + (f", … ({len(entities) - limit} more)" if len(entities) > limit else "")
 
 
 class EdgeSource(Protocol):
