@@ -107,7 +107,9 @@ def build_solver(
     if cfg.decoding not in ("auto", "constrained", "sampled"):
         raise BadInput(f"unknown decoding {cfg.decoding!r}; choose auto, constrained or sampled")
     if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
-        raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options; use --decoding sampled or auto")
+        why = getattr(llm, "scoring_reason", None)
+        raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options{f' ({why})' if why else ''}; "
+                       "use --decoding sampled or auto")
     if hasattr(kgs, "get_edges"):  # one KG given where a list is expected
         raise BadInput("kgs is a list of knowledge graphs: pass [kg]")
     if not kgs:

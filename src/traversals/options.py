@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .validate import shown_url
+
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the SPARQL query cache")
@@ -227,6 +229,8 @@ def redact_secrets(argv: Sequence[str]) -> list[str]:
             hide_next = True
         elif eq and _secret_flag(flag):
             out.append(f"{flag}={REDACTED}")
+        elif "://" in arg:  # a URL's password (http://u:pw@host) is a secret too
+            out.append(f"{flag}={shown_url(arg[len(flag) + 1:])}" if eq and flag.startswith("-") else shown_url(arg))
         else:
             out.append(arg)
     return out

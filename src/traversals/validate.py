@@ -4,11 +4,28 @@ error class) before any request is made, not a traceback from deep inside ``http
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 import httpx
 
 from .errors import BadInput
 
-__all__ = ["http_url", "unicode_text"]
+__all__ = ["http_url", "shown_url", "unicode_text"]
+
+
+def shown_url(url: str) -> str:
+    """``url`` with the password of its user info replaced by ``***`` (for messages and
+    run records): ``http://u:pw@host/v1`` -> ``http://u:***@host/v1``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # a port that is not a number: no password can be told apart
+        return url
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def http_url(url: object, what: str, error: type[Exception] = BadInput) -> str:
@@ -20,13 +37,13 @@ def http_url(url: object, what: str, error: type[Exception] = BadInput) -> str:
         parsed = httpx.URL(url)
         port = parsed.port  # httpx checks the digits, not the range
     except (httpx.InvalidURL, ValueError, TypeError) as e:
-        raise error(f"{what} is not a valid URL ({e}): {url!r}") from None
+        raise error(f"{what} is not a valid URL ({e}): {shown_url(url)!r}") from None
     if parsed.scheme not in ("http", "https"):
-        raise error(f"{what} must be an http(s) URL, got {url!r}")
+        raise error(f"{what} must be an http(s) URL, got {shown_url(url)!r}")
     if not parsed.host:
-        raise error(f"{what} has no host: {url!r}")
+        raise error(f"{what} has no host: {shown_url(url)!r}")
     if port is not None and not 0 < port < 65536:
-        raise error(f"{what} has port {port}, outside 1-65535: {url!r}")
+        raise error(f"{what} has port {port}, outside 1-65535: {shown_url(url)!r}")
     return url
 
 

@@ -64,3 +64,30 @@ def test_cli_refusals_come_before_any_model_is_loaded(tmp_path, capsys):
     assert main(["eval", "metaqa-1hop", "--data", str(tmp_path), "--strategy", "chain", "--out", str(tmp_path / "r"),
                  "--retry-errors"]) == 2
     assert "--retry-errors goes with --resume" in capsys.readouterr().err
+
+
+def test_a_url_password_never_reaches_a_message_or_a_run_record():
+    from traversals.embed.openai import OpenAIEmbedder
+    from traversals.options import redact_secrets
+    from traversals.validate import shown_url
+
+    assert shown_url("http://u:s3cret@h:8000/v1") == "http://u:***@h:8000/v1"
+    assert shown_url("http://h/v1") == "http://h/v1" and shown_url("http://u@h/v1") == "http://u@h/v1"
+    with pytest.raises(BadInput) as bad:
+        http_url("htp://u:s3cret@h/v1", "--llm-url")
+    assert "s3cret" not in str(bad.value) and "u:***@h" in str(bad.value)
+    argv = ["eval", "--llm-url", "http://u:s3cret@h/v1", "--kg=http://a:s3cret@kg/sparql", "--embedder-api-key", "k"]
+    assert "s3cret" not in " ".join(redact_secrets(argv))
+    assert redact_secrets(argv)[3] == "--kg=http://a:***@kg/sparql"
+    assert OpenAIEmbedder("http://u:s3cret@h/v1", "m")._http.shown_url == "http://u:***@h/v1"
+
+
+def test_constrained_decoding_refused_says_why_the_endpoint_cannot_score():
+    from traversals.api import SearchConfig, build_solver
+    from traversals.llm.scripted import ScriptedLLM
+    from tests.unit.kgdouble import dylan_kg
+
+    llm = ScriptedLLM(responses=["x"])
+    llm.scoring_reason = "no completion_template (e.g. 'chatml') configured"
+    with pytest.raises(BadInput, match=r"cannot score options \(no completion_template .*\); use --decoding sampled"):
+        build_solver("tree", llm, [dylan_kg()], SearchConfig(decoding="constrained"))

@@ -118,7 +118,7 @@ class OpenAIEmbedder:
         if len(lengths) > 1 or (lengths and self.dimensions not in (None, *lengths)):
             found = sorted(lengths | ({self.dimensions} if self.dimensions else set()))
             raise EmbedderError(
-                f"{self.name}: {self.url} returned vectors of different lengths ({found})"
+                f"{self.name}: {self._http.shown_url}/embeddings returned vectors of different lengths ({found})"
             )
         if lengths:
             self.dimensions = lengths.pop()
@@ -141,7 +141,7 @@ class OpenAIEmbedder:
         reply = await self._http.post(
             "/embeddings", {"model": self.model, "input": texts}
         )
-        where = f"{self.name}: {self.url}"
+        where = f"{self.name}: {self._http.shown_url}/embeddings"
         data = reply.get("data")
         if not isinstance(data, list):
             raise EmbedderError(

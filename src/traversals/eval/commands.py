@@ -13,6 +13,7 @@ from typing import Any
 
 from ..api import SearchConfig
 from ..errors import BadInput
+from ..validate import shown_url
 from ..options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
     open_llm_from_args, prepare_llm, redact_secrets, remote_kg_options,
@@ -122,7 +123,7 @@ async def _eval(args: argparse.Namespace) -> int:
     config: dict[str, Any] = {
         "strategy": strategy,
         "llm": args.llm,
-        "llm_url": url,
+        "llm_url": shown_url(url) if url else url,  # a password in it is not recorded
         "kg": kg_specs if strategy != "cot" else [],
         "data": str(Path(args.data).resolve()),
         # the search's own hyper-parameters; its RNG seed is not the sampling seed
@@ -133,7 +134,7 @@ async def _eval(args: argparse.Namespace) -> int:
     if not rwt:  # only RwT has a critical model
         config.pop("embedder", None)
     elif str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
-        config["embedder_url"] = (args.embedder_url or url or "").rstrip("/") or None
+        config["embedder_url"] = shown_url((args.embedder_url or url or "").rstrip("/")) or None
     if config.get("k") is None:  # the strategy decides (cot has none)
         config["k"] = {"tree": 3, "chain": 1}.get(strategy)
     opened: list[Any] = []
