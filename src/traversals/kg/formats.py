@@ -393,24 +393,31 @@ def _iter_delimited(p: Path, delimiter: str | None, st: ReadStats) -> Iterator[t
                 f"tab-separated lines"
             )
     st.delimiter = delimiter
-    header_checked = False
     with open_binary(p) as fh:
-        for lineno, line in _decoded_lines(fh, p):
-            st.lines = lineno
-            if not line.strip():
-                st.skip(lineno)
+        rows = ((n, split_fields(line, delimiter) if line.strip() else None) for n, line in _decoded_lines(fh, p))
+        yield from _triples(rows, st)
+
+
+def _triples(rows: Iterable[tuple[int, list[str] | None]], st: ReadStats) -> Iterator[tuple[str, str, str]]:
+    """The triples of a plain file's ``(line number, fields)`` rows (None: a blank
+    line): malformed rows skipped with their fault, a first well-formed row that is a
+    header (``subject, relation, object``) skipped."""
+    header_checked = False
+    for lineno, fields in rows:
+        st.lines = lineno
+        if fields is None:
+            st.skip(lineno)
+            continue
+        why = fault(fields)
+        if why:
+            st.skip(lineno, why)
+            continue
+        if not header_checked:
+            header_checked = True
+            if is_header(fields):
                 continue
-            fields = split_fields(line, delimiter)
-            why = fault(fields)
-            if why:
-                st.skip(lineno, why)
-                continue
-            if not header_checked:
-                header_checked = True
-                if is_header(fields):
-                    continue
-            st.triples += 1
-            yield fields[0], fields[1], fields[2]
+        st.triples += 1
+        yield fields[0], fields[1], fields[2]
 
 
 def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
@@ -418,35 +425,23 @@ def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
     with open_binary(p) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
         reader = csv.reader(text)
-        header_checked = False
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except UnicodeDecodeError as exc:
-                raise BadInput(
-                    f"{p}: near line {reader.line_num + 1}: not valid UTF-8 ({exc.reason})"
-                ) from exc
-            except csv.Error as exc:
-                st.skip(reader.line_num, str(exc))
-                continue
-            lineno = reader.line_num
-            st.lines = lineno
-            fields = _without_trailing_empties([f.strip() for f in row])
-            if not fields:
-                st.skip(lineno)
-                continue
-            why = fault(fields)
-            if why:
-                st.skip(lineno, why)
-                continue
-            if not header_checked:
-                header_checked = True
-                if is_header(fields):
+
+        def rows() -> Iterator[tuple[int, list[str] | None]]:
+            while True:
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    return
+                except UnicodeDecodeError as exc:
+                    raise BadInput(
+                        f"{p}: near line {reader.line_num + 1}: not valid UTF-8 ({exc.reason})"
+                    ) from exc
+                except csv.Error as exc:
+                    st.skip(reader.line_num, str(exc))
                     continue
-            st.triples += 1
-            yield fields[0], fields[1], fields[2]
+                yield reader.line_num, _without_trailing_empties([f.strip() for f in row]) or None
+
+        yield from _triples(rows(), st)
 
 
 # --------------------------------------------------------------------- plain files -> RDF
