@@ -10,13 +10,21 @@
   either KG (backends with :class:`~traversals.kg.base.IdentityLinks`). Only for a KG
   where that finds nothing, an exact (normalised) label match from ``search`` -- the
   paper's fallback of re-running ``initialize`` on the label, without an LLM call.
+
+Every call to a KG goes through :meth:`KGSet._call`, which is where a user's own backend
+meets the search: an exception it raises becomes a :class:`~traversals.errors.KGError`
+(``KGTimeout`` / ``KGUnavailable`` for timeouts and refused connections) naming the KG and
+the method; a method that is not ``async`` or returns the wrong type is refused the same
+way; and what it returns is bounded (at most ``limit`` items, duplicates dropped, the rest
+counted in ``omitted``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..kg.base import (
     DEFAULT_MAX_EDGES,
@@ -30,12 +38,51 @@ from ..kg.base import (
     Relation,
     Relations,
 )
-from ..errors import BadInput
+from ..errors import BadInput, KGError, KGTimeout, KGUnavailable, TraversalsError
 from ..llm.base import Usage
 
 
 def _norm(text: str) -> str:
     return " ".join(text.replace("_", " ").casefold().split())
+
+
+def _kind(value: object) -> str:
+    """``None``, ``a list``, ``an int``: what a method returned, for a message."""
+    name = type(value).__name__
+    return "None" if value is None else f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
+
+
+def _failure(where: str, exc: Exception) -> KGError:
+    """The named error for an exception a KG method raised: a timeout (``TimeoutError``,
+    httpx's or requests' ``*Timeout``) is a ``KGTimeout``, a refused connection
+    (``ConnectionError``, httpx's ``ConnectError``) a ``KGUnavailable``, the rest a ``KGError``."""
+    names = [c.__name__ for c in type(exc).__mro__]
+    why = f"{where} raised {type(exc).__name__}: {exc}" if str(exc) else f"{where} raised {type(exc).__name__}"
+    if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
+        return KGTimeout(why)
+    if isinstance(exc, ConnectionError) or any(n.startswith("Connect") for n in names):
+        return KGUnavailable(why)
+    return KGError(why)
+
+
+def _entity(where: str, value: object) -> Entity:
+    if not isinstance(value, Entity):
+        raise KGError(f"{where} returned {_kind(value)} where an Entity belongs (traversals.Entity(id, label))")
+    if not isinstance(value.id, str) or not value.id or not isinstance(value.label, str):
+        raise KGError(f"{where} returned an Entity whose id or label is not a string (or whose id is empty): {value!r}")
+    return value
+
+
+def _items(where: str, value: object, what: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple)):
+        raise KGError(f"{where} returned {_kind(value)} where a list of {what} belongs")
+    return tuple(value)
+
+
+def _omitted(where: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise KGError(f"{where} returned omitted={value!r}: the count of the items left out, an int of 0 or more")
+    return value
 
 
 class KGSet:
@@ -46,7 +93,10 @@ class KGSet:
         max_relations: int = DEFAULT_MAX_RELATIONS,
         max_edges: int = DEFAULT_MAX_EDGES,
         max_links_per_step: int = 20,
+        timeout: float | None = None,
     ) -> None:
+        """``timeout``: seconds one call to a KG may take before it fails with ``KGTimeout``
+        (None: no bound of its own; a remote backend has its own request timeout)."""
         if not kgs:
             raise ValueError("KGSet needs at least one knowledge graph")
         self.kgs = list(kgs)
@@ -61,8 +111,40 @@ class KGSet:
         self.max_relations = max_relations
         self.max_edges = max_edges
         self.max_links_per_step = max_links_per_step
+        self.timeout = timeout
         # entity (kg, id) -> same entity in other KGs
         self._links: dict[tuple[str, str], list[Entity]] = {}
+
+    async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``kg.method(*args, **kwargs)`` awaited, its failures turned into named errors."""
+        where = f"knowledge graph {kg.name!r}: {method}()"
+        fn = getattr(kg, method, None)
+        if not callable(fn):
+            raise BadInput(f"{where} is missing: a KnowledgeGraph has async search, get_relations, get_edges and close")
+        try:
+            pending = fn(*args, **kwargs)
+            if not inspect.isawaitable(pending):
+                raise KGError(f"{where} is not async: it returned {_kind(pending)} instead of a coroutine "
+                              "(define it with `async def`)")
+            return await (pending if self.timeout is None else asyncio.wait_for(pending, self.timeout))
+        except TraversalsError:
+            raise
+        except TimeoutError as e:  # asyncio.wait_for's (self.timeout) or the backend's own
+            if self.timeout is not None and not str(e):
+                raise KGTimeout(f"{where} took longer than {self.timeout:g} s") from e
+            raise _failure(where, e) from e
+        except Exception as e:
+            raise _failure(where, e) from e
+
+    async def _search(self, kg: KnowledgeGraph, text: str, limit: int) -> list[Entity]:
+        """``kg.search``, checked, at most ``limit`` distinct entities stamped with the KG's name."""
+        where = f"knowledge graph {kg.name!r}: search()"
+        got = _items(where, await self._call(kg, "search", text, limit=limit), "Entity")
+        unique: dict[tuple[str, str], Entity] = {}
+        for e in (_entity(where, x) for x in got):
+            e = e if e.kg else replace(e, kg=kg.name)
+            unique.setdefault((e.kg, e.id), e)
+        return list(unique.values())[: max(0, limit)]
 
     @property
     def multi(self) -> bool:
@@ -80,7 +162,7 @@ class KGSet:
     async def search(self, text: str, usage: Usage, limit: int = 5) -> list[Entity]:
         async def one(kg: KnowledgeGraph) -> list[Entity]:
             usage.kg_calls += 1
-            return [e if e.kg else replace(e, kg=kg.name) for e in await kg.search(text, limit=limit)]
+            return await self._search(kg, text, limit)
 
         results = await asyncio.gather(*(one(kg) for kg in self.kgs))
         return [e for r in results for e in r]
@@ -95,8 +177,7 @@ class KGSet:
             if not mine:
                 return Relations(())
             usage.kg_calls += 1
-            rels = await kg.get_relations(mine, limit=cap)
-            return Relations(tuple(r if r.kg else replace(r, kg=kg.name) for r in rels.items), rels.omitted)
+            return self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap), cap)
 
         answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
         items: list[Relation] = []
@@ -109,23 +190,61 @@ class KGSet:
             items = items[:cap]
         return Relations(tuple(items), omitted)
 
+    @staticmethod
+    def _relations(kg: KnowledgeGraph, got: object, cap: int) -> Relations:
+        """``get_relations``' answer checked: distinct relations stamped with the KG's name,
+        at most ``cap``, the ones cut counted in ``omitted``."""
+        where = f"knowledge graph {kg.name!r}: get_relations()"
+        if not isinstance(got, Relations):
+            raise KGError(f"{where} returned {_kind(got)}: return traversals.Relations(items=(...), omitted=N)")
+        omitted = _omitted(where, got.omitted)
+        unique: dict[tuple[str, str], Relation] = {}
+        for r in _items(where, got.items, "Relation"):
+            if not isinstance(r, Relation):
+                raise KGError(f"{where} returned {_kind(r)} among its items where a Relation belongs "
+                              "(traversals.Relation(id, label))")
+            if not isinstance(r.id, str) or not r.id or not isinstance(r.label, str):
+                raise KGError(f"{where} returned a Relation whose id or label is not a string "
+                              f"(or whose id is empty): {r!r}")
+            unique.setdefault((r.kg, r.key), r if r.kg else replace(r, kg=kg.name))
+        items = list(unique.values())
+        return Relations(tuple(items[: max(0, cap)]), omitted + max(0, len(items) - cap))
+
     async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
+        """The edges along ``relation`` in the KG it came from: at most ``max_edges``
+        distinct ones (the rest counted in ``omitted``), and the entities they reach."""
         kg = self._kg_of(relation.kg)
         mine = [c for e in entities for c in self.copies(e, kg)]
         if not mine:
             return Edges(())
         usage.kg_calls += 1
-        got = await kg.get_edges(mine, relation, limit=self.max_edges)
+        got = await self._call(kg, "get_edges", mine, relation, limit=self.max_edges)
+        where = f"knowledge graph {kg.name!r}: get_edges()"
+        if not isinstance(got, Edges):
+            raise KGError(f"{where} returned {_kind(got)}: return traversals.Edges(edges=(...), "
+                          "new_entities=(...), omitted=N)")
+        omitted = _omitted(where, got.omitted)
         name = kg.name
 
-        def stamp(e: Entity) -> Entity:
+        def stamp(x: object) -> Entity:
+            e = _entity(where, x)
             return e if e.kg else replace(e, kg=name)
 
-        edges = tuple(
-            Edge(stamp(e.subject), e.relation if e.relation.kg else replace(e.relation, kg=name), stamp(e.object))
-            for e in got.edges
-        )
-        return Edges(edges, tuple(stamp(e) for e in got.new_entities), got.omitted)
+        edges: dict[Edge, None] = {}
+        for e in _items(where, got.edges, "Edge"):
+            if not isinstance(e, Edge) or not isinstance(e.relation, Relation):
+                raise KGError(f"{where} returned {_kind(e)} among its edges where an Edge belongs "
+                              "(traversals.Edge(subject, relation, object), all three traversals types)")
+            r = e.relation if e.relation.kg else replace(e.relation, kg=name)
+            edges.setdefault(Edge(stamp(e.subject), r, stamp(e.object)))
+        kept = list(edges)[: self.max_edges]
+        omitted += len(edges) - len(kept)
+        # the entities the kept edges reach: the KG's list, or the far ends not asked about
+        ends = [e.subject if relation.inverse else e.object for e in kept]
+        given = [stamp(x) for x in _items(where, got.new_entities, "Entity")]
+        asked = {(x.kg or name, x.id) for x in mine}
+        reached = [x for x in given if x in ends] if given else [x for x in ends if (x.kg, x.id) not in asked]
+        return Edges(tuple(kept), tuple(dict.fromkeys(reached)), omitted)
 
     async def sample_entities(self, n: int, usage: Usage, seed: int = 0) -> list[Entity]:
         """Up to ``n`` entities drawn at random, shared among the KGs that can draw them
@@ -140,7 +259,9 @@ class KGSet:
         for i, kg in enumerate(samplers):
             share = n // len(samplers) + (i < n % len(samplers))
             usage.kg_calls += 1
-            out.extend(e if e.kg else replace(e, kg=kg.name) for e in await kg.sample_entities(share, seed + i))
+            where = f"knowledge graph {kg.name!r}: sample_entities()"
+            got = _items(where, await self._call(kg, "sample_entities", share, seed + i), "Entity")
+            out.extend(e if e.kg else replace(e, kg=kg.name) for e in (_entity(where, x) for x in got[:share]))
         return out
 
     async def link(self, entities: Sequence[Entity], usage: Usage) -> None:
@@ -158,7 +279,7 @@ class KGSet:
             mine = [e for e in todo if e.kg == kg.name]
             if mine and isinstance(kg, IdentityLinks):
                 usage.kg_calls += 1
-                stated = await kg.same_as([e.id for e in mine])
+                stated = await self._same_as(kg, [e.id for e in mine])
                 for e in mine:
                     ids[(e.kg, e.id)] += [s.id for s in stated.get(e.id, []) if s.id != e.id]
 
@@ -167,14 +288,14 @@ class KGSet:
             same: dict[tuple[str, str], list[Entity]] = {}
             if others and isinstance(kg, IdentityLinks):
                 usage.kg_calls += 1
-                got = await kg.same_as(list(dict.fromkeys(i for e in others for i in ids[(e.kg, e.id)])))
+                got = await self._same_as(kg, list(dict.fromkeys(i for e in others for i in ids[(e.kg, e.id)])))
                 for e in others:
                     found = {s.id: s for i in ids[(e.kg, e.id)] for s in got.get(i, [])}
                     same[(e.kg, e.id)] = list(found.values())
 
             async def by_label(e: Entity) -> None:
                 usage.kg_calls += 1
-                hits = [c for c in await kg.search(e.label, limit=3) if _norm(c.label) == _norm(e.label)]
+                hits = [c for c in await self._search(kg, e.label, 3) if _norm(c.label) == _norm(e.label)]
                 same[(e.kg, e.id)] = hits[:1]
 
             await asyncio.gather(*(by_label(e) for e in others if not same.get((e.kg, e.id))))
@@ -192,6 +313,13 @@ class KGSet:
                 add((e.kg, e.id), other)
                 add((other.kg, other.id), e)
 
+    async def _same_as(self, kg: KnowledgeGraph, ids: list[str]) -> dict[str, list[Entity]]:
+        where = f"knowledge graph {kg.name!r}: same_as()"
+        got = await self._call(kg, "same_as", ids)
+        if not isinstance(got, dict):
+            raise KGError(f"{where} returned {_kind(got)} where a dict id -> list of Entity belongs")
+        return {i: [_entity(where, x) for x in _items(where, v, "Entity")] for i, v in got.items()}
+
     def option_keys(self, relations: Sequence[Relation]) -> list[str]:
         """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash)."""
         counts: dict[str, int] = {}
@@ -200,5 +328,18 @@ class KGSet:
         return [f"{r.kg}:{r.key}" if counts[r.key] > 1 else r.key for r in relations]
 
     async def close(self) -> None:
+        """Close every KG (a plain, non-async ``close`` is called as well); the first
+        failure is raised once all were tried, as a ``KGError`` unless it is one of ours."""
+        failed: list[tuple[KnowledgeGraph, Exception]] = []
         for kg in self.kgs:
-            await kg.close()
+            try:
+                pending = kg.close()
+                if inspect.isawaitable(pending):
+                    await pending
+            except Exception as exc:
+                failed.append((kg, exc))
+        if failed:
+            which, first = failed[0]
+            if isinstance(first, TraversalsError):
+                raise first
+            raise _failure(f"knowledge graph {which.name!r}: close()", first) from first

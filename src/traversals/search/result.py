@@ -13,10 +13,18 @@ NO_ANSWER = "Cannot find answer"
 
 @dataclass
 class Answer:
+    """One question's answer, with its provenance and its cost."""
+
     question: str
+    #: the answer as the LLM wrote it (several entities: comma-separated), or
+    #: :data:`NO_ANSWER` ("Cannot find answer"; :attr:`found` is false then)
     text: str
+    #: how sure the search is, in [0, 1] (the value function's rating); None: not rated (cot)
     value: float | None = None
+    #: provenance: the KG edges on every walk from the question's entities to the entities
+    #: the answer names, each stored as its KG states it (subject, forward relation, object)
     supporting_edges: list[Edge] = field(default_factory=list)
+    #: LLM calls and tokens, KG calls, spent on this question
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
     decoding: str = "sampled"  # "constrained" when options were scored by log-probability
@@ -34,6 +42,8 @@ class Answer:
 
     @property
     def found(self) -> bool:
+        """Whether the search gave an answer (it may still be wrong: see :attr:`value` and
+        :attr:`stopped`)."""
         return self.text != NO_ANSWER
 
     def to_json(self) -> dict:
