@@ -209,12 +209,18 @@ def screen_limit(wanted: int | None, kgs: Sequence[KnowledgeGraph]) -> int:
 
 async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph], embedder: Embedder | None = None) -> None:
     """Close the KGs, then the LLM, then the embedder if one is given and holds a
-    connection (what a command or a server opened)."""
-    for kg in kgs:
-        await kg.close()
-    await llm.close()
-    if embedder is not None:
-        await close_embedder(embedder)
+    connection (what a command or a server opened). Each is closed even when one before it
+    fails (a KG's plain, non-async ``close`` too, :meth:`KGSet.close`); the first failure
+    is raised at the end."""
+    try:
+        if kgs:
+            await KGSet(list(kgs)).close()
+    finally:
+        try:
+            await llm.close()
+        finally:
+            if embedder is not None:
+                await close_embedder(embedder)
 
 
 __all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all", "load_value_model"]

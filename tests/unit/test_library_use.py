@@ -297,3 +297,27 @@ async def test_an_llm_error_raised_by_the_users_llm_reaches_the_caller() -> None
     with pytest.raises(LLMError, match="503"):
         await build_solver("chain", MyLLM(down), [movies_kg()]).ask(QUESTION)
 
+
+
+async def test_close_all_closes_everything_even_when_a_kg_fails_to_close():
+    from traversals.api import close_all
+    from traversals.errors import KGError
+    from traversals.llm.scripted import ScriptedLLM
+
+    class PlainClose:  # a user's KG whose close is not async
+        name = "plain"
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    class Broken:
+        name = "broken"
+
+        async def close(self):
+            raise OSError("disk gone")
+
+    plain, llm = PlainClose(), ScriptedLLM(responses=["x"])
+    with pytest.raises(KGError, match="knowledge graph 'broken': close"):
+        await close_all(llm, [Broken(), plain])
+    assert plain.closed and llm.closed  # the failure did not leave the others open
