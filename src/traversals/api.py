@@ -16,6 +16,7 @@ from .embed import Embedder, close_embedder, open_embedder
 from .errors import BadInput
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
+from .llm.checked import checked
 from .search.cot import ChainOfThought
 from .search.events import EventSink
 from .search.kgset import KGSet
@@ -97,6 +98,7 @@ def build_solver(
     ``config.value_model`` already loaded (:func:`load_value_model`), shared the same way;
     without it the file is read here."""
     cfg = config or SearchConfig()
+    llm = checked(llm)  # a user's LLM that returns the wrong shape fails with a message naming it
     if on_event is not None and inspect.iscoroutinefunction(on_event):
         raise BadInput("on_event is called synchronously, so a coroutine function would never run: pass a plain "
                        "function (one that puts events on an asyncio.Queue, for instance)")

@@ -1,0 +1,96 @@
+"""A user's LLM, checked at the boundary: what :func:`~traversals.api.build_solver` hands
+to the search.
+
+The search trusts what an :class:`~.base.LLM` returns: ``generate`` gives a
+:class:`~.base.Generation` of strings, ``score`` a :class:`~.base.Scores` with one number
+per option. A backend written by a user can break that quietly — a ``score`` that returns
+fewer numbers than options made beam search answer with the wrong entity, a ``generate``
+that returns ``None`` failed deep inside the search as ``AttributeError: 'NoneType' object
+has no attribute 'prompt_tokens'``. :class:`CheckedLLM` checks each reply and turns every
+failure into an :class:`~traversals.errors.LLMError` that names the LLM and the method (the
+original exception kept as its cause); the library's own errors pass through unchanged.
+Every other attribute (``can_score``, ``scoring_reason``, a backend's own methods) is the
+wrapped LLM's, read when asked, so a probe that changes ``can_score`` is seen.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Sequence
+
+from ..errors import LLMError, TraversalsError
+from .base import LLM, Generation, Scores
+
+
+class CheckedLLM:
+    """``llm`` with its replies checked (module docstring). Wrapping twice is a no-op
+    (:func:`checked`)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+
+    def __getattr__(self, name: str) -> Any:  # name, can_score, a backend's own attributes
+        return getattr(self.llm, name)
+
+    def _where(self, method: str) -> str:
+        return f"LLM {getattr(self.llm, 'name', type(self.llm).__name__)!r}: {method}()"
+
+    async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        fn = getattr(self.llm, method, None)
+        if not callable(fn):
+            raise LLMError(f"{self._where(method)} is missing: an LLM needs async generate, score and close")
+        try:
+            pending = fn(*args, **kw)
+            if not inspect.isawaitable(pending):
+                raise LLMError(f"{self._where(method)} is not async: define it with `async def`")
+            return await pending
+        except TraversalsError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"{self._where(method)} raised {type(exc).__name__}: {exc}") from exc
+
+    async def generate(self, prompt: str, **kw: Any) -> Generation:
+        got = await self._call("generate", prompt, **kw)
+        if not isinstance(got, Generation):
+            raise LLMError(f"{self._where('generate')} returned {type(got).__name__}, not a Generation")
+        if not isinstance(got.texts, list) or not all(isinstance(t, str) for t in got.texts):
+            raise LLMError(f"{self._where('generate')} returned texts {_short(got.texts)}: a list of strings belongs there")
+        return got
+
+    async def score(self, prompt: str, options: Sequence[str], **kw: Any) -> Scores:
+        got = await self._call("score", prompt, options, **kw)
+        if not isinstance(got, Scores):
+            raise LLMError(f"{self._where('score')} returned {type(got).__name__}, not Scores")
+        lps = got.logprobs
+        if not isinstance(lps, list) or len(lps) != len(options):
+            n = len(lps) if isinstance(lps, list) else type(lps).__name__
+            raise LLMError(f"{self._where('score')} returned {n} log-probabilities for {len(options)} options")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lps):
+            raise LLMError(f"{self._where('score')} returned {_short(lps)}: log-probabilities are numbers "
+                           "(-inf for impossible)")
+        got.logprobs = [-math.inf if math.isnan(x) else float(x) for x in lps]  # NaN: impossible
+        return got
+
+    async def close(self) -> None:
+        close = getattr(self.llm, "close", None)
+        if close is None:
+            return
+        try:
+            pending = close()
+            if inspect.isawaitable(pending):
+                await pending
+        except TraversalsError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"{self._where('close')} raised {type(exc).__name__}: {exc}") from exc
+
+
+def checked(llm: LLM) -> LLM:
+    """``llm`` wrapped in :class:`CheckedLLM`, unless it already is."""
+    return llm if isinstance(llm, CheckedLLM) else CheckedLLM(llm)  # type: ignore[return-value]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,82 @@
+"""A user's LLM checked at the boundary (traversals.llm.checked): the wrong shape of reply
+is one LLMError naming the LLM and the method, through build_solver's search."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from traversals.api import SearchConfig, build_solver
+from traversals.errors import LLMError, LLMUnavailable
+from traversals.llm.base import Generation, Scores
+from traversals.llm.checked import CheckedLLM, checked
+from traversals.llm.scripted import ScriptedLLM
+
+from .kgdouble import dylan_kg
+
+
+class Mine:
+    """A user's LLM: ``reply`` is what generate returns, ``scores`` what score returns."""
+
+    name = "mine"
+    can_score = True
+
+    def __init__(self, reply=None, scores=None, raises=None):
+        self.reply, self.scores, self.raises = reply, scores, raises
+
+    async def generate(self, prompt, **kw):
+        if self.raises:
+            raise self.raises
+        return self.reply
+
+    async def score(self, prompt, options, **kw):
+        if self.raises:
+            raise self.raises
+        return self.scores(options) if callable(self.scores) else self.scores
+
+    async def close(self):
+        pass
+
+
+@pytest.mark.parametrize("llm, says", [
+    (Mine(reply=None), "LLM 'mine': generate() returned NoneType, not a Generation"),
+    (Mine(reply=Generation([None])), "generate() returned texts [None]: a list of strings belongs there"),
+    (Mine(raises=RuntimeError("CUDA out of memory")), "LLM 'mine': generate() raised RuntimeError: CUDA out of memory"),
+])
+async def test_a_user_llm_that_breaks_is_one_error_naming_it(llm, says):
+    solver = build_solver("cot", llm, [])
+    with pytest.raises(LLMError) as err:
+        await solver.ask("Who is Bob Dylan's mother?")
+    assert says in str(err.value)
+
+
+async def test_scores_of_the_wrong_length_fail_instead_of_choosing_the_wrong_option():
+    short = Mine(reply=Generation(["x"]), scores=Scores([0.0]))
+    with pytest.raises(LLMError, match=r"score\(\) returned 1 log-probabilities for 3 options"):
+        await CheckedLLM(short).score("p", ["a", "b", "c"])
+    solver = build_solver("beam", short, [dylan_kg()], SearchConfig(embedder="lexical"))
+    with pytest.raises(LLMError, match="log-probabilities for"):
+        await solver.ask("Who is Bob Dylan's mother?", topic_entities=["Bob Dylan"])
+
+
+async def test_nan_scores_read_as_impossible_and_the_librarys_own_errors_pass_through():
+    nan = CheckedLLM(Mine(scores=lambda options: Scores([math.nan] + [-1.0] * (len(options) - 1))))
+    assert (await nan.score("p", ["a", "b"])).logprobs == [-math.inf, -1.0]
+    with pytest.raises(LLMUnavailable, match="server down"):
+        await CheckedLLM(Mine(raises=LLMUnavailable("server down"))).generate("p")
+
+    class SyncGenerate(Mine):
+        def generate(self, prompt, **kw):
+            return Generation(["x"])
+
+    with pytest.raises(LLMError, match=r"generate\(\) is not async"):
+        await CheckedLLM(SyncGenerate()).generate("p")
+
+
+def test_the_wrapper_is_transparent_and_applied_once():
+    llm = ScriptedLLM(responses=["x"])
+    wrapped = checked(llm)
+    assert checked(wrapped) is wrapped and wrapped.name == "scripted" and wrapped.can_score is False
+    llm.can_score = True  # a probe that finds scoring works is seen through the wrapper
+    assert wrapped.can_score is True and wrapped.calls is llm.calls
