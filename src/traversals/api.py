@@ -79,6 +79,9 @@ class SearchConfig:
     #: pass ``build_solver(..., embedder=open_embedder(spec, url=..., api_key=...))``)
     embedder: str = "sbert"
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
+    #: seconds one call to a KG may take before the search fails with ``KGTimeout`` naming
+    #: it (None: no bound of the search's own; remote backends have their request timeout)
+    kg_timeout: float | None = None
 
 
 def build_solver(
@@ -122,7 +125,9 @@ def build_solver(
                     ("--simulations", cfg.simulations)):
         if n < 1:
             raise BadInput(f"{flag} must be at least 1, got {n}")
-    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges)
+    if cfg.kg_timeout is not None and not cfg.kg_timeout > 0:
+        raise BadInput(f"kg_timeout is a number of seconds over 0 (or None), got {cfg.kg_timeout}")
+    kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges, timeout=cfg.kg_timeout)
     if strategy in ("mcts", "beam"):
         from .search.rwt import (
             CriticalModel, HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout,

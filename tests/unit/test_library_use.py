@@ -240,6 +240,10 @@ async def test_a_hanging_kg_is_bounded_by_the_kgsets_timeout_or_by_the_callers()
     solver = build_solver("chain", MyLLM(toy_complete), [Misbehaving("get_relations", hang)])
     with pytest.raises(TimeoutError):  # without one, the caller's own bound cancels the search
         await asyncio.wait_for(solver.ask(QUESTION), timeout=0.2)
+    bounded = build_solver("chain", MyLLM(toy_complete), [Misbehaving("get_relations", hang)],
+                           SearchConfig(kg_timeout=0.05))  # SearchConfig's bound reaches the KGSet
+    with pytest.raises(KGTimeout, match=r"'movies': get_relations\(\) took longer than 0.05 s"):
+        await bounded.ask(QUESTION)
 
 
 async def test_over_long_answers_are_cut_to_the_limit_and_the_rest_counted() -> None:
