@@ -128,15 +128,15 @@ def build_solver(
     if cfg.kg_timeout is not None and not cfg.kg_timeout > 0:
         raise BadInput(f"kg_timeout is a number of seconds over 0 (or None), got {cfg.kg_timeout}")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges, timeout=cfg.kg_timeout)
+    model = value_model or load_value_model(cfg)
+    if model is not None:
+        check_value_model(model, kgs)
     if strategy in ("mcts", "beam"):
         from .search.rwt import (
             CriticalModel, HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout,
         )
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
-        model = value_model or load_value_model(cfg)
-        if model is not None:
-            check_value_model(model, kgs)
         rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
         return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
@@ -174,11 +174,9 @@ def build_solver(
         answers=cfg.answers,
     )
     value = None
-    model = value_model or load_value_model(cfg)
     if model is not None:
         from .search.trained_value import TrainedValue
 
-        check_value_model(model, kgs)
         value = TrainedValue(model)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
 
@@ -186,7 +184,10 @@ def build_solver(
 def check_value_model(model: ValueModel, kgs: Sequence[KnowledgeGraph]) -> None:
     """When every KG lists its relations (``relation_ids()``: the embedded ones), warn at
     once if the model knows none of them (``ValueModelMismatch``); otherwise the search
-    checks the relations it rates."""
+    checks the relations it rates. A model already settled (a server's, shared by every
+    request) is not checked again."""
+    if not model.check_schema:
+        return
     lists = [listed() for kg in kgs if callable(listed := getattr(kg, "relation_ids", None))]
     if kgs and len(lists) == len(kgs):
         model.check_kg(set().union(*lists))
@@ -224,7 +225,7 @@ async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph], embedder: Embedder 
             await KGSet(list(kgs)).close()
     finally:
         try:
-            await llm.close()
+            await checked(llm).close()  # a user's plain close too
         finally:
             if embedder is not None:
                 await close_embedder(embedder)
