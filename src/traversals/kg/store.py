@@ -94,7 +94,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence, Union
+from typing import Iterable, Iterator, Sequence, Union
 
 import pyoxigraph as ox
 from rapidfuzz import fuzz, process
@@ -234,12 +234,6 @@ def _select(
     solutions = store.query(query, substitutions=substitutions)
     assert isinstance(solutions, ox.QuerySolutions), "not a SELECT query"
     return solutions
-
-
-def _counted(item: Term, seen: list[int]) -> Term:
-    """``item``, counted in ``seen[0]`` (how many a generator yielded)."""
-    seen[0] += 1
-    return item
 
 
 def _key(term: Term) -> str:
@@ -553,14 +547,19 @@ class OxigraphKG:
                 continue  # a literal is no subject
             else:
                 quads = store.quads_for_pattern(term, pred, None, ox.DefaultGraph())
-            seen = [0]
-            others = (_counted(x, seen) for q in quads
-                      if not isinstance(x := q.subject if inverse else q.object, ox.Triple))
+
+            def others(quads: Iterable[ox.Quad] = quads) -> Iterator[Term]:
+                nonlocal total
+                for q in quads:
+                    x = q.subject if inverse else q.object
+                    if not isinstance(x, ox.Triple):  # a quoted triple is no entity
+                        total += 1
+                        yield x
+
             head = order(term)
             # the first ``keep`` by label in one pass over all of them, however many; only
             # ``keep`` are held at a time
-            rows.extend((head + order(o), term, o) for o in heapq.nsmallest(keep, others, key=order))
-            total += seen[0]
+            rows.extend((head + order(o), term, o) for o in heapq.nsmallest(keep, others(), key=order))
         rows.sort(key=lambda row: row[0])
         shown = [(a, o) for _, a, o in rows[:keep]]
         ents = self._entities([t for row in shown for t in row])
