@@ -979,7 +979,11 @@ def test_the_cli_prints_a_library_warning_as_one_line(capsys):
     assert capsys.readouterr().err == "traversals: warning: value model m.json was trained on ...\n"
     _show_warning(UserWarning("other"), UserWarning, "x.py", 3)
     assert "x.py:3: UserWarning: other" in capsys.readouterr().err
-    assert warnings.showwarning is not _show_warning  # installed by main() only while a command runs
+    from traversals.cli import main
+
+    before = warnings.showwarning
+    assert main(["view", "/nonexistent/trace.json"]) == 2  # a command ran (and failed)
+    assert warnings.showwarning is before  # main() installs its display only while a command runs
 
 
 def test_a_server_reads_its_value_model_once_and_shares_it(tmp_path, monkeypatch):
