@@ -13,6 +13,7 @@ import pytest
 from traversals.errors import BadInput
 from traversals.eval.datasets import DATASETS, Gold, load_dataset, sample_questions
 from traversals.eval.datasets.tog import is_fragment
+from traversals.eval.metrics import score
 from traversals.eval.metrics import em_in
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -170,6 +171,11 @@ def test_qald10():
     assert alts(q["qald10:test:8"]) == [("100",)]  # "+100" decimal
     assert alts(q["qald10:test:240"]) == [("1997-04-05",)]  # xsd:dateTime
     assert alts(q["qald10:test:242"]) == [("1900", "1900-01-01")]  # 1 January -> year
+    # a year before the common era (Athens founded; sperm whales first existed)
+    assert alts(q["qald10:test:357"]) == [("7000 BC", "-7000-01-01T00:00:00Z")]
+    assert alts(q["qald10:test:237"]) == [("3600000 BC", "-3600000-01-01T00:00:00Z")]
+    assert score("Around 7000 BCE.", q["qald10:test:357"].gold)["em_in"] == 1.0
+    assert score("7000", q["qald10:test:357"].gold)["em_in"] == 0.0  # not the same year
     assert q["qald10:test:313"].gold == []
     assert sum(len(x.gold) for x in ds.questions) > 394
 

@@ -196,3 +196,24 @@ def test_a_yes_no_question_is_scored_by_the_answers_polarity_not_by_containment(
         assert score(prediction, gold) == {"hits@1": want, "em_in": want, "f1": want}, prediction
     # a gold answer that is a word, not a polarity, is matched as before
     assert score("Yes (band)", [Gold("Yes (band)")])["em_in"] == 1.0
+
+
+def test_a_negative_number_is_not_its_absolute_value_and_scale_words_are_read():
+    from traversals.eval.metrics import normalize, score
+
+    assert normalize("-5 °C") == normalize("\u22125 °C") == "-5 c"
+    assert normalize("minus five") == normalize("-5") == "-5"
+    assert score("5", ["-5"])["em_in"] == 0.0 and score("It was -5", ["5"])["em_in"] == 0.0
+    assert score("(-5)", ["-5"]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+    # a hyphen inside a word or between numbers is still a space
+    assert normalize("COVID-19") == "covid 19" and normalize("1990-1995") == "1990 1995"
+    assert normalize("1941-05-24") == "1941 05 24"
+    # years before the common era, however written, are one negative year
+    assert {normalize(t) for t in ("44 BC", "44 B.C.", "44 BCE", "44 b.c.e.", "-44")} == {"-44"}
+    assert score("Julius Caesar died in 44 BC", ["-44"])["em_in"] == 1.0
+    assert score("in 44", ["44 BC"])["em_in"] == 0.0
+    # "45 million", "1.5 billion", "two thousand" are numbers
+    assert normalize("about 45 million people") == "about 45000000 people"
+    assert normalize("1.5 billion") == "1500000000" and normalize("two thousand") == "2000"
+    assert normalize("0.25 thousand") == "250" and normalize("1.2345 thousand") == "1234.5"
+    assert score("45 million", ["45,000,000"])["em_in"] == 1.0

@@ -16,7 +16,9 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
    the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date.
 3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
    trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); the number
-   words zero..twenty and thirty..ninety become digits.
+   words zero..twenty and thirty..ninety become digits. A minus that starts a number is
+   kept (``-5``, ``minus 5``), years before the common era are negative (``44 BC`` ->
+   ``-44``), and ``thousand`` .. ``trillion`` after a number multiply it out.
 4. Apostrophes removed (``God's`` -> ``gods``); underscores (PathQuestion names) and every
    other punctuation or symbol character become a space, except a ``.`` between digits.
 5. The articles ``a``, ``an``, ``the`` removed; whitespace collapsed. (A gold string that
@@ -38,6 +40,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from decimal import Decimal
 from typing import Collection, Iterable, cast
 
 from ..search.result import NO_ANSWER
@@ -59,6 +62,13 @@ _MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLUS = re.compile(r"(?<![\w.])\+(?=\d)")
 _DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+#: ``44 BC``, ``44 B.C.``, ``44 BCE``, ``44 B.C.E.`` (after casefold): the year ``-44``.
+_BCE = re.compile(r"(?<![\w.\-\u2212])(\d+)\s*b\.?\s?c\.?(?:\s?e\.?)?(?!\w)")
+#: A minus sign that starts a number (``-5``, ``(−5``), not a hyphen inside a word or
+#: between numbers (``COVID-19``, ``1990-1995``).
+_MINUS = "-\u2212"
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc`]")
 _ARTICLES = {"a", "an", "the"}
 _NUMBER_WORDS = {
@@ -100,6 +110,7 @@ def canonical_dates(text: str) -> str:
 def canonical_numbers(text: str) -> str:
     text = _THOUSANDS.sub("", text)
     text = _PLUS.sub("", text)
+    text = _BCE.sub(r"-\1", text)
 
     def dec(m: re.Match) -> str:
         frac = m.group(2).rstrip("0")
@@ -129,6 +140,13 @@ def _punct_to_space(text: str) -> str:
         cat = unicodedata.category(ch)
         if ch == "." and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
             out.append(ch)
+        elif (
+            ch in _MINUS
+            and i < n - 1
+            and text[i + 1].isdigit()
+            and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in _MINUS + "._"))
+        ):
+            out.append("-")
         elif ch == "_" or cat[0] in "PS":
             out.append(" ")
         else:
@@ -159,7 +177,29 @@ def _normalize_once(text: str, drop_articles: bool) -> str:
     s = _APOSTROPHES.sub("", s)
     s = _punct_to_space(s)
     tokens = [_NUMBER_WORDS.get(t, t) for t in s.split() if not (drop_articles and t in _ARTICLES)]
-    return " ".join(tokens)
+    return " ".join(_signed_and_scaled(tokens))
+
+
+def _signed_and_scaled(tokens: list[str]) -> list[str]:
+    """``minus 5`` -> ``-5``; ``45 million`` -> ``45000000``, ``1.5 billion`` -> ``1500000000``."""
+    out: list[str] = []
+    for t in tokens:
+        if out and _NUMBER.fullmatch(t) and out[-1] == "minus" and not t.startswith("-"):
+            out[-1] = "-" + t
+        elif out and t in _SCALES and _NUMBER.fullmatch(out[-1]):
+            value = Decimal(out[-1]).scaleb(_SCALES[t])
+            out[-1] = _plain(value)
+        else:
+            out.append(t)
+    return out
+
+
+def _plain(value: Decimal) -> str:
+    """A decimal written without exponent or trailing fractional zeros."""
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 #: A normalised gold alternative: (text, articles kept?). A string that normalises to

@@ -4,7 +4,9 @@ The English question string is used. Gold labels come from the stored answer bin
 (one label per bound value): Wikidata entity IRIs become QIDs (``Q42299``); other IRIs stay
 as they are; literals keep their value (a leading ``+`` on numbers dropped); ``xsd:dateTime``
 values become ``YYYY-MM-DD``, or just the year when the date is 1 January (the authors'
-``format_date`` treats those as year precision; the full date stays as an alias); ASK
+``format_date`` treats those as year precision; the full date stays as an alias), a year
+before the common era ``-7000-01-01`` becomes ``7000 BC`` (which the metrics read as
+``-7000``, as they read ``7000 BCE`` and ``7000 B.C.``); ASK
 questions get ``yes``/``no`` (aliases ``true``/``false``).
 
 Entity labels need a Wikidata endpoint, which is not available offline. If a file
@@ -23,7 +25,7 @@ from ...errors import BadInput
 from .base import Dataset, Gold, Question, locate, read_json, require
 
 WD_ENTITY = re.compile(r"^https?://www\.wikidata\.org/entity/([QLP]\d+)$")
-_DATETIME = re.compile(r"^([+-]?)(\d{1,4})-(\d{2})-(\d{2})(?:T.*)?$")
+_DATETIME = re.compile(r"^([+-]?)(\d{1,})-(\d{2})-(\d{2})(?:T.*)?$")
 
 
 def gold_from_value(v: dict, labels: dict[str, list[str]]) -> Gold | None:
@@ -40,7 +42,9 @@ def gold_from_value(v: dict, labels: dict[str, list[str]]) -> Gold | None:
     datatype = v.get("datatype", "")
     if datatype.endswith("#dateTime") or datatype.endswith("#date"):
         m = _DATETIME.match(value)
-        if m and m.group(1) != "-":
+        if m and m.group(1) == "-" and (m.group(3), m.group(4)) == ("01", "01"):
+            return Gold(f"{int(m.group(2))} BC", (value,))
+        if m and m.group(1) != "-" and len(m.group(2)) <= 4:
             year, month, day = m.group(2).zfill(4), m.group(3), m.group(4)
             iso = f"{year}-{month}-{day}"
             if (month, day) == ("01", "01"):
