@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -38,6 +39,47 @@ _MORE = re.compile(r"^\(\d+ more not shown\)$")
 MAX_SHOWN = 300
 
 
+#: the zero-width joiner, kept between two emoji (:func:`visible`)
+_ZWJ = "\u200d"
+#: what may stand before a ZWJ that joins emoji: the emoji (So), a skin tone (Sk), or the
+#: emoji presentation selector U+FE0F
+_BEFORE_JOIN = {"So", "Sk"}
+
+
+def _joins_emoji(text: str, i: int) -> bool:
+    """Is ``text[i]`` a ZWJ between two emoji ("👨\\u200d👩\\u200d👧" is one family glyph)?"""
+    if text[i] != _ZWJ or not 0 < i < len(text) - 1:
+        return False
+    before, after = text[i - 1], text[i + 1]
+    return (before == "\ufe0f" or unicodedata.category(before) in _BEFORE_JOIN) and unicodedata.category(after) == "So"
+
+
+def visible(text: str) -> str:
+    """``text`` without its invisible *format* characters (Unicode category Cf): the
+    bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C), the
+    zero-width space, non-joiner and joiner (U+200B–U+200D), the word joiner U+2060, the
+    byte-order mark U+FEFF, the soft hyphen U+00AD, the tag characters U+E0000–U+E007F
+    (which spell hidden ASCII) and every other Cf character. A prompt shows what a reader
+    sees: "\\u202esiraP" shows as "siraP", not as "Paris" reordered, and a tag-spelt
+    instruction is not there at all. Labels that only invisible characters told apart
+    ("Paris", "Par\\u200bis") then show the same; the handles (and the ``[handle]`` marker
+    of :meth:`Subgraph.names`) keep them apart, and a reply naming such a label names
+    none of them (:meth:`~.machine.Machine.parse`).
+
+    Kept: a ZWJ between two emoji (an emoji sequence, one glyph: the family
+    "👨\\u200d👩\\u200d👧" is no trick, and without it shows as three people). Dropped with the
+    rest: the ZWNJ/ZWJ of Persian or Indic spelling (the word stays readable, its letters
+    join differently) and the tags of subdivision flags (🏴 stays). Only what prompts show
+    changes: an entity's label and id stay as the KG gave them, in the subgraph and the
+    answer."""
+    if text.isascii():  # no format character is ASCII
+        return text
+    return "".join(
+        ch for i, ch in enumerate(text)
+        if ch < "\xad" or unicodedata.category(ch) != "Cf" or _joins_emoji(text, i)
+    )
+
+
 def clip(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` cut to ``limit`` characters with a marker saying how many were left out,
     so one long label cannot fill the LLM's context."""
@@ -48,8 +90,9 @@ def clip(text: str, limit: int = MAX_SHOWN) -> str:
 
 def shown(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` as a prompt shows it inside a line: every control character and line
-    separator becomes a space (no label can start a line of its own), then :func:`clip`."""
-    return clip(_CONTROL.sub(" ", text), limit)
+    separator becomes a space (no label can start a line of its own), invisible format
+    characters are dropped (:func:`visible`), then :func:`clip`."""
+    return clip(_CONTROL.sub(" ", visible(text)), limit)
 
 
 def yaml_scalar(text: str) -> str:
@@ -157,27 +200,28 @@ class Subgraph:
         return "\n".join(lines)
 
     def names(self) -> dict[tuple[str, str], str]:
-        """(kg, id) -> the entity's name in the edges block: its label (clipped, :func:`clip`),
-        followed by `` [handle]`` when another entity of its KG has the same label, when
+        """(kg, id) -> the entity's name in the edges block: its label as seen (:func:`visible`,
+        clipped: :func:`clip`), followed by `` [handle]`` when another entity of its KG shows
+        the same name (the same label, or one only invisible characters told apart), when
         the label is another entity's handle or ends like a name so marked ("Paris [Q3]")
         — so two entities never share a name there. (Same-label entities of different KGs
         are the linked copies of one thing and keep sharing it.)"""
         handles = set(self._handles.values())
-        seen = Counter((e.kg, clip(e.label)) for e in self.entities)
+        seen = Counter((e.kg, clip(visible(e.label))) for e in self.entities)
         out = {}
         for e in self.entities:
-            name, h = clip(e.label), self.handle(e)
+            name, h = clip(visible(e.label)), self.handle(e)
             if seen[(e.kg, name)] > 1 or (name in handles and name != h) or _MARKED.search(name) or _MORE.match(name):
                 name = f"{name} [{h}]".lstrip()
             out[(e.kg, e.id)] = name
         return out
 
     def relation_names(self) -> dict[tuple[str, str], str]:
-        """(kg, key) -> the walked relation's name in the edges block: its label
-        (clipped, :func:`clip`), followed by `` [key]`` when another relation of its KG walked in
-        the subgraph shows the same label ("directed" forward, and "directed by" walked
+        """(kg, key) -> the walked relation's name in the edges block: its label as seen
+        (:func:`visible`, clipped: :func:`clip`), followed by `` [key]`` when another
+        relation of its KG walked in the subgraph shows the same label ("directed" forward, and "directed by" walked
         back), so their edges are not merged under one name."""
-        shown_as = {(f.relation.kg, f.relation.key): clip(f.relation.display) for f in self.facts}
+        shown_as = {(f.relation.kg, f.relation.key): clip(visible(f.relation.display)) for f in self.facts}
         seen = Counter((kg, name) for (kg, _), name in shown_as.items())
         return {
             (kg, key): f"{name} [{key}]" if seen[(kg, name)] > 1 or _MARKED_KEY.search(name) else name
