@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -87,6 +88,35 @@ def answer_candidates(node: Node) -> dict[str, tuple[str, ...]]:
 
 def _as_list(labels) -> str:
     return "[" + ", ".join(labels) + "]"
+
+
+def shown_answer(answer: str, names: Sequence[str] | None = None) -> str:
+    """An answer as a prompt shows it: the label :func:`~.subgraph.shown` (one line, no
+    invisible characters, clipped), a list answer ``"[A, B]"`` item by item. ``names``: the
+    labels the answer names (:func:`answer_candidates`); without them a bracketed answer is
+    read as a list. Only the prompt changes: the answer stays the whole label."""
+    if names is None:
+        listed = len(answer) > 2 and answer.startswith("[") and answer.endswith("]")
+        names = answer[1:-1].split(", ") if listed else [answer]
+    return _as_list(shown(x) for x in names) if len(names) > 1 else shown(answer)
+
+
+def shown_candidates(node: Node, named: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """Each of :func:`answer_candidates` as the answer scoring shows it (:func:`shown_answer`):
+    a 10,000-character label is scored as its first :data:`~.subgraph.MAX_SHOWN` characters
+    and a marker, not as one long continuation. A label that shows like another candidate
+    (the two differ only past the clip or by invisible characters) is followed by its
+    entity's handle (``"Paris [E3]"``, as the prompt's entity list names it), so the scoring
+    can tell them apart."""
+    out = {c: shown_answer(c, names) for c, names in named.items()}
+    alike = Counter(out.values())
+    handles: dict[str, str] = {}
+    for e in node.subgraph.entities:
+        handles.setdefault(e.label, node.subgraph.handle(e))
+    return {
+        c: f"{text} [{handles[c]}]" if alike[text] > 1 and len(named[c]) == 1 and c in handles else text
+        for c, text in out.items()
+    }
 
 
 def fuller_lists(answers: Sequence[str], candidates: dict[str, tuple[str, ...]]) -> list[str]:
@@ -370,14 +400,17 @@ class Policy:
         keep_free = free.type is ActionType.ANSWER and not (
             candidates and _YES_NO.match(free.text) and not is_yes_no_question(query)
         )
-        options = list(dict.fromkeys(([free.text] if keep_free else []) + candidates))
+        # the candidates are scored as the prompt shows them (clipped: shown_candidates) and
+        # answer as themselves; a free text that copies one as shown is that candidate
+        displayed = shown_candidates(node, named)
+        copied = {text: c for c, text in reversed(displayed.items())}
+        first = [free.text if free.text in named else copied.get(free.text, free.text)] if keep_free else []
+        options = list(dict.fromkeys(first + candidates))
         if not options:
             return [free]
         if len(options) == 1:
-            return [free if keep_free else Action(ActionType.ANSWER, options[0])]
-        scores = await self.llm.score(prompt, options, prefix=ANSWER_PREFIX)
-        usage.add_scores(scores)
-        per_token = scores.per_token(options)
+            return [Action(ActionType.ANSWER, options[0]) if options[0] in named else free]
+        logprobs, per_token = await self._score_answers(prompt, [displayed.get(o, o) for o in options], usage)
         order = sorted(range(len(options)), key=lambda i: -per_token[i])  # stable: ties keep the order
         groups = reached_groups(node) if self.compare_answers else {}
         if len(groups) > 1:
@@ -385,7 +418,9 @@ class Policy:
             free_first = favourite not in candidates and _names_nothing(node, favourite, candidates)
             return await self._compared_answers(query, groups, usage, free=favourite if free_first else None)
         if self.calibrate_answers and len(candidates) > 1:
-            order = await self._calibrated_order(node, options, candidates, scores.logprobs, order[0], usage, forced=forced)
+            order = await self._calibrated_order(
+                node, options, candidates, logprobs, order[0], usage, forced=forced, displayed=displayed
+            )
         chosen: list[str] = []
         covered: set[str] = set()
         for i in order:
@@ -401,6 +436,19 @@ class Policy:
             chosen += [t for t in fuller_lists(chosen, named) if t not in chosen]
         return [Action(ActionType.ANSWER, t) for t in ranked_lists(chosen, named)]
 
+    async def _score_answers(
+        self, prompt: str, texts: list[str], usage: Usage, *, transient: bool = False
+    ) -> tuple[list[float], list[float]]:
+        """The log-probabilities of ``texts`` as the answer after ``prompt`` and their means
+        per token, one call that scores each distinct text once (two candidates may show
+        alike: :func:`shown_candidates`)."""
+        unique = list(dict.fromkeys(texts))
+        scores = await self.llm.score(prompt, unique, prefix=ANSWER_PREFIX, transient=transient)
+        usage.add_scores(scores)
+        at = {text: i for i, text in enumerate(unique)}
+        per_token = scores.per_token(unique)
+        return [scores.logprobs[at[t]] for t in texts], [per_token[at[t]] for t in texts]
+
     async def _calibrated_order(
         self,
         node: Node,
@@ -411,6 +459,7 @@ class Policy:
         usage: Usage,
         *,
         forced: bool,
+        displayed: dict[str, str],
     ) -> list[int]:
         """Indices of ``options``, the KG's candidates ranked by log P(answer | prompt)
         − w · log P(answer | neutral prompt), the neutral prompt being the same prompt
@@ -423,18 +472,18 @@ class Policy:
         for (docs/decisions.md), hence half. The free text keeps first place
         when it was the favourite and names no entity of the subgraph (a count, a yes/no,
         a date the KG lacks); otherwise it comes last. One more scoring call (beside the
-        cached context, like the relation calibration)."""
+        cached context, like the relation calibration). ``displayed``: each candidate as
+        the scoring shows it (:func:`shown_candidates`)."""
         entity_idx = [i for i, o in enumerate(options) if o in candidates]
-        neutral = await self.llm.score(
+        neutral, _ = await self._score_answers(
             self.machine.neutral_prompt(node, force_answer=forced),
-            [options[i] for i in entity_idx],
-            prefix=ANSWER_PREFIX,
+            [displayed[options[i]] for i in entity_idx],
+            usage,
             transient=True,
         )
-        usage.add_scores(neutral)
         # raw log-probabilities, not choices.calibrate: its floor on probabilities would tie
         # the improbable long lists whose neutral probability is lower still
-        gain = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral.logprobs)}
+        gain = {i: logprobs[i] - ANSWER_PMI_WEIGHT * n for i, n in zip(entity_idx, neutral)}
         ranked = sorted(entity_idx, key=lambda i: -gain[i])  # stable: ties keep the order
         rest = [i for i in range(len(options)) if i not in gain]
         if favourite in rest and _names_nothing(node, options[favourite], candidates):

@@ -15,6 +15,7 @@ from typing import Protocol
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Action, Machine, Node, State
+from .policy import shown_answer
 from .provenance import answer_paths, render_paths
 from .templates import render, template
 
@@ -108,8 +109,9 @@ class ValueFunction:
             # Focused on the answer's own KG path rather than the whole subgraph: with the
             # full context the 1.5B model rated wrong answers as high as right ones; with
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
+            # The answer is shown as the path shows its labels: one line, clipped (shown_answer).
             return render(
-                "evaluate_answer", preamble=self._answer_head, query=query, answer=node.answer or "",
+                "evaluate_answer", preamble=self._answer_head, query=query, answer=shown_answer(node.answer or ""),
                 path=render_paths(node), instruction=instruction,
             )
         return render("evaluate", context=self.machine.context(query, node))
