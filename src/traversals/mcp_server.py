@@ -36,7 +36,10 @@ from .search.kgset import KGSet
 from .service import ServiceLimits
 from .validate import unicode_text
 
-__all__ = ["create_mcp_server"]
+__all__ = ["MAX_QUEUE", "create_mcp_server"]
+
+#: ``answer_question`` calls that may wait while the searches run (more are refused at once)
+MAX_QUEUE = 4
 
 INSTRUCTIONS = (
     "Knowledge-graph tools. To answer a factual question yourself: kg_search for the entity "
@@ -63,13 +66,16 @@ def create_mcp_server(
     max_question_chars: int = ServiceLimits.max_question_chars,
     timeout: float | None = None,
     max_concurrency: int = ServiceLimits.max_concurrency,
+    max_queue: int = MAX_QUEUE,
 ):
     """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs (and
     ``embedder``, RwT's critical model, by default ``defaults.embedder`` opened here) are
     closed when it shuts down unless ``close_on_shutdown`` is false. ``answer_question``
     refuses a question over ``max_question_chars`` (the HTTP service's cap), runs at most
-    ``max_concurrency`` searches at once (the others wait their turn) and gives up a search
-    after ``timeout`` seconds (None: no limit) with a tool error that says so."""
+    ``max_concurrency`` searches at once, lets at most ``max_queue`` more calls wait their
+    turn (one more is refused at once with a tool error saying the server is busy: a
+    search takes minutes, and callers piling up behind it would wait for ever) and gives
+    up a search after ``timeout`` seconds (None: no limit) with a tool error that says so."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -77,8 +83,10 @@ def create_mcp_server(
         raise BadInput("the MCP server needs the MCP SDK: pip install 'traversals[mcp]'") from exc
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
-    ServiceLimits(max_concurrency=max_concurrency, timeout=timeout)  # the same range checks as serve
+    # the same range checks as serve
+    ServiceLimits(max_concurrency=max_concurrency, max_queue=max_queue, timeout=timeout)
     searches = asyncio.Semaphore(max_concurrency)
+    admitted = 0  # answer_question calls searching or waiting for a search slot
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     defaults = defaults or SearchConfig()
@@ -179,12 +187,24 @@ def create_mcp_server(
             raise ToolError(f"question is longer than {max_question_chars} characters; ask it shorter")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
         solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
-        async with searches:
-            try:
-                answer = await call(asyncio.wait_for(solver.ask(question), timeout))
-            except asyncio.TimeoutError:
-                raise ToolError(f"the search took longer than {timeout:g} s (the server's --timeout); ask a "
-                                "simpler question, or strategy 'chain'") from None
+        nonlocal admitted
+        if admitted >= max_concurrency + max_queue:  # no await since the check: no other call slips in
+            running = min(admitted, max_concurrency)
+            raise ToolError(
+                f"the server is busy: {running} search(es) running and {admitted - running} call(s) waiting, "
+                f"the most its max_queue ({max_queue}) lets wait; call again when a search has finished, "
+                "or start the server with a larger max_queue"
+            )
+        admitted += 1
+        try:
+            async with searches:
+                try:
+                    answer = await call(asyncio.wait_for(solver.ask(question), timeout))
+                except asyncio.TimeoutError:
+                    raise ToolError(f"the search took longer than {timeout:g} s (the server's --timeout); ask a "
+                                    "simpler question, or strategy 'chain'") from None
+        finally:  # answered, failed, or the caller gave up waiting
+            admitted -= 1
         return answer.to_json()
 
     return server

@@ -141,3 +141,42 @@ async def test_answer_question_gives_up_after_the_timeout_and_runs_one_search_at
     assert not any(r.is_error for r in done) and llm.most == 1  # the others waited their turn
     with pytest.raises(Exception, match="must be a number of seconds over 0"):
         server(default_strategy="cot", timeout=float("nan"))
+
+
+async def test_answer_question_refuses_at_once_when_max_queue_calls_are_waiting_already():
+    import asyncio
+
+    llm = SlowLLM(0.5)
+    async with Client(server(llm, default_strategy="cot", max_queue=2)) as c:
+        calls = [asyncio.create_task(c.call_tool("answer_question", {"question": f"q{i}"})) for i in range(5)]
+        # one search runs and two calls wait; the other two are refused before the first search ends
+        done, _ = await asyncio.wait(calls, timeout=0.3)
+        refused = [t.result() for t in done]
+        assert len(refused) == 2 and llm.running == 1
+        assert all(r.is_error for r in refused)
+        assert "the server is busy: 1 search(es) running and 2 call(s) waiting" in refused[0].content[0].text
+        assert "start the server with a larger max_queue" in refused[0].content[0].text
+        answered = await asyncio.gather(*(t for t in calls if t not in done))
+        assert [r.structured_content["answer"] for r in answered] == ["Florence Stone"] * 3
+        assert llm.most == 1 and len(llm.generate_calls) == 3  # the refused calls never reached the LLM
+        # once the queue has drained a call is taken again
+        again = await c.call_tool("answer_question", {"question": "q5"})
+    assert not again.is_error
+
+
+async def test_the_default_queue_is_small_and_max_queue_0_takes_one_call_at_a_time():
+    import asyncio
+
+    from traversals.mcp_server import MAX_QUEUE
+
+    assert MAX_QUEUE == 4
+    llm = SlowLLM(0.2)
+    async with Client(server(llm, default_strategy="cot")) as c:
+        out = await asyncio.gather(*(c.call_tool("answer_question", {"question": f"q{i}"}) for i in range(MAX_QUEUE + 3)))
+    assert sum(r.is_error for r in out) == 2 and len(llm.generate_calls) == MAX_QUEUE + 1
+    llm = SlowLLM(0.2)
+    async with Client(server(llm, default_strategy="cot", max_queue=0)) as c:
+        out = await asyncio.gather(*(c.call_tool("answer_question", {"question": f"q{i}"}) for i in range(3)))
+    assert [r.is_error for r in out].count(True) == 2 and len(llm.generate_calls) == 1
+    with pytest.raises(Exception, match="max_queue .* must be a whole number of at least 0"):
+        server(default_strategy="cot", max_queue=-1)
