@@ -96,6 +96,8 @@ async def _ask(args: argparse.Namespace) -> int:
     from .search.events import describe
 
     unicode_text(args.question, "the question")
+    if not args.question.strip():  # a search over nothing would still spend a minute of LLM calls
+        raise BadInput("the question is empty: traversals ask \"QUESTION\"")
     trace_file = Path(args.trace) if args.trace else None
     if trace_file is not None and (trace_file.is_dir() or not trace_file.parent.is_dir()):
         raise BadInput(f"--trace {trace_file}: " + ("is a directory" if trace_file.is_dir()

@@ -1,0 +1,15 @@
+"""Newcomer mistakes on the command line: each is one line on stderr and exit code 2,
+before any model is loaded or any search is spent."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.cli import main
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_an_empty_question_is_refused_before_a_search(question, capsys):
+    assert main(["ask", question, "--llm", "local:/nonexistent.gguf"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("traversals: error: the question is empty") and err.count("\n") == 1
