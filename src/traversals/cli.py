@@ -31,6 +31,17 @@ from .options import (
 from .validate import unicode_text
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port number (uvicorn would fail with a traceback on 99999)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in 0-65535, got {port}")
+    return port
+
+
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=None,
                    help="branching factor (1 = Chain-of-Traversals); default 3 for tree, 1 for chain")
@@ -231,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="answer questions over HTTP (POST /v1/ask; see docs/service.md)")
     _add_solver_flags(serve, strategy_help="strategy of requests that name none (default: chain when --k 1, else tree)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000)
     serve.add_argument("--concurrency", type=int, default=1, help="questions searched at once (default 1)")
     serve.add_argument("--max-queue", type=int, default=16, help="questions that may wait; more get 503 (default 16)")
     serve.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -248,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
                      help="stdio (default: the host starts this command) or streamable-http")
     mcp.add_argument("--host", default="127.0.0.1", help="streamable-http: address (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8001, help="streamable-http: port (default 8001)")
+    mcp.add_argument("--port", type=_port, default=8001, help="streamable-http: port (default 8001)")
     mcp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="answer_question gives up a search after this long (default: no limit)")
     mcp.set_defaults(func=cmd_mcp)

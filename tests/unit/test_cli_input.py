@@ -13,3 +13,13 @@ def test_an_empty_question_is_refused_before_a_search(question, capsys):
     assert main(["ask", question, "--llm", "local:/nonexistent.gguf"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("traversals: error: the question is empty") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_port_out_of_range_is_refused_by_the_parser(command, port, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--port", port])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --port:" in err and "Traceback" not in err
