@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")
     view.add_argument("path", metavar="TRACE_OR_RUN", help="a trace file (ask --trace) or a run directory (eval --out)")
     view.add_argument("--out", default=None, metavar="PATH",
-                      help="output file for a trace (default TRACE.html) or directory for a run (default RUN/view)")
+                      help="for a trace: the output file, or a folder to write TRACE.html into (default: TRACE.html beside it); for a run: the output folder (default RUN/view)")
     view.set_defaults(func=cmd_view)
 
     add_eval_commands(sub)

@@ -258,9 +258,19 @@ def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (no question and nodes)")
     if not all(isinstance(n, dict) and isinstance(n.get("id"), int) for n in trace.get("nodes", [])):
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a node without an id)")
-    out = out or Path(trace_path).with_suffix(".html")
-    out.write_text(render_trace(trace), "utf-8")
+    default = Path(trace_path).with_suffix(".html")
+    out = default if out is None else (out / default.name if out.is_dir() else out)  # --out DIR: DIR/TRACE.html
+    _write(out, render_trace(trace))
     return out
+
+
+def _write(path: Path, text: str) -> None:
+    """Write a page, its folder made if missing; :class:`BadInput` when that cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+    except OSError as e:
+        raise BadInput(f"cannot write {path} ({e.strerror or type(e).__name__})") from None
 
 
 def render_run(rows: list[dict], *, title: str, links: dict[str, str], summary: dict | None = None) -> str:
@@ -291,21 +301,32 @@ def write_run_view(run_dir: Path, out_dir: Path | None = None) -> Path:
     """``run_dir/view/index.html`` plus one page per question that has a trace."""
     run_dir = Path(run_dir)
     out_dir = out_dir or run_dir / "view"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"--out {out_dir} is a file: a run's view is a folder (index.html and a page per question)")
     rows = read_results(run_dir / "results.jsonl")
     links: dict[str, str] = {}
     for r in rows:
         rel = r.get("trace")
         if not rel or not (run_dir / rel).is_file():
             continue
+        trace = _read_json(run_dir / rel)
+        if not isinstance(trace, dict) or not isinstance(trace.get("nodes", []), list) or not all(
+                isinstance(n, dict) and isinstance(n.get("id"), int) for n in trace.get("nodes", [])):
+            continue  # a damaged trace: the question is listed without a link, as `report` reads it as none
         page = Path(rel).with_suffix(".html").name
-        trace = json.loads((run_dir / rel).read_text("utf-8"))
-        (out_dir / page).write_text(render_trace(trace, result=r, back_link="index.html"), "utf-8")
+        _write(out_dir / page, render_trace(trace, result=r, back_link="index.html"))
         links[r["id"]] = page
-    summary = None
-    if (run_dir / "summary.json").is_file():
-        summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
+    summary = summary if isinstance(summary, dict) else None
     title = run_dir.name if summary is None else f'{summary.get("dataset", run_dir.name)} · {summary.get("strategy", "")}'
     index = out_dir / "index.html"
-    index.write_text(render_run(rows, title=title, links=links, summary=summary), "utf-8")
+    _write(index, render_run(rows, title=title, links=links, summary=summary))
     return index
+
+
+def _read_json(path: Path) -> object:
+    """A JSON file of a run, or None when it cannot be read as one."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None

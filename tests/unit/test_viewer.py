@@ -205,3 +205,30 @@ async def test_the_index_of_an_mcts_run_links_each_question_to_its_tree(tmp_path
     assert '<a href="demo_1.html">' in index and '<a href="demo_2.html">' in index
     tree = (tmp_path / "run" / "view" / "demo_2.html").read_text()
     assert "4 simulations" in tree and "gold Abram Zimmerman" in tree and "Hits@1 0.0" in tree and "visits 4" in tree
+
+
+def test_view_writes_where_out_says_and_a_damaged_run_is_one_line_or_shown_without_its_trace(tmp_path):
+    exe = [sys.executable, "-m", "traversals.cli"]
+    t = tmp_path / "trace.json"
+    t.write_text(json.dumps(trace(answer_node=2)))
+    into = tmp_path / "pages"
+    into.mkdir()
+    done = subprocess.run([*exe, "view", str(t), "--out", str(into)], capture_output=True, text=True)
+    assert done.returncode == 0 and Path(done.stdout.strip()) == into / "trace.html"  # --out DIR: DIR/TRACE.html
+    deep = tmp_path / "new" / "dir" / "t.html"
+    done = subprocess.run([*exe, "view", str(t), "--out", str(deep)], capture_output=True, text=True)
+    assert done.returncode == 0 and deep.is_file()
+
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    (run / "traces" / "q1.json").write_text("garbage")  # a trace damaged by hand
+    (run / "traces" / "q2.json").write_text(json.dumps(trace(answer_node=2)))
+    rows = [{"id": f"d:{i}", "question": f"Q{i}?", "answer": "Ann", "gold": [["Ann"]], "hits@1": 1.0,
+             "trace": f"traces/q{i}.json"} for i in (1, 2)]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([*exe, "view", str(run)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (run / "view" / "index.html").read_text()
+    assert "Q1?</td>" in page and '<a href="q2.html">Q2?</a>' in page
+    done = subprocess.run([*exe, "view", str(run), "--out", str(t)], capture_output=True, text=True)
+    assert done.returncode == 2 and "is a file" in done.stderr and "Traceback" not in done.stderr
