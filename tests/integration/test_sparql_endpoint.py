@@ -409,9 +409,11 @@ async def test_hub_edges_are_bounded_and_fast(oxigraph) -> None:
         elapsed = time.monotonic() - t0
         assert len(got.edges) == 50 and len(got.new_entities) == 50
         assert got.omitted == HUB_OUT - 50
-        assert all(e.object.label.startswith("hub item ") for e in got.edges)
+        # the first 50 by label of all 100,000: "hub item 0", "hub item 1", "hub item 10" ...
+        labels = [e.object.label for e in got.edges]
+        assert labels == sorted(f"hub item {i}" for i in range(HUB_OUT))[:50]
         assert elapsed < 10, elapsed
-        assert kg.stats.queries == 3  # edges, count, labels
+        assert kg.stats.queries == 4  # edges, count, the label-ordered choice, labels
         back = await kg.get_edges([ent(HUB)], rel("points_to", inverse=True), limit=10)
         assert len(back.edges) == 10 and back.omitted == HUB_IN - 10
         assert all(e.object.id == iris.entity_iri(HUB) for e in back.edges)
@@ -635,11 +637,135 @@ async def test_same_answers_as_the_embedded_store(oxigraph) -> None:
                 for limit in (50, 1):
                     ea = await embedded.get_edges(a[:1], r, limit=limit)
                     eb = await remote.get_edges(b[:1], r, limit=limit)
-                    if not ea.omitted:
-                        assert ea == eb, (text, r.key, limit)
-                    else:
-                        # which of a hub's edges are shown is up to each back end (the
-                        # embedded store sorts up to 20,000 by label; a remote endpoint
-                        # is not asked to sort a hub); how many are left out is not
-                        assert (len(ea.edges), ea.omitted) == (len(eb.edges), eb.omitted)
+                    # a hub's too: both show the first `limit` by label
+                    assert ea == eb, (text, r.key, limit)
     await embedded.close()
+
+
+# -- a hub's shown edges: the first by label, as in the embedded store ------------------------
+
+SHUFFLE = "http://shuffle.example/"
+SHUFFLED_EDGES = 300
+
+
+def write_shuffled_hub(out: Path) -> None:
+    """A hub with 300 outgoing and 300 incoming ``linked`` edges whose labels sort in no
+    relation to their IRIs or to the order the triples are written in: mixed case, some
+    tagged ``@en``, one node with a German label that sorts first but is not the one
+    shown, one node with no label at all (shown by its local name)."""
+    import random
+
+    rng = random.Random(7)
+    names = [f"{'Item' if i % 2 else 'item'} {n:03d}" for i, n in enumerate(rng.sample(range(1000), SHUFFLED_EDGES))]
+    nodes = [f"{SHUFFLE}n{i}" for i in range(SHUFFLED_EDGES)]
+    label, linked = iris.RDFS_LABEL, f"{SHUFFLE}linked"
+    lines = [nt(f"{SHUFFLE}hub", label, pyoxigraph.Literal("The Hub"))]
+    for i, (node, name) in enumerate(zip(nodes, names)):
+        lines.append(nt(f"{SHUFFLE}hub", linked, pyoxigraph.NamedNode(node)))
+        lines.append(nt(node, linked, pyoxigraph.NamedNode(f"{SHUFFLE}hub")))
+        if i == 0:
+            continue  # no label: "n0" by its local name, which sorts after the "item"s
+        tagged = pyoxigraph.Literal(name, language="en") if i % 3 == 0 else pyoxigraph.Literal(name)
+        lines.append(nt(node, label, tagged))
+        if i == 1:  # a label in another language that would sort first: not the one shown
+            lines.append(nt(node, label, pyoxigraph.Literal("aaa first in German", language="de")))
+    rng.shuffle(lines)
+    out.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def shuffled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shuffled")
+    data = root / "hub.nt"
+    write_shuffled_hub(data)
+    load_store(root / "db", [data])
+    server = OxigraphServer(root / "db", root / "server.log")
+    server.data = data
+    yield server
+    server.stop()
+
+
+async def test_a_hubs_shown_edges_are_the_first_by_label_as_in_the_embedded_store(shuffled) -> None:
+    store = pytest.importorskip("traversals.kg.store")
+    embedded = store.OxigraphKG.from_file(shuffled.data, name="hub")
+    hub = Entity(f"{SHUFFLE}hub", "The Hub", kg="hub")
+    try:
+        async with SparqlKG(shuffled.url, name="hub") as remote:
+            ra, rb = await embedded.get_relations([hub]), await remote.get_relations([hub])
+            assert ra == rb and sorted(r.key for r in rb.items) == ["linked", "~linked"]
+            for linked in rb.items:
+                inverse = linked.inverse
+                for limit in (50, 7):
+                    ea = await embedded.get_edges([hub], linked, limit=limit)
+                    remote.stats.queries = 0
+                    eb = await remote.get_edges([hub], linked, limit=limit)
+                    assert remote.stats.queries == 4  # edges, count, the ordered choice, labels
+                    far = [(e.subject if inverse else e.object).label for e in eb.edges]
+                    assert len(far) == limit and eb.omitted == SHUFFLED_EDGES - limit
+                    # the first `limit` of all 300 by label (casefolded), not the first rows
+                    everyone = sorted(
+                        (e.subject if inverse else e.object).label.casefold()
+                        for e in (await embedded.get_edges([hub], linked, limit=1000)).edges
+                    )
+                    assert [x.casefold() for x in far] == everyone[:limit]
+                    assert "aaa first in German" not in far and "n0" not in far
+                    assert eb == ea, (inverse, limit)
+            # several entities at once: their edges in the order of their labels ("item …"
+            # before "The Hub"), the first 50 of all of them
+            linked = next(r for r in rb.items if not r.inverse)
+            item = (await embedded.get_edges([hub], linked, limit=50)).edges[20].object
+            for both in ([hub, item], [item, hub]):
+                ea = await embedded.get_edges(both, linked, limit=50)
+                eb = await remote.get_edges(both, linked, limit=50)
+                assert eb == ea and eb.omitted == SHUFFLED_EDGES + 1 - 50
+                assert eb.edges[0].subject == item and eb.edges[1].subject == hub
+            # the common case is unchanged: a node with fewer edges than `limit` costs
+            # one edge query and one label query
+            one = Entity(f"{SHUFFLE}n5", "an item")
+            remote.stats.queries = 0
+            got = await remote.get_edges([one], Relation("linked", "linked", iri=f"{SHUFFLE}linked"))
+            assert [e.object.label for e in got.edges] == ["The Hub"] and got.omitted == 0
+            assert remote.stats.queries == 2
+    finally:
+        await embedded.close()
+
+
+@pytest.mark.parametrize("fault", ["rejected", "too slow"])
+async def test_a_hubs_edges_fall_back_to_the_servers_rows_when_the_ordered_choice_fails(shuffled, fault) -> None:
+    """A proxy in front of the real server that refuses (HTTP 400) or sits on the
+    label-ordered query past the KG's timeout: the call still answers, with the first
+    rows the server gave and the same ``omitted``."""
+    from urllib.parse import parse_qs, urlsplit
+
+    def proxy(handler, app):
+        if handler.command == "POST":
+            query = parse_qs(app.requests[-1]["body"].decode())["query"][0]
+        else:
+            query = parse_qs(urlsplit(handler.path).query)["query"][0]
+        if "ORDER BY" in query and "?_l" in query:  # the label-ordered choice
+            app.ordered += 1
+            if fault == "rejected":
+                return 400, {"Content-Type": "text/plain"}, b"Parser error: not supported here"
+            app.release.wait(10)  # past the client's timeout: it has gone by now
+            return 200, {"Content-Type": "application/sparql-results+json"}, EMPTY_RESULTS
+        r = httpx.post(shuffled.url, data={"query": query}, headers={"Accept": "application/sparql-results+json"})
+        return r.status_code, {"Content-Type": r.headers["Content-Type"]}, r.content
+
+    app = LocalApp(proxy)
+    app.ordered = 0
+    hub = Entity(f"{SHUFFLE}hub", "The Hub", kg="hub")
+    linked = Relation("linked", "linked", iri=f"{SHUFFLE}linked")
+    try:
+        async with SparqlKG(app.url, name="hub", timeout=1.0) as kg:
+            t0 = time.monotonic()
+            got = await kg.get_edges([hub], linked, limit=50)
+            elapsed = time.monotonic() - t0
+    finally:
+        app.close()
+    assert app.ordered == 1
+    assert len(got.edges) == 50 and got.omitted == SHUFFLED_EDGES - 50
+    assert len({e.object.id for e in got.edges}) == 50 and all(e.subject == hub for e in got.edges)
+    # shown in label order all the same, just not necessarily the first 50 of the 300
+    labels = [e.object.label.casefold() for e in got.edges]
+    assert labels == sorted(labels)
+    assert elapsed < 5, elapsed

@@ -28,9 +28,13 @@ What each interface call costs (queries, each bounded with ``LIMIT``):
     (then a ``COUNT`` query over the same capped scan). Then one batched query for the
     predicates' labels.
 ``get_edges(entities, relation)``
-    One ``LIMIT limit+1`` query; if it is full, a ``COUNT`` over a subquery with
-    ``LIMIT count_limit`` gives ``omitted`` (a lower bound when the cap is reached);
-    then one batched label query for the entities reached.
+    One ``LIMIT limit+1`` query; if it is full, two more, sent together: a ``COUNT``
+    over a subquery with ``LIMIT count_limit`` gives ``omitted`` (a lower bound when
+    the cap is reached), and a label-ordered ``LIMIT limit`` query picks the edges
+    shown, the first by label as in the embedded store (it labels and sorts up to
+    ``count_limit`` edges: a *scan of the hub*, tens of microseconds an edge on
+    Oxigraph; if it fails or times out, the first rows are shown). Then one batched
+    label query for the entities reached.
 
 Identifiers follow the embedded store: an entity's ``id`` is its QID when its IRI is a
 Wikidata entity IRI (``http://www.wikidata.org/entity/Q392`` -> ``Q392``), else the full
@@ -42,6 +46,7 @@ have no relations of their own here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -52,7 +57,7 @@ from urllib.parse import urlencode
 
 import pyoxigraph
 
-from ..errors import BadInput, KGQueryError, KGTimeout
+from ..errors import BadInput, KGError, KGQueryError, KGTimeout
 from ..validate import http_url
 from . import iris
 from . import sparql_text as st
@@ -881,9 +886,14 @@ class SparqlKG:
     ) -> Edges:
         """Edges with ``relation`` leaving the entities (entering them if inverse).
 
-        Sorted like the embedded store (by the selected entity's label, then the other
-        end's label); when there are more than ``limit``, which ones are shown is up to
-        the server (no ``ORDER BY`` over a hub's edges) and ``omitted`` counts the rest.
+        Sorted like the embedded store: by the selected entity's label, then the other
+        end's label. When there are more than ``limit``, the ones shown are the first
+        ``limit`` in that order too, as the embedded store shows: the server labels and
+        sorts them (:meth:`_label_ordered`, one more query, asked only then and
+        alongside the count for ``omitted``; bounded by ``count_limit`` edges and the
+        KG's ``timeout``). If that query times out or fails, the shown edges are the
+        first ``limit`` rows the server returned instead (still sorted, but which ones
+        is then up to the server); ``omitted`` is the same either way.
         """
         limit = max(0, int(limit))
         p = self._relation_iri(relation)
@@ -899,6 +909,27 @@ class SparqlKG:
             )
         else:
             pattern = f"VALUES ?s {{ {vals} }} ?s {st.iri(p)} ?o . FILTER({self._object_filter('o')})"
+
+        given: dict[str, Entity] = {}
+        for e in entities:
+            key = e.id.strip()
+            if is_literal_id(key):
+                parsed = parse_literal_id(key)
+                key = literal_id(*parsed) if parsed else key
+            elif not key.startswith("_:"):
+                key = entity_id(entity_iri(key))
+            given.setdefault(key, e)
+        # a source named by its id alone (an MCP client, a topic entity typed as an IRI)
+        # is described too, so its edges carry its label as the embedded store's do
+        unnamed = {
+            entity_iri(k): k
+            for k, e in given.items()
+            if e.label in ("", e.id) and not is_literal_id(k) and not k.startswith("_:")
+        }
+        for x, (label, desc) in (await self.describe(list(unnamed)) if unnamed else {}).items():
+            if label:
+                given[unnamed[x]] = replace(given[unnamed[x]], label=label, description=desc)
+
         rows = await self.select(f"SELECT ?s ?o WHERE {{ {pattern} }} LIMIT {limit + 1}")
         rows = [r for r in rows if "s" in r and "o" in r]
         omitted = 0
@@ -914,39 +945,31 @@ class SparqlKG:
                 f"SELECT (COUNT(*) AS ?c) WHERE {{ {{ SELECT ?s ?o WHERE {{ {bare} }} "
                 f"LIMIT {self.count_limit} }} }}"
             )
-            try:
-                crows = await self.select(cq)
-                total = int(crows[0]["c"].value) if crows and "c" in crows[0] else len(rows)
-            except (KGTimeout, ValueError):
-                total = len(rows)
-            omitted = max(total - limit, len(rows) - limit)
-            rows = rows[:limit]
 
-        given: dict[str, Entity] = {}
-        for e in entities:
-            key = e.id.strip()
-            if is_literal_id(key):
-                parsed = parse_literal_id(key)
-                key = literal_id(*parsed) if parsed else key
-            elif not key.startswith("_:"):
-                key = entity_id(entity_iri(key))
-            given.setdefault(key, e)
+            async def count() -> int:
+                try:
+                    crows = await self.select(cq)
+                    return int(crows[0]["c"].value) if crows and "c" in crows[0] else len(rows)
+                except (KGTimeout, ValueError):
+                    return len(rows)
+
+            # anchors in the order the edges are sorted by: their label, then id
+            anchors = sorted(sources, key=lambda k: (given[k].label.casefold(), k))
+            total, ordered = await asyncio.gather(
+                count(),
+                self._label_ordered(
+                    [sources[k] for k in anchors], st.iri(p), inverse=relation.inverse, limit=limit
+                ),
+            )
+            omitted = max(total - limit, len(rows) - limit)
+            rows = ordered if ordered is not None and len(ordered) == limit else rows[:limit]
+
         anchor_var, other_var = ("o", "s") if relation.inverse else ("s", "o")
         to_describe = [
             r[other_var].value
             for r in rows
             if r[other_var].kind == "uri" and self._term_id(r[other_var]) not in given
         ]
-        # a source named by its id alone (an MCP client, a topic entity typed as an IRI)
-        # is described too, so its edges carry its label as the embedded store's do
-        unnamed = {
-            entity_iri(k): k
-            for k, e in given.items()
-            if e.label in ("", e.id) and not is_literal_id(k) and not k.startswith("_:")
-        }
-        for x, (label, desc) in (await self.describe(list(unnamed)) if unnamed else {}).items():
-            if label:
-                given[unnamed[x]] = replace(given[unnamed[x]], label=label, description=desc)
         described = await self._entities(list(dict.fromkeys(to_describe)))
 
         def node(t: Term) -> Entity:
@@ -967,6 +990,50 @@ class SparqlKG:
             if other.id not in given:
                 new.setdefault(other.id, other)
         return Edges(tuple(edges), tuple(new.values()), omitted)
+
+    async def _label_ordered(
+        self, anchors: Sequence[str], p: str, *, inverse: bool, limit: int
+    ) -> list[dict[str, Term]] | None:
+        """The first ``limit`` edges in the embedded store's order, chosen by the server,
+        or ``None`` if it timed out (the KG's ``timeout``) or failed.
+
+        ``anchors`` are SPARQL terms in the order their edges come (their labels' order);
+        within one anchor the other end is ordered by its smallest lower-cased label in
+        the configured languages or untagged, over all label predicates (the label
+        :meth:`describe` picks, unless a node has several different ones), a node with
+        none by its IRI's local name (``_`` read as a space), a literal by its value.
+        Equal labels are not ordered further (an ``ORDER BY`` on the nodes themselves
+        costs Oxigraph more than everything else together), so which of them makes the
+        cut is the server's. At most ``count_limit`` edges are labelled and sorted (the
+        bound the count has): above it, the first ``limit`` of those scanned.
+        """
+        if limit == 0:
+            return []
+        anchor, other = ("o", "s") if inverse else ("s", "o")
+        x = st.variable(other)
+        kind = f"isIRI(?s) && {self._object_filter('s')}" if inverse else self._object_filter("o")
+        if len(anchors) == 1:
+            values, rank = f"VALUES ?{anchor} {{ {anchors[0]} }}", ""
+        else:
+            ranked = " ".join(f"({t} {st.literal(f'{i:05d}')})" for i, t in enumerate(anchors))
+            values, rank = f"VALUES (?{anchor} ?_r) {{ {ranked} }}", "?_r"
+        labels = " UNION ".join(f"{{ {x} {st.iri(lp)} ?_v }}" for lp in self.label_predicates)
+        local = f'LCASE(REPLACE(REPLACE(STR({x}), "^.*[/#]", ""), "_", " "))'
+        q = (
+            f"SELECT ?s ?o WHERE {{ "
+            f"{{ SELECT ?s ?o {rank} (MIN(LCASE(STR(?_v))) AS ?_m) WHERE {{ "
+            f"{{ SELECT ?s ?o {rank} WHERE {{ {values} ?s {p} ?o . FILTER({kind}) }} LIMIT {self.count_limit} }} "
+            f"OPTIONAL {{ {labels} FILTER(isLITERAL(?_v) && ({self._lang_filter('_v')})) }} "
+            f"}} GROUP BY ?s ?o {rank} }} "
+            f"BIND(COALESCE(?_m, IF(isLITERAL({x}), LCASE(STR({x})), {local})) AS ?_l) "
+            f"}} ORDER BY {rank} ?_l LIMIT {limit}"
+        )
+        try:
+            rows = await self.select(q)
+        except KGError as e:
+            log.info("%s: the label-ordered choice of a hub's edges failed, showing the server's: %s", self.name, e)
+            return None
+        return [r for r in rows if "s" in r and "o" in r]
 
 
 # -- helpers ------------------------------------------------------------------------------
