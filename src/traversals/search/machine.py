@@ -563,12 +563,24 @@ class Machine:
     ) -> tuple[Relations, tuple[Relation, ...], list[str]]:
         """The KG's relations of ``entities``, those of them a selection could still
         expand (not expanded for every one of the entities on this path, not only walking
-        back along known edges), and the keys left out as walking back."""
-        rels = await self.kgs.get_relations(entities, usage)
+        back along known edges), and the keys left out as walking back.
+
+        At most the KGs' ``max_relations`` are offered, and as many as that when the KG
+        has them: it is asked for as many more as can be left out here (one per relation
+        expanded for every entity, one per relation that may walk back), and what is
+        over the cap after leaving them out is counted in the returned ``omitted``."""
+        cap = self.kgs.max_relations
         # A relation already expanded for every selected entity would add nothing.
         done = {x[:3] for x in expanded}
+        spent = {(kg, key) for _, kg, key in done if all((e.id, kg, key) in done for e in entities)}
+        rels = await self.kgs.get_relations(
+            entities, usage, limit=cap + len(spent) + len(self._reversals(entities, subgraph))
+        )
         fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in entities))
         fresh, back = await self._drop_walks_back(entities, fresh, subgraph, usage)
+        if len(fresh) > cap:
+            rels = Relations(rels.items, rels.omitted + len(fresh) - cap)
+            fresh = fresh[:cap]
         return rels, fresh, back
 
     async def _dead_ends(self, node: Node, usage: Usage) -> frozenset[str]:
@@ -597,8 +609,7 @@ class Machine:
         director and adds nothing (the 1.5B model picked it for "who acted in the films
         directed by X" because the query says "directed"). Only a relation that reverses
         an edge into a selected entity can do that; each is checked with one KG call."""
-        ids = {e.id for e in entities}
-        reverses = {(f.relation.kg, f.relation.id, not f.relation.inverse) for f in subgraph.facts if f.target.id in ids}
+        reverses = self._reversals(entities, subgraph)
         suspects = [r for r in relations if (r.kg, r.id, r.inverse) in reverses]
         if not suspects:
             return relations, []
@@ -609,6 +620,13 @@ class Machine:
             if not got.omitted and all((e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)
         ]
         return tuple(r for r in relations if r not in back), [r.key for r in back]
+
+    @staticmethod
+    def _reversals(entities: Sequence[Entity], subgraph: Subgraph) -> set[tuple[str, str, bool]]:
+        """``(kg, relation id, inverse)`` of the relations that reverse an edge of the
+        subgraph into one of ``entities``: the ones that may only walk back."""
+        ids = {e.id for e in entities}
+        return {(f.relation.kg, f.relation.id, not f.relation.inverse) for f in subgraph.facts if f.target.id in ids}
 
     def _walked(self, edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
         """Turn a forward KG edge into the fact as walked from the selected entity.
