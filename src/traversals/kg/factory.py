@@ -60,6 +60,7 @@ class RemoteOptions(TypedDict, total=False):
     http: HttpClient | None
     scan_limit: int | None
     count_limit: int | None
+    order_limit: int | None
     search_stages: Sequence[str] | None
     language: str | None
 
@@ -76,6 +77,7 @@ class _BackendOptions(TypedDict, total=False):
     http: HttpClient
     scan_limit: int
     count_limit: int
+    order_limit: int
     search_stages: Sequence[str]
     language: str
 

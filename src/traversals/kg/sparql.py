@@ -32,8 +32,8 @@ What each interface call costs (queries, each bounded with ``LIMIT``):
     over a subquery with ``LIMIT count_limit`` gives ``omitted`` (a lower bound when
     the cap is reached), and a label-ordered ``LIMIT limit`` query picks the edges
     shown, the first by label as in the embedded store (it labels and sorts up to
-    ``count_limit`` edges: a *scan of the hub*, tens of microseconds an edge on
-    Oxigraph; if it fails or times out, the first rows are shown). Then one batched
+    ``order_limit`` edges, 10,000 by default: a *scan of the hub*, tens of microseconds
+    an edge on Oxigraph; if it fails or times out, the first rows are shown). Then one batched
     label query for the entities reached.
 
 Identifiers follow the embedded store: an entity's ``id`` is its QID when its IRI is a
@@ -254,6 +254,11 @@ class SparqlKG:
         Triples scanned per direction when counting relations.
     count_limit:
         Edges counted at most when reporting ``omitted``.
+    order_limit:
+        Edges of a hub labelled and sorted at most to choose the ``limit`` shown (the
+        first by label among the first ``order_limit`` the server gives; 0: no ordering
+        query, the server's first rows). It bounds what one ``get_edges`` on a hub costs:
+        sorting is a scan, tens of microseconds an edge.
     relation_rows:
         Relation groups fetched at most by :meth:`get_relations` (see above).
     search_stages:
@@ -290,6 +295,7 @@ class SparqlKG:
         http: HttpClient | None = None,
         scan_limit: int = 250_000,
         count_limit: int = 100_000,
+        order_limit: int = 10_000,
         relation_rows: int = 1000,
         search_stages: Sequence[str] = ("exact", "icase", "contains"),
         exclude_predicates: Iterable[str] = (),
@@ -315,6 +321,7 @@ class SparqlKG:
         self.search_stages = tuple(search_stages)
         self.scan_limit = int(scan_limit)
         self.count_limit = int(count_limit)
+        self.order_limit = max(0, int(order_limit))
         self.relation_rows = int(relation_rows)
         self.exclude_predicates = tuple(
             dict.fromkeys(
@@ -890,7 +897,7 @@ class SparqlKG:
         end's label. When there are more than ``limit``, the ones shown are the first
         ``limit`` in that order too, as the embedded store shows: the server labels and
         sorts them (:meth:`_label_ordered`, one more query, asked only then and
-        alongside the count for ``omitted``; bounded by ``count_limit`` edges and the
+        alongside the count for ``omitted``; bounded by ``order_limit`` edges and the
         KG's ``timeout``). If that query times out or fails, the shown edges are the
         first ``limit`` rows the server returned instead (still sorted, but which ones
         is then up to the server); ``omitted`` is the same either way.
@@ -1004,11 +1011,14 @@ class SparqlKG:
         none by its IRI's local name (``_`` read as a space), a literal by its value.
         Equal labels are not ordered further (an ``ORDER BY`` on the nodes themselves
         costs Oxigraph more than everything else together), so which of them makes the
-        cut is the server's. At most ``count_limit`` edges are labelled and sorted (the
-        bound the count has): above it, the first ``limit`` of those scanned.
+        cut is the server's. At most ``order_limit`` edges are labelled and sorted: above
+        it, the first ``limit`` by label of the first ``order_limit`` the server gives.
+        ``None`` at once when ``order_limit`` is 0.
         """
         if limit == 0:
             return []
+        if self.order_limit == 0:
+            return None
         anchor, other = ("o", "s") if inverse else ("s", "o")
         x = st.variable(other)
         kind = f"isIRI(?s) && {self._object_filter('s')}" if inverse else self._object_filter("o")
@@ -1022,7 +1032,7 @@ class SparqlKG:
         q = (
             f"SELECT ?s ?o WHERE {{ "
             f"{{ SELECT ?s ?o {rank} (MIN(LCASE(STR(?_v))) AS ?_m) WHERE {{ "
-            f"{{ SELECT ?s ?o {rank} WHERE {{ {values} ?s {p} ?o . FILTER({kind}) }} LIMIT {self.count_limit} }} "
+            f"{{ SELECT ?s ?o {rank} WHERE {{ {values} ?s {p} ?o . FILTER({kind}) }} LIMIT {self.order_limit} }} "
             f"OPTIONAL {{ {labels} FILTER(isLITERAL(?_v) && ({self._lang_filter('_v')})) }} "
             f"}} GROUP BY ?s ?o {rank} }} "
             f"BIND(COALESCE(?_m, IF(isLITERAL({x}), LCASE(STR({x})), {local})) AS ?_l) "

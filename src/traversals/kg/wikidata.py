@@ -74,6 +74,7 @@ class WikidataKG(SparqlKG):
         http: HttpClient | None = None,
         scan_limit: int = 100_000,
         count_limit: int = 100_000,
+        order_limit: int = 10_000,
         search_stages: Sequence[str] = ("exact",),
     ) -> None:
         lang = st.language_tag(language)
@@ -92,6 +93,7 @@ class WikidataKG(SparqlKG):
             http=http,
             scan_limit=scan_limit,
             count_limit=count_limit,
+            order_limit=order_limit,
             search_stages=search_stages,
             include_predicate_prefixes=(WIKIDATA_DIRECT,),
             exclude_external_ids=True,
