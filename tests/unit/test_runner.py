@@ -605,3 +605,18 @@ def test_a_run_that_answered_nothing_prints_no_score_rather_than_zero():
     assert "Hits@1=–" in empty and "no question answered" in empty and "0.0%" not in empty
     failed = Summary(n=2, errors=2, selected=2).format()  # errors count as wrong: a real 0
     assert "Hits@1=0.0%" in failed
+
+
+def test_the_resume_hint_is_a_command_that_pastes_back_whole(tmp_path):
+    """An --out with a space (or any shell character) is quoted in the printed command."""
+    import shlex
+
+    from traversals.eval.runner import resume_hint
+
+    out = tmp_path / "my run"
+    out.mkdir()
+    (out / "results.jsonl").write_text('{"id": "q1"}\n')
+    argv = ["traversals", "eval", "metaqa-1hop", "--strategy", "chain", "--out", str(out)]
+    hint = resume_hint(out, argv)
+    command = hint.split("continue with: ", 1)[1]
+    assert shlex.split(command) == [*argv, "--resume"] and hint.startswith("1 question(s) saved")

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -621,7 +622,7 @@ async def run_eval(
 def resume_hint(out_dir: str | Path, argv: Sequence[str] | None = None) -> str:
     """How to continue an interrupted run."""
     n = len(read_results(Path(out_dir) / RESULTS))
-    cmd = " ".join(argv) if argv else "the same command"
+    cmd = shlex.join(argv) if argv else "the same command"  # quoted: a path with a space pastes back whole
     if argv and "--resume" not in argv:
         cmd += " --resume"
     elif not argv:
