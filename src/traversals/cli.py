@@ -43,16 +43,17 @@ def _port(text: str) -> int:
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=int, default=None,
+    p.add_argument("--k", type=int, default=None, metavar="N",
                    help="branching factor (1 = Chain-of-Traversals); default 3 for tree, 1 for chain")
-    p.add_argument("--max-depth", type=int, default=7)
-    p.add_argument("--max-expansions", type=int, default=20)
-    p.add_argument("--threshold", type=float, default=0.8, help="stop when an answer's value exceeds this (τ)")
-    p.add_argument("--simulations", type=int, default=16, help="mcts: simulations per question (default 16)")
+    p.add_argument("--max-depth", type=int, default=7, metavar="N", help="default 7 (the paper's)")
+    p.add_argument("--max-expansions", type=int, default=20, metavar="N", help="default 20 (the paper's)")
+    p.add_argument("--threshold", type=float, default=0.8, metavar="X",
+                   help="stop when an answer's value exceeds this (τ; default 0.8, the paper's)")
+    p.add_argument("--simulations", type=int, default=16, metavar="N", help="mcts: simulations per question (default 16)")
     add_tree_flags(p)
     add_decoding_flag(p)
     add_value_flags(p)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the search's random seed (default 0)")
 
 
 def _add_solver_flags(p: argparse.ArgumentParser, *, strategy_help: str) -> None:

@@ -23,3 +23,12 @@ def test_a_port_out_of_range_is_refused_by_the_parser(command, port, capsys):
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "argument --port:" in err and "Traceback" not in err
+
+
+def test_ask_help_states_the_search_defaults_the_readme_gives(capsys):
+    with pytest.raises(SystemExit):
+        main(["ask", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for flag, default in (("--max-depth N", "default 7"), ("--max-expansions N", "default 20"),
+                          ("--threshold X", "default 0.8"), ("--simulations N", "default 16"), ("--seed", "default 0")):
+        assert f"{flag} " in out and default in out.split(f"{flag} ", 2)[-1][:120], flag
