@@ -11,9 +11,10 @@ Endpoints
 ``GET /v1/info``
     the LLM, the KGs, the strategies, the default search settings and the limits.
 ``POST /v1/ask``
-    body ``{"question": "...", "strategy": "tree|chain|cot", "topic_entities": [...],
+    body ``{"question": "...", "strategy": "tree|chain|cot|mcts|beam", "topic_entities": [...],
     "k": 3, "max_depth": 7, "max_expansions": 20, "threshold": 0.8, "seed": 0,
-    "trace": false}`` (only ``question`` is required; unknown fields are refused) →
+    "simulations": 16, "trace": false, "stream": false}`` (only ``question`` is required;
+    unknown fields are refused) →
     the same object as ``traversals ask --json`` (answer, value, supporting edges with
     their KG, LLM/KG calls, tokens, seconds, decoding, strategy) plus ``"trace"`` (the
     whole search tree) when asked for.
