@@ -31,3 +31,16 @@ def test_the_readme_and_the_service_doc_list_every_field_ask_json_prints():
         readme, "`--json` prints", "`--trace FILE` writes")
     service = (ROOT / "docs" / "service.md").read_text()
     assert keys <= named(service, "Reply: the object", "## Streaming")
+
+
+def test_the_eval_synopsis_in_docs_evaluation_names_every_eval_flag():
+    from traversals.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["eval"]
+    flags = {s for a in sub._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    flags -= {"--no-group-selection"}  # the negative form of --group-selection
+    doc = (ROOT / "docs" / "evaluation.md").read_text()
+    synopsis = doc.split("```\ntraversals eval DATASET", 1)[1].split("```", 1)[0]
+    shown = set(re.findall(r"--[a-z][a-z-]*", synopsis))
+    assert flags == shown, (sorted(flags - shown), sorted(shown - flags))
