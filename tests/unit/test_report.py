@@ -312,6 +312,10 @@ def test_a_run_without_results_yet_shows_no_score_of_zero(tmp_path):
     text = write_report([run]).read_text()
     assert "| tree | – / – (n=0, partial of 10) |" in text
     assert "| pq-2h |  | tree | ? | 0 | 0 | – | – | – | – |" in text
+    (run / "results.jsonl").unlink()  # stopped while the model loaded: run.json only
+    assert "| tree | – / – (n=0, partial of 10) |" in write_report([run]).read_text()
+    with pytest.raises(BadInput, match="no results.jsonl"):
+        write_report([tmp_path / "nothing"])
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "results.jsonl").write_text("")

@@ -88,7 +88,7 @@ def load_run(run_dir: str | Path) -> Run:
     d = Path(run_dir)
     if d.name == RESULTS and d.is_file():  # the run's results file named instead of its folder
         d = d.parent
-    if not (d / RESULTS).is_file():
+    if not (d / RESULTS).is_file() and not (d / RUN).is_file():  # run.json alone: stopped before its first answer
         raise BadInput(f"{d}: no {RESULTS} (not a run directory)")
     config: dict = {}
     if (d / RUN).is_file():
