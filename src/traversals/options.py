@@ -175,8 +175,17 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
 
 
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
+    """The LLM of ``--llm``; :class:`~traversals.errors.BadInput` for an ``--llm-url``
+    that nothing would use (``--llm local`` runs in this process: the flag was meant
+    for ``--llm openai:MODEL``, and would otherwise be ignored in silence)."""
+    from .errors import BadInput
     from .llm.factory import open_llm
 
+    if getattr(args, "llm_url", None) and not args.llm.strip().lower().startswith("openai"):
+        embedder = str(getattr(args, "embedder", None) or "").strip()
+        if not (embedder.startswith("openai:") and not getattr(args, "embedder_url", None)):  # its default URL
+            raise BadInput(f"--llm-url is the address of an OpenAI-compatible server: give --llm openai:MODEL "
+                           f"with it (--llm {args.llm} runs the model in this process and uses no URL)")
     template = getattr(args, "llm_template", None)
     extra: dict = {}
     if args.llm.startswith("openai"):

@@ -32,3 +32,21 @@ def test_ask_help_states_the_search_defaults_the_readme_gives(capsys):
     for flag, default in (("--max-depth N", "default 7"), ("--max-expansions N", "default 20"),
                           ("--threshold X", "default 0.8"), ("--simulations N", "default 16"), ("--seed", "default 0")):
         assert f"{flag} " in out and default in out.split(f"{flag} ", 2)[-1][:120], flag
+
+
+def test_an_llm_url_without_an_openai_llm_is_refused_rather_than_ignored(capsys):
+    """`--llm-url` alone would run the local model in silence, not the server meant."""
+    assert main(["ask", "who directed [X]", "--llm-url", "http://127.0.0.1:9/v1", "--kg", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert "--llm-url" in err and "--llm openai:MODEL" in err and err.count("\n") == 1
+
+
+def test_an_llm_url_that_serves_the_embedder_is_accepted():
+    import argparse
+
+    from traversals.options import open_llm_from_args
+
+    args = argparse.Namespace(llm="local:/nonexistent.gguf", llm_url="http://127.0.0.1:9/v1",
+                              embedder="openai:emb", embedder_url=None)
+    with pytest.raises(Exception, match="model file not found"):  # past the URL check, to the model
+        open_llm_from_args(args, environ={})
