@@ -454,6 +454,19 @@ def test_cli_eval_freebase_needs_kg(tmp_path, capsys):
     assert "Freebase" in capsys.readouterr().err
 
 
+def test_cli_eval_musicbrainz_names_the_kgs_to_pass(tmp_path, capsys):
+    """The dataset's own KGs are Wikidata and MusicBrainz, and no MusicBrainz KG is built in."""
+    from traversals.cli import main
+
+    csv = tmp_path / "MusicbrainzxWikidata.csv"
+    csv.write_text("Question,Answer,Type\nWho recorded X?,Someone,one\n")
+    args = ["eval", "musicbrainz-x-wikidata", "--data", str(csv), "--strategy", "chain", "--out", str(tmp_path / "x")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--kg wikidata --kg musicbrainz=" in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()  # refused before the run directory is made
+
+
 CLI_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})

@@ -118,6 +118,10 @@ async def _eval(args: argparse.Namespace) -> int:
             raise BadInput(f"{dataset.name}: no KG file found next to the data; pass --kg SPEC")
         if "freebase" in kg_specs:
             raise BadInput(f"{dataset.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
+        if not args.kg and "musicbrainz" in kg_specs:  # the dataset's own KG names no spec open_kgs knows
+            raise BadInput(f"{dataset.name} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
+                           "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
+                           "(a SPARQL endpoint serving MusicBrainz)")
     search = _search_config(args)
     url = args.llm_url or os.environ.get("OPENAI_BASE_URL")
     config: dict[str, Any] = {
