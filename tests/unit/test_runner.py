@@ -445,6 +445,25 @@ def test_cli_eval_cot_then_report(tmp_path, monkeypatch, capsys):
     assert (out / "report.md").exists() and "| cot |" in (out / "report.md").read_text()
 
 
+@needs_data
+def test_cli_eval_records_the_llm_template_and_a_resume_with_another_is_refused(tmp_path, monkeypatch, capsys):
+    """--llm-template decides whether an endpoint decodes constrained: answers of both kinds
+    must not mix in one run."""
+    import traversals.llm.factory as llm_factory
+    from traversals.cli import main
+    from traversals.llm.scripted import ScriptedLLM
+
+    monkeypatch.setattr(llm_factory, "open_llm", lambda spec="local", **kw: ScriptedLLM(["ANSWER: Drama"] * 9))
+    out = tmp_path / "cot"
+    args = ["eval", "metaqa-1hop", "--data", str(SHARED_DATA), "--limit", "1", "--strategy", "cot", "--out", str(out),
+            "--no-progress", "--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]
+    assert main([*args, "--llm-template", "chatml"]) == 0
+    assert json.loads((out / "run.json").read_text())["llm_template"] == "chatml"
+    capsys.readouterr()
+    assert main([*args, "--limit", "2", "--resume"]) == 2
+    assert "llm_template: 'chatml' (recorded) vs None (now)" in capsys.readouterr().err
+
+
 def test_cli_eval_freebase_needs_kg(tmp_path, capsys):
     from traversals.cli import main
 

@@ -128,6 +128,8 @@ async def _eval(args: argparse.Namespace) -> int:
         "strategy": strategy,
         "llm": args.llm,
         "llm_url": shown_url(url) if url else url,  # a password in it is not recorded
+        # openai: the prompt template that lets the endpoint score options (constrained decoding) or not
+        "llm_template": args.llm_template if args.llm.strip().lower().startswith("openai") else None,
         "kg": kg_specs if strategy != "cot" else [],
         "data": str(Path(args.data).resolve()),
         # the search's own hyper-parameters; its RNG seed is not the sampling seed
