@@ -23,6 +23,7 @@ from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
 from .kg.factory import SPEC_HELP
+from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
@@ -194,12 +195,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .mcp_server import create_mcp_server
+    from .service import ServiceLimits
 
+    ServiceLimits(max_queue=args.max_queue, timeout=args.timeout)  # out of range: one line, before a model loads
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
-                               default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout)
+                               default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout,
+                               max_queue=args.max_queue)
     # the MCP SDK logs at INFO on stderr, where httpx would add a line per KG/LLM request
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.transport == "stdio":
@@ -263,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--port", type=_port, default=8001, help="streamable-http: port (default 8001)")
     mcp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="answer_question gives up a search after this long (default: no limit)")
+    mcp.add_argument("--max-queue", type=int, default=MCP_MAX_QUEUE,
+                     help=f"answer_question calls that may wait behind the running search; more are refused "
+                          f"as busy (default {MCP_MAX_QUEUE})")
     mcp.set_defaults(func=cmd_mcp)
 
     view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")

@@ -193,7 +193,7 @@ def create_mcp_server(
             raise ToolError(
                 f"the server is busy: {running} search(es) running and {admitted - running} call(s) waiting, "
                 f"the most its max_queue ({max_queue}) lets wait; call again when a search has finished, "
-                "or start the server with a larger max_queue"
+                "or start the server with a larger max_queue (traversals mcp --max-queue N)"
             )
         admitted += 1
         try:

@@ -155,7 +155,7 @@ async def test_answer_question_refuses_at_once_when_max_queue_calls_are_waiting_
         assert len(refused) == 2 and llm.running == 1
         assert all(r.is_error for r in refused)
         assert "the server is busy: 1 search(es) running and 2 call(s) waiting" in refused[0].content[0].text
-        assert "start the server with a larger max_queue" in refused[0].content[0].text
+        assert "start the server with a larger max_queue (traversals mcp --max-queue N)" in refused[0].content[0].text
         answered = await asyncio.gather(*(t for t in calls if t not in done))
         assert [r.structured_content["answer"] for r in answered] == ["Florence Stone"] * 3
         assert llm.most == 1 and len(llm.generate_calls) == 3  # the refused calls never reached the LLM

@@ -96,8 +96,8 @@ def open_llm(
         url = (url or "").strip()  # a value pasted with its newline
         if not url:
             raise BadInput(
-                f"--llm {spec} needs the endpoint URL: pass --llm-url or set OPENAI_BASE_URL on the command "
-                "line, url= in open_llm (e.g. http://127.0.0.1:8000/v1)"
+                f"--llm {spec} needs the endpoint URL: pass --llm-url URL or set OPENAI_BASE_URL "
+                "(url= in open_llm), e.g. http://127.0.0.1:8000/v1"
             )
         http_url(url, "the LLM URL (--llm-url or $OPENAI_BASE_URL)")
         return OpenAICompatibleLLM(url, arg, api_key=api_key, **kw)
