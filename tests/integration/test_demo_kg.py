@@ -117,11 +117,19 @@ async def test_open_kg_forms(tmp_path):
 
     kgs = open_kgs([])
     assert len(kgs) == 1 and kgs[0].name == "demo"
-    two = open_kgs(["demo", "demo"])
-    assert [k.name for k in two] == ["demo", "demo-2"]
+    # two KGs of one name (two files kb.txt) are told apart
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "kb.txt").write_text("Kismet|written_by|Edward Knoblock\n", "utf-8")
+    two = open_kgs([str(tmp_path / "kb.txt"), str(tmp_path / "b" / "kb.txt")])
+    assert [k.name for k in two] == ["kb", "kb-2"]
     # a suffix skips a name the user gave another KG
-    three = open_kgs(["demo", "demo", f"demo-2={tmp_path / 'kb.txt'}"])
-    assert [k.name for k in three] == ["demo", "demo-3", "demo-2"]
+    three = open_kgs([str(tmp_path / "kb.txt"), str(tmp_path / "b" / "kb.txt"), "kb-2=demo"])
+    assert [k.name for k in three] == ["kb", "kb-3", "kb-2"]
+    # one KG given twice, by the same spec, by two paths or under two names, is refused
+    for twice in (["demo", "demo"], ["demo", "films=demo"], [str(tmp_path / "kb.txt"), f"{tmp_path}/b/../kb.txt"],
+                  ["sparql:http://127.0.0.1:9/query", "http://127.0.0.1:9/query/"]):
+        with pytest.raises(BadInput, match="the same KG given twice"):
+            open_kgs(twice)
 
 
 def test_open_kg_remote_forms_are_lazy():

@@ -135,6 +135,25 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 
 
+def _identity(spec: str) -> str:
+    """What ``spec`` opens, as :func:`open_kg` reads it: a resolved path, a URL without
+    its trailing slash, or a keyword — so one KG given twice, by two paths or names, is
+    seen as one."""
+    spec = (spec or "").strip()
+    m = _NAME_PREFIX.match(spec)
+    if m and not Path(spec).exists():
+        spec = m.group(2).strip()
+    low = spec.lower()
+    if low.startswith("sparql:"):
+        spec, low = spec[len("sparql:"):].strip(), low[len("sparql:"):].strip()
+    if low in ("demo", "wikidata") or low.startswith(("http://", "https://")):
+        return low.rstrip("/") if low.startswith("http") else low
+    try:
+        return str(Path(spec).expanduser().resolve())
+    except (OSError, RuntimeError):
+        return spec
+
+
 def _backend_options(name: str | None, remote: RemoteOptions) -> _BackendOptions:
     # Every value left is of its key's type in RemoteOptions, without None.
     options = cast(_BackendOptions, {k: v for k, v in remote.items() if v is not None})
@@ -151,6 +170,15 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
     """
     if not specs:
         specs = ["demo"]
+    first: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        if first.setdefault(_identity(spec), i) != i:
+            same = specs[first[_identity(spec)]]
+            said = f"{same!r} and {spec!r} are" if same.strip() != spec.strip() else f"{spec!r} is"
+            raise BadInput(
+                f"{said} the same KG given twice; give it once (two copies would be searched as "
+                "two KGs, every entity linked to itself)"
+            )
     kgs = [open_kg(spec, **remote) for spec in specs]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
     seen: set[str] = set()
