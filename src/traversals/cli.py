@@ -103,6 +103,31 @@ def _strategy(args: argparse.Namespace) -> str:
 UNSURE = {"max_expansions": "used its {} expansions", "frontier_empty": "had nothing left to expand"}
 
 
+def answer_notes(answer, args: argparse.Namespace) -> list[str]:
+    """What ``ask`` adds on stderr about an answer a user should not take at its word."""
+    notes = []
+    if answer.found and answer.stopped in UNSURE:
+        notes.append(f"no answer was rated over the threshold {args.threshold:g} before the search "
+                     f"{UNSURE[answer.stopped].format(args.max_expansions)}; this one, rated "
+                     f"{answer.value or 0.0:.2f}, is the best of the rest and may be wrong (a value trained "
+                     f"on the KG judges answers better than a small LLM: traversals train-value --synthetic, "
+                     f"docs/rwt.md)")
+    elif (answer.found and answer.strategy in ("mcts", "beam") and not args.value_model
+          and (answer.value or 0.0) < args.threshold):
+        notes.append(f"{answer.strategy} without --value-model rates paths with the LLM (the roll-out "
+                     f"stand-in); this answer, rated {answer.value or 0.0:.2f}, under the threshold "
+                     f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
+                     f"traversals train-value, docs/rwt.md)")
+    if answer.linked_entities == []:
+        notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "
+                     "(name the entity as the KG labels it, or put it in [brackets])")
+    elif not answer.found:
+        notes.append("the search found no answer")
+    elif answer.linked_entities and not answer.supporting_edges:
+        notes.append("the answer has no supporting KG edge (the search found none that leads to it)")
+    return notes
+
+
 async def _ask(args: argparse.Namespace) -> int:
     from .api import build_solver, close_all
     from .kg.factory import open_kgs
@@ -137,19 +162,8 @@ async def _ask(args: argparse.Namespace) -> int:
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:
             print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
-    if answer.found and answer.stopped in UNSURE:
-        print(f"note: no answer was rated over the threshold {args.threshold:g} before the search "
-              f"{UNSURE[answer.stopped].format(args.max_expansions)}; this one, rated "
-              f"{answer.value or 0.0:.2f}, is the best of the rest and may be wrong (a value trained "
-              f"on the KG judges answers better than a small LLM: traversals train-value --synthetic, "
-              f"docs/rwt.md)", file=sys.stderr)
-    if answer.linked_entities == []:
-        print("note: nothing in the question was found in the KG, so the answer is the LLM's alone "
-              "(name the entity as the KG labels it, or put it in [brackets])", file=sys.stderr)
-    elif not answer.found:
-        print("note: the search found no answer", file=sys.stderr)
-    elif answer.linked_entities and not answer.supporting_edges:
-        print("note: the answer has no supporting KG edge (the search found none that leads to it)", file=sys.stderr)
+    for note in answer_notes(answer, args):
+        print(f"note: {note}", file=sys.stderr)
     if trace_file is not None:  # after the answer is printed: a failed write costs only the trace
         try:
             trace_file.write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")

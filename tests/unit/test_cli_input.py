@@ -57,3 +57,30 @@ def test_mcp_limits_out_of_range_are_one_line_before_a_model_loads(flags, capsys
     assert main(["mcp", "--llm", "local:/nonexistent.gguf", *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith("traversals: error:") and flags[0] in err and err.count("\n") == 1
+
+
+def test_an_rwt_answer_rated_low_without_a_value_model_is_flagged():
+    """mcts/beam always answer their best path; without a trained value it is rated by the
+    LLM stand-in, and a low rating is said as the tree's is."""
+    import argparse
+
+    from traversals.cli import answer_notes
+    from traversals.kg.base import Entity
+    from traversals.search.result import Answer
+
+    e = Entity("E1", "Charles Bail")
+    args = argparse.Namespace(threshold=0.8, max_expansions=20, value_model=None)
+
+    def notes(**kw):
+        return answer_notes(Answer(question="q", text="1976", linked_entities=[e], **kw), args)
+
+    low = notes(value=0.17, strategy="beam")
+    assert len(low) == 2 and low[0].startswith("beam without --value-model") and "rated 0.17" in low[0]
+    assert "no supporting KG edge" in low[1]
+    assert not any("value-model" in n for n in notes(value=0.9, strategy="mcts"))
+    args.value_model = "models/x.json"
+    assert not any("value-model" in n for n in notes(value=0.17, strategy="beam"))
+    # the tree's own note is unchanged
+    args.value_model = None
+    tree = notes(value=0.4, strategy="tree", stopped="max_expansions")
+    assert tree[0].startswith("no answer was rated over the threshold 0.8 before the search used its 20 expansions")
