@@ -27,7 +27,7 @@ from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, remote_kg_options,
+    open_llm_from_args, prepare_llm, refuse_unused_flags, remote_kg_options,
 )
 from .validate import unicode_text
 
@@ -141,6 +141,7 @@ async def _ask(args: argparse.Namespace) -> int:
         raise BadInput(f"--trace {trace_file}: " + ("is a directory" if trace_file.is_dir()
                        else f"directory {trace_file.parent} does not exist"))  # before a search is spent
     strategy = _strategy(args)
+    refuse_unused_flags(strategy, args)
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)

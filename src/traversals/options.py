@@ -71,6 +71,18 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
+    """:class:`~traversals.errors.BadInput` for a flag the chosen strategy would ignore in
+    silence while a run records it: ``cot`` asks the LLM alone and rates nothing, so a
+    ``--value-model`` would be recorded as used. (``--embedder`` with tree/chain is left
+    alone: those open no embedder and record none.)"""
+    from .errors import BadInput
+
+    if strategy == "cot" and getattr(args, "value_model", None):
+        raise BadInput("--value-model is not used by --strategy cot (the LLM answers alone, nothing is "
+                       "rated); drop one of them")
+
+
 def add_tree_flags(p: argparse.ArgumentParser) -> None:
     """Flags of the tree/chain search beyond the paper's hyper-parameters."""
     from .search.machine import DEFAULT_SCREEN_LIMIT

@@ -84,3 +84,13 @@ def test_an_rwt_answer_rated_low_without_a_value_model_is_flagged():
     args.value_model = None
     tree = notes(value=0.4, strategy="tree", stopped="max_expansions")
     assert tree[0].startswith("no answer was rated over the threshold 0.8 before the search used its 20 expansions")
+
+
+@pytest.mark.parametrize("command", [["ask", "who directed [X]", "--kg", "demo"],
+                                     ["eval", "metaqa-1hop", "--data", "/nonexistent", "--out", "/nonexistent/run"]])
+def test_a_value_model_with_cot_is_refused_before_anything_runs(command, capsys):
+    """cot rates nothing: a run must not be recorded as using a value model it did not use."""
+    says = "--value-model is not used by --strategy cot"
+    assert main([*command, "--llm", "local:/nonexistent.gguf", "--strategy", "cot", "--value-model", "m.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("traversals: error:") and says in err and err.count("\n") == 1

@@ -16,7 +16,7 @@ from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, redact_secrets, remote_kg_options,
+    open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from .runner import MAX_CONSECUTIVE_ERRORS
@@ -110,6 +110,7 @@ async def _eval(args: argparse.Namespace) -> int:
         raise BadInput("--retry-errors goes with --resume (it answers again a run's error rows)")
     if args.max_consecutive_errors < 0:
         raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
+    refuse_unused_flags(args.strategy, args)
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
     strategy = args.strategy
     kg_specs = list(args.kg or dataset.kg_specs)
