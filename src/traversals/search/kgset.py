@@ -1,8 +1,9 @@
 """One or several KGs behind one door, with call counting and cross-KG linking (§2.4).
 
 * ``get_relations`` asks every KG about the selected entities (each KG sees its own
-  copy of an entity, found by linking) and merges the answers; relation keys are made
-  unique by prefixing the KG name when two KGs use the same id.
+  copy of an entity, found by linking) and merges the answers in turns, so one KG's hub
+  does not crowd the others out of ``max_relations``; relation keys are made unique by
+  prefixing the KG name when two KGs use the same id.
 * ``get_edges`` goes to the KG the relation came from.
 * ``link`` finds, for entities newly added from one KG, the same entity in the others.
   Explicit links first (§2.4: "the use of explicit links between common KGs if
@@ -180,15 +181,21 @@ class KGSet:
             return self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap), cap)
 
         answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
+        return self._shared(answers, cap)
+
+    @staticmethod
+    def _shared(answers: Sequence[Relations], cap: int) -> Relations:
+        """The KGs' answers as one list of at most ``cap``, taken in turns (each KG's
+        first, then each one's second …): a hub with hundreds of relations in one KG
+        does not crowd out the few another KG knows, a KG with fewer than its share
+        leaves the rest to the others, and any first part of the list (a caller may cut
+        it shorter) shares the KGs out as well. One KG: its own order."""
+        lists = [list(a.items) for a in answers]
         items: list[Relation] = []
-        omitted = 0
-        for a in answers:
-            items.extend(a.items)
-            omitted += a.omitted
-        if len(items) > cap:
-            omitted += len(items) - cap
-            items = items[:cap]
-        return Relations(tuple(items), omitted)
+        for rank in range(max((len(x) for x in lists), default=0)):
+            items.extend(x[rank] for x in lists if rank < len(x))
+        omitted = sum(a.omitted for a in answers) + max(0, len(items) - max(0, cap))
+        return Relations(tuple(items[: max(0, cap)]), omitted)
 
     @staticmethod
     def _relations(kg: KnowledgeGraph, got: object, cap: int) -> Relations:
