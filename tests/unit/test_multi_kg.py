@@ -5,8 +5,12 @@ SPARQL-server versions of these scenarios are in tests/integration/test_multi_kg
 
 from __future__ import annotations
 
+from traversals.api import SearchConfig, build_solver
 from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
+from traversals.search.machine import Action, ActionType, Machine, State
+from traversals.search.subgraph import Subgraph
 
 from .kgdouble import DictKG
 
@@ -33,3 +37,58 @@ async def test_a_hub_in_one_kg_does_not_crowd_out_the_other_kgs_relations():
     # a KG with fewer relations than its share leaves the rest to the others
     alone = await kgs.get_relations([omaha], usage, limit=20)
     assert len(alone.items) == 14 and alone.omitted == 0
+
+
+async def test_an_entity_not_linked_yet_is_linked_before_its_relations_are_listed():
+    """The question's own entities (and anything a strategy reached without linking it)
+    get the other KGs' relations: before, only entities an expansion of the tree or chain
+    reached were linked, so ``Omaha`` as the topic entity offered wiki's relations only."""
+    wiki, mb = hub_and_small()
+    kgs = KGSet([wiki, mb])
+    omaha = wiki.entities["Q2"]
+    usage = Usage()
+    rels = await kgs.get_relations([omaha], usage)
+    assert {"capacity", "venue_of"} <= {r.key for r in rels.items}
+    assert kgs.copies(omaha, mb) == [mb.entities["mb-omaha"]]
+    calls = usage.kg_calls
+    await kgs.get_relations([omaha], usage)
+    assert usage.kg_calls == calls + 2  # linked once: the second time only the two get_relations
+
+
+async def test_the_relation_options_of_a_hub_offer_the_other_kgs_relations():
+    wiki, mb = hub_and_small()
+    machine = Machine(KGSet([wiki, mb], max_relations=6))
+    omaha = wiki.entities["Q2"]
+    usage = Usage()
+    root = machine.root(Subgraph().with_entities([omaha]))
+    node = await machine.transition(root, Action(ActionType.EXPAND_KG, "go"), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(omaha,)), usage)
+    assert node.state is State.SELECTING_RELATION
+    assert {"capacity", "venue_of"} <= set(node.relation_keys), node.relation_keys
+    assert len(node.relation_keys) == 6 and node.relations_omitted == 8
+
+
+def venue_kgs() -> tuple[DictKG, DictKG]:
+    """The venue's place is in wiki, the place's capacity only in mb."""
+    wiki = DictKG([("Q1", "P1", "Q2"), ("Q1", "P2", "Q3")], labels={"Q1": "Venue", "Q2": "Omaha", "Q3": "Concert"},
+                  name="wiki", relation_labels={"P1": ("located in", ""), "P2": ("event", "")})
+    mb = DictKG([("mb-omaha", "capacity", "18975")], labels={"mb-omaha": "Omaha"}, name="mb")
+    return wiki, mb
+
+
+async def test_beam_search_walks_a_relation_of_the_other_kg_from_an_entity_it_reached():
+    """RwT's strategies never linked what they reached: the place's capacity (mb) was never
+    offered from Omaha reached in wiki."""
+    def score(prompt, options, prefix):
+        if prefix.startswith("RATING"):
+            want = "0.9" if "18975" in prompt else "0.3"
+            return [0.0 if o == want else -6.0 for o in options]
+        return [-0.1 if o.endswith(("capacity", "located in")) else -4.0 for o in options]
+
+    llm = ScriptedLLM(rules=[("three most likely answers", "A: 20000, B: 15000, C: 10000]")], score=score)
+    for strategy in ("beam", "mcts"):
+        answer = await build_solver(strategy, llm, list(venue_kgs()), SearchConfig(max_depth=2)).ask(
+            "what is the capacity of the place of Venue", topic_entities=["Venue"])
+        edges = [(e.subject.label, e.relation.label, e.object.label, e.relation.kg) for e in answer.supporting_edges]
+        assert answer.text == "18975", (strategy, answer.trace)
+        assert ("Omaha", "capacity", "18975", "mb") in edges and ("Venue", "located in", "Omaha", "wiki") in edges

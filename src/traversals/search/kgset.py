@@ -4,7 +4,9 @@
   copy of an entity, found by linking) and merges the answers in turns, so one KG's hub
   does not crowd the others out of ``max_relations``; relation keys are made unique by
   prefixing the KG name when two KGs use the same id.
-* ``get_edges`` goes to the KG the relation came from.
+  An entity not linked yet is linked first, whichever strategy asks.
+* ``get_edges`` goes to the KG the relation came from; an edge's end that is the KG's
+  copy of an entity asked about is that entity.
 * ``link`` finds, for entities newly added from one KG, the same entity in the others.
   Explicit links first (§2.4: "the use of explicit links between common KGs if
   available"): the same IRI, or owl:sameAs / skos:exactMatch / schema:sameAs stated by
@@ -172,6 +174,10 @@ class KGSet:
         """The entities' relations in every KG, at most ``limit`` a KG (default
         ``max_relations``, what a prompt shows)."""
         cap = self.max_relations if limit is None else limit
+        # An entity no expansion linked (the question's own, one a strategy reached without
+        # linking it, one past max_links_per_step) is linked now: its relations in the
+        # other KGs are asked for through its copies there.
+        await self.link([e for e in entities if e.kg and (e.kg, e.id) not in self._links], usage, limit=None)
 
         async def one(kg: KnowledgeGraph) -> Relations:
             mine = [c for e in entities for c in self.copies(e, kg)]
@@ -219,9 +225,18 @@ class KGSet:
 
     async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
         """The edges along ``relation`` in the KG it came from: at most ``max_edges``
-        distinct ones (the rest counted in ``omitted``), and the entities they reach."""
+        distinct ones (the rest counted in ``omitted``), and the entities they reach.
+
+        An edge end that is the KG's copy of one of ``entities`` (another KG's entity,
+        linked) is that entity, as the caller knows it: the fact is about it, and walking
+        from it reaches the far end only, not its copy as if it were something new."""
         kg = self._kg_of(relation.kg)
         mine = [c for e in entities for c in self.copies(e, kg)]
+        as_asked: dict[tuple[str, str], Entity] = {}
+        for e in entities:
+            for c in self.copies(e, kg):
+                if (c.kg, c.id) != (e.kg, e.id):
+                    as_asked.setdefault((c.kg or kg.name, c.id), e)
         if not mine:
             return Edges(())
         usage.kg_calls += 1
@@ -235,7 +250,8 @@ class KGSet:
 
         def stamp(x: object) -> Entity:
             e = _entity(where, x)
-            return e if e.kg else replace(e, kg=name)
+            e = e if e.kg else replace(e, kg=name)
+            return as_asked.get((e.kg, e.id), e)
 
         edges: dict[Edge, None] = {}
         for e in _items(where, got.edges, "Edge"):
@@ -249,7 +265,7 @@ class KGSet:
         # the entities the kept edges reach: the KG's list, or the far ends not asked about
         ends = [e.subject if relation.inverse else e.object for e in kept]
         given = [stamp(x) for x in _items(where, got.new_entities, "Entity")]
-        asked = {(x.kg or name, x.id) for x in mine}
+        asked = {(x.kg or name, x.id) for x in mine} | {(x.kg, x.id) for x in as_asked.values()}
         reached = [x for x in given if x in ends] if given else [x for x in ends if (x.kg, x.id) not in asked]
         return Edges(tuple(kept), tuple(dict.fromkeys(reached)), omitted)
 
@@ -271,13 +287,16 @@ class KGSet:
             out.extend(e if e.kg else replace(e, kg=kg.name) for e in (_entity(where, x) for x in got[:share]))
         return out
 
-    async def link(self, entities: Sequence[Entity], usage: Usage) -> None:
+    async def link(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = -1) -> None:
         """Record same-entity links into the other KGs (no-op with one KG): explicit
-        links in one batched call per KG, the label fallback per entity left unlinked."""
+        links in one batched call per KG, the label fallback per entity left unlinked.
+        At most ``limit`` entities not linked yet (default ``max_links_per_step``; None:
+        all); the others are linked when their relations are asked for."""
         if not self.multi:
             return
         todo = list({(e.kg, e.id): e for e in entities if (e.kg, e.id) not in self._links}.values())
-        todo = todo[: self.max_links_per_step]
+        cut = self.max_links_per_step if limit == -1 else limit
+        todo = todo if cut is None else todo[: max(0, cut)]
         if not todo:
             return
         # the ids each entity goes by: its own, and those its own KG states are the same
