@@ -92,3 +92,46 @@ async def test_beam_search_walks_a_relation_of_the_other_kg_from_an_entity_it_re
         edges = [(e.subject.label, e.relation.label, e.object.label, e.relation.kg) for e in answer.supporting_edges]
         assert answer.text == "18975", (strategy, answer.trace)
         assert ("Omaha", "capacity", "18975", "mb") in edges and ("Venue", "located in", "Omaha", "wiki") in edges
+
+
+# -- initialize: the question's entities across KGs --------------------------------------
+
+def linker_llm(pick: str = "C1", calls: list | None = None) -> ScriptedLLM:
+    def choose(prompt, *_):
+        if calls is not None:
+            calls.append(prompt)
+        return pick
+
+    return ScriptedLLM(rules=[("Which entity does the question mean?", choose)])
+
+
+async def test_an_entity_found_in_both_kgs_is_one_topic_entity_with_both_kgs_relations():
+    """Before, each KG's "Omaha" was a topic entity of its own: two "E1: Omaha", "E2: Omaha"
+    the LLM could not tell apart, each offering one KG's relations."""
+    from traversals.search.linking import Linker
+
+    wiki, mb = hub_and_small()
+    kgs = KGSet([wiki, mb])
+    usage = Usage()
+    got = await Linker(linker_llm(), kgs, constrained=False).initialize("how big is [Omaha]", usage)
+    assert got == [wiki.entities["Q2"]]
+    assert kgs.copies(got[0], mb) == [mb.entities["mb-omaha"]]
+    rels = await kgs.get_relations(got, usage)
+    assert {"capacity", "venue_of", "P0"} <= {r.key for r in rels.items}
+
+
+async def test_the_candidate_the_llm_picked_among_namesakes_is_the_copy_linked():
+    """mb has two "Heat"s; the LLM picked the second for the question: the film's copy in mb
+    is that one (the label fallback alone takes the first exact match, the band)."""
+    from traversals.search.linking import Linker
+
+    movies = DictKG([("m-heat", "directed_by", "m-mann")], labels={"m-heat": "Heat", "m-mann": "Michael Mann"},
+                    name="movies")
+    mb = DictKG([("b-band", "genre", "b-rock"), ("b-score", "composer", "b-goldenthal")],
+                labels={"b-band": "Heat", "b-score": "Heat", "b-rock": "rock", "b-goldenthal": "Elliot Goldenthal"},
+                name="mb")
+    kgs = KGSet([movies, mb])
+    got = await Linker(linker_llm("C2"), kgs, constrained=False).initialize("who scored [Heat]", Usage())
+    assert got == [movies.entities["m-heat"]]
+    assert kgs.copies(got[0], mb) == [mb.entities["b-score"]]
+

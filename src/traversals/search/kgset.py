@@ -287,11 +287,39 @@ class KGSet:
             out.extend(e if e.kg else replace(e, kg=kg.name) for e in (_entity(where, x) for x in got[:share]))
         return out
 
-    async def link(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = -1) -> None:
+    async def merge(self, entities: Sequence[Entity], usage: Usage, *,
+                    together: Sequence[Sequence[Entity]] = ()) -> list[Entity]:
+        """``initialize``'s entities, linked, without those that are a linked copy of an
+        earlier one: one entity the question names is one node, whose relations come from
+        every KG that has it (its copies), not one look-alike node per KG.
+
+        ``together``: the entities chosen for one mention, one per KG. Where no explicit
+        link decides, an entity's copy in another KG is the one chosen there for the same
+        mention with the same label -- the LLM's pick among namesakes -- not the first
+        exact match a label search returns."""
+        if not self.multi:
+            return list(entities)
+        hints: dict[tuple[str, str], dict[str, Entity]] = {}
+        for group in together:
+            for e in group:
+                for other in group:
+                    if other.kg != e.kg and _norm(other.label) == _norm(e.label):
+                        hints.setdefault((e.kg, e.id), {}).setdefault(other.kg, other)
+        await self.link(entities, usage, limit=None, hints=hints)
+        kept: list[Entity] = []
+        for e in entities:
+            if not any((c.kg, c.id) == (e.kg, e.id) for k in kept for c in self._links.get((k.kg, k.id), [])):
+                kept.append(e)
+        return kept
+
+    async def link(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = -1,
+                   hints: dict[tuple[str, str], dict[str, Entity]] | None = None) -> None:
         """Record same-entity links into the other KGs (no-op with one KG): explicit
         links in one batched call per KG, the label fallback per entity left unlinked.
         At most ``limit`` entities not linked yet (default ``max_links_per_step``; None:
-        all); the others are linked when their relations are asked for."""
+        all); the others are linked when their relations are asked for. ``hints``: (kg,
+        id) -> KG name -> the entity's copy there if no explicit link says otherwise
+        (in place of the label search)."""
         if not self.multi:
             return
         todo = list({(e.kg, e.id): e for e in entities if (e.kg, e.id) not in self._links}.values())
@@ -320,6 +348,10 @@ class KGSet:
                     same[(e.kg, e.id)] = list(found.values())
 
             async def by_label(e: Entity) -> None:
+                hint = (hints or {}).get((e.kg, e.id), {}).get(kg.name)
+                if hint is not None:
+                    same[(e.kg, e.id)] = [hint]
+                    return
                 usage.kg_calls += 1
                 hits = [c for c in await self._search(kg, e.label, 3) if _norm(c.label) == _norm(e.label)]
                 same[(e.kg, e.id)] = hits[:1]

@@ -6,6 +6,11 @@ with the ``extract_entities`` prompt. Each mention is searched in every KG. A me
 with exactly one exact-label candidate is linked without asking the LLM; otherwise the
 LLM picks among the candidates (by option probability when the backend can score,
 else by sampling and parsing an id). Mentions with no candidates are dropped.
+
+With several KGs the entities chosen are linked (:meth:`KGSet.merge
+<traversals.search.kgset.KGSet.merge>`) and one thing found in two KGs is one entity,
+the first KG's, whose relations come from both; another KG's pick for the same mention
+is its copy there when no explicit link says otherwise.
 """
 
 from __future__ import annotations
@@ -52,11 +57,14 @@ class Linker:
         if not mentions:
             mentions = await self.extract(question, usage)
         linked: list[Entity] = []
+        chosen: list[list[Entity]] = []
         for mention in mentions:
-            for entity in await self.link(question, mention, usage):
+            chosen.append(await self.link(question, mention, usage))
+            for entity in chosen[-1]:
                 if entity not in linked:
                     linked.append(entity)
-        return linked
+        # several KGs: one node per thing named, linked to its copies in the other KGs
+        return await self.kgs.merge(linked, usage, together=chosen)
 
     async def extract(self, question: str, usage: Usage) -> list[str]:
         gen = await self.llm.generate(render("extract_entities", query=question), n=1, temperature=0.0, max_tokens=64)
