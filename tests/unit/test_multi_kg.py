@@ -135,3 +135,23 @@ async def test_the_candidate_the_llm_picked_among_namesakes_is_the_copy_linked()
     assert got == [movies.entities["m-heat"]]
     assert kgs.copies(got[0], mb) == [mb.entities["b-score"]]
 
+
+
+async def test_a_kg_with_only_partial_matches_adds_no_topic_entity_when_another_kg_has_the_name():
+    """"Inception" is a film in movies; labels only has "Inception Records" and "The
+    Inception of Rock": neither was the question's entity, yet the LLM was made to pick one
+    and it became a second topic entity."""
+    from traversals.search.linking import Linker
+
+    movies = DictKG([("m-inc", "directed_by", "m-nolan")], labels={"m-inc": "Inception", "m-nolan": "Christopher Nolan"},
+                    name="movies")
+    labels = DictKG([("l-rec", "based_in", "l-berlin"), ("l-rock", "genre", "l-r")],
+                    labels={"l-rec": "Inception Records", "l-rock": "The Inception of Rock"}, name="labels")
+    prompts: list[str] = []
+    got = await Linker(linker_llm("C1", prompts), KGSet([movies, labels]), constrained=False).initialize(
+        "who directed [Inception]", Usage())
+    assert got == [movies.entities["m-inc"]] and prompts == []
+    # with no exact match anywhere, each KG's best partial match is still taken
+    got = await Linker(linker_llm("C1", prompts), KGSet([movies, labels]), constrained=False).initialize(
+        "who runs [Inception Rec]", Usage())
+    assert got == [labels.entities["l-rec"]]

@@ -75,16 +75,24 @@ class Linker:
         return found or mentions[:2]
 
     async def link(self, question: str, mention: str, usage: Usage) -> list[Entity]:
-        """The best candidate for ``mention`` in each KG (several KGs: one per KG)."""
+        """The best candidate for ``mention`` in each KG (several KGs: one per KG, and none
+        from a KG with only partial matches when another KG has the name exactly)."""
         candidates = await self.kgs.search(mention, usage, limit=CANDIDATES)
         if not candidates:
             return []
         by_kg: dict[str, list[Entity]] = {}
         for c in candidates:
             by_kg.setdefault(c.kg, []).append(c)
+        named = {kg for kg, cands in by_kg.items()
+                 if any(normalise_label(c.label) == normalise_label(mention) for c in cands)}
         chosen = []
         for cands in by_kg.values():
             exact = [c for c in cands if normalise_label(c.label) == normalise_label(mention)]
+            if named and not exact:
+                # another KG has the name itself: partial matches here ("Inception Records"
+                # for "Inception") are other things; a copy under another label is found
+                # by an explicit link when the question's entity is linked
+                continue
             if len(exact) == 1 or len(cands) == 1:
                 chosen.append((exact or cands)[0])
             else:
