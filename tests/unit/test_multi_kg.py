@@ -155,3 +155,15 @@ async def test_a_kg_with_only_partial_matches_adds_no_topic_entity_when_another_
     got = await Linker(linker_llm("C1", prompts), KGSet([movies, labels]), constrained=False).initialize(
         "who runs [Inception Rec]", Usage())
     assert got == [labels.entities["l-rec"]]
+
+
+def test_relation_keys_stay_unique_when_a_relation_id_looks_like_a_prefixed_one():
+    """Two KGs' "genre" become "m:genre" and "y:genre"; a third KG whose own relation is
+    named "m:genre" (a CURIE in a plain triple file) must not show the same key."""
+    from traversals.kg.base import Relation
+
+    rels = [Relation("genre", "genre", kg="m"), Relation("genre", "genre", kg="y"), Relation("m:genre", "m genre", kg="x"),
+            Relation("genre", "genre", inverse=True, kg="m"), Relation("P1", "p", kg="x")]
+    keys = KGSet([DictKG([], name="m"), DictKG([], name="y")]).option_keys(rels)
+    assert len(set(keys)) == len(keys), keys
+    assert keys == ["m:genre", "y:genre", "x:m:genre", "~genre", "P1"]

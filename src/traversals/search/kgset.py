@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import Counter
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -379,11 +380,18 @@ class KGSet:
         return {i: [_entity(where, x) for x in _items(where, v, "Entity")] for i, v in got.items()}
 
     def option_keys(self, relations: Sequence[Relation]) -> list[str]:
-        """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash)."""
-        counts: dict[str, int] = {}
-        for r in relations:
-            counts[r.key] = counts.get(r.key, 0) + 1
-        return [f"{r.kg}:{r.key}" if counts[r.key] > 1 else r.key for r in relations]
+        """Keys shown to the LLM, unique across KGs (``mb:~artist`` on a clash, and
+        ``x:~mb:artist`` for a relation of KG ``x`` whose own id is ``mb:artist``)."""
+        keys = [r.key for r in relations]
+        for _ in range(2):  # a prefixed key may meet a relation whose id looks like one
+            counts = Counter(keys)
+            keys = [f"{r.kg}:{r.key}" if counts[k] > 1 and k == r.key else k for k, r in zip(keys, relations)]
+        counts, seen = Counter(keys), Counter[str]()
+        for i, k in enumerate(keys):  # the same relation listed twice: numbered
+            seen[k] += 1
+            if counts[k] > 1 and seen[k] > 1:
+                keys[i] = f"{k}#{seen[k]}"
+        return keys
 
     async def close(self) -> None:
         """Close every KG (a plain, non-async ``close`` is called as well); the first
