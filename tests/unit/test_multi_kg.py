@@ -167,3 +167,37 @@ def test_relation_keys_stay_unique_when_a_relation_id_looks_like_a_prefixed_one(
     keys = KGSet([DictKG([], name="m"), DictKG([], name="y")]).option_keys(rels)
     assert len(set(keys)) == len(keys), keys
     assert keys == ["m:genre", "y:genre", "x:m:genre", "~genre", "P1"]
+
+
+async def expand(machine: Machine, node, entity, key: str, usage: Usage):
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), usage)
+    rel = node.relation_options[node.relation_keys.index(key)]
+    return await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), usage)
+
+
+async def test_an_entity_reached_in_the_other_kg_is_the_node_the_subgraph_has():
+    """Hans Zimmer's films in ``scores`` include Inception, the question's entity from
+    ``movies``: it is that node, not a second "Inception" (E4) the search could select,
+    expand and answer with as if it were something else."""
+    from traversals.search.linking import Linker
+
+    movies = DictKG([("m-inc", "music_by", "m-hz"), ("m-inc", "directed_by", "m-nolan")],
+                    labels={"m-inc": "Inception", "m-hz": "Hans Zimmer", "m-nolan": "Christopher Nolan"}, name="movies")
+    scores = DictKG([("s-hz", "composed_for", "s-inc"), ("s-hz", "composed_for", "s-dune")],
+                    labels={"s-hz": "Hans Zimmer", "s-inc": "Inception", "s-dune": "Dune"}, name="scores")
+    kgs = KGSet([movies, scores])
+    machine = Machine(kgs)
+    usage = Usage()
+    topic = await Linker(linker_llm(), kgs, constrained=False).initialize("[Inception]", usage)
+    node = await expand(machine, machine.root(Subgraph().with_entities(topic)), topic[0], "music_by", usage)
+    zimmer = node.subgraph.entities[-1]
+    node = await expand(machine, node, zimmer, "composed_for", usage)
+    assert [(e.label, e.kg) for e in node.subgraph.entities] == [
+        ("Inception", "movies"), ("Hans Zimmer", "movies"), ("Dune", "scores")]
+    facts = [(f.source.label, f.relation.key, f.target.label, f.target.kg) for f in node.subgraph.facts]
+    assert ("Hans Zimmer", "composed_for", "Inception", "movies") in facts
+    # an entity reached first in the later KG is named by its copy in the first KG as well
+    got = await kgs.get_edges([scores.entities["s-dune"]], scores.relations["composed_for"].reversed(), usage)
+    assert [(e.subject.id, e.object.id) for e in got.edges] == [("m-hz", "s-dune")] and got.new_entities == (
+        movies.entities["m-hz"],)

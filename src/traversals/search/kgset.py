@@ -228,16 +228,15 @@ class KGSet:
         """The edges along ``relation`` in the KG it came from: at most ``max_edges``
         distinct ones (the rest counted in ``omitted``), and the entities they reach.
 
-        An edge end that is the KG's copy of one of ``entities`` (another KG's entity,
-        linked) is that entity, as the caller knows it: the fact is about it, and walking
-        from it reaches the far end only, not its copy as if it were something new."""
+        Several KGs: each end is the entity as the search knows it. An end that is one of
+        ``entities`` or the KG's copy of one is that entity, as the caller has it (the
+        fact is about it; walking from it reaches the far end, not its copy as something
+        new). The far ends are linked (at most ``max_links_per_step`` new ones), and one
+        with a copy in an earlier KG (the order the KGs were given in) is that copy: an
+        entity the subgraph has from KG A and reaches again through KG B is one node,
+        named as A names it. The fact's KG is its relation's ``kg``."""
         kg = self._kg_of(relation.kg)
         mine = [c for e in entities for c in self.copies(e, kg)]
-        as_asked: dict[tuple[str, str], Entity] = {}
-        for e in entities:
-            for c in self.copies(e, kg):
-                if (c.kg, c.id) != (e.kg, e.id):
-                    as_asked.setdefault((c.kg or kg.name, c.id), e)
         if not mine:
             return Edges(())
         usage.kg_calls += 1
@@ -251,8 +250,7 @@ class KGSet:
 
         def stamp(x: object) -> Entity:
             e = _entity(where, x)
-            e = e if e.kg else replace(e, kg=name)
-            return as_asked.get((e.kg, e.id), e)
+            return e if e.kg else replace(e, kg=name)
 
         edges: dict[Edge, None] = {}
         for e in _items(where, got.edges, "Edge"):
@@ -261,14 +259,38 @@ class KGSet:
                               "(traversals.Edge(subject, relation, object), all three traversals types)")
             r = e.relation if e.relation.kg else replace(e.relation, kg=name)
             edges.setdefault(Edge(stamp(e.subject), r, stamp(e.object)))
+        given = [stamp(x) for x in _items(where, got.new_entities, "Entity")]
+        asked = {(x.kg or name, x.id) for x in mine} | {(x.kg, x.id) for x in entities}
+        if self.multi:
+            as_asked: dict[tuple[str, str], Entity] = {}
+            for e in entities:
+                as_asked.setdefault((e.kg, e.id), e)
+                for c in self.copies(e, kg):
+                    as_asked.setdefault((c.kg or name, c.id), e)
+            far = [e.subject if relation.inverse else e.object for e in list(edges)[: self.max_edges]]
+            await self.link([x for x in far if (x.kg, x.id) not in as_asked], usage)
+
+            def known(x: Entity) -> Entity:
+                return as_asked.get((x.kg, x.id)) or self.canonical(x)
+
+            edges = dict.fromkeys(Edge(known(e.subject), e.relation, known(e.object)) for e in edges)
+            given = [known(x) for x in given]
         kept = list(edges)[: self.max_edges]
         omitted += len(edges) - len(kept)
         # the entities the kept edges reach: the KG's list, or the far ends not asked about
         ends = [e.subject if relation.inverse else e.object for e in kept]
-        given = [stamp(x) for x in _items(where, got.new_entities, "Entity")]
-        asked = {(x.kg or name, x.id) for x in mine} | {(x.kg, x.id) for x in as_asked.values()}
         reached = [x for x in given if x in ends] if given else [x for x in ends if (x.kg, x.id) not in asked]
         return Edges(tuple(kept), tuple(dict.fromkeys(reached)), omitted)
+
+    def canonical(self, entity: Entity) -> Entity:
+        """The entity as the search names it: among it and its linked copies, the one in
+        the earliest KG (the order the KGs were given in); itself when not linked."""
+        rank = {kg.name: i for i, kg in enumerate(self.kgs)}
+        best = entity
+        for c in self._links.get((entity.kg, entity.id), []):
+            if rank.get(c.kg, len(rank)) < rank.get(best.kg, len(rank)):
+                best = c
+        return best
 
     async def sample_entities(self, n: int, usage: Usage, seed: int = 0) -> list[Entity]:
         """Up to ``n`` entities drawn at random, shared among the KGs that can draw them
@@ -292,7 +314,8 @@ class KGSet:
                     together: Sequence[Sequence[Entity]] = ()) -> list[Entity]:
         """``initialize``'s entities, linked, without those that are a linked copy of an
         earlier one: one entity the question names is one node, whose relations come from
-        every KG that has it (its copies), not one look-alike node per KG.
+        every KG that has it (its copies), not one look-alike node per KG. Each is named
+        as the earliest KG that has it names it (:meth:`canonical`).
 
         ``together``: the entities chosen for one mention, one per KG. Where no explicit
         link decides, an entity's copy in another KG is the one chosen there for the same
@@ -310,7 +333,9 @@ class KGSet:
         kept: list[Entity] = []
         for e in entities:
             if not any((c.kg, c.id) == (e.kg, e.id) for k in kept for c in self._links.get((k.kg, k.id), [])):
-                kept.append(e)
+                e = self.canonical(e)  # named as the first KG that has it names it, as get_edges does
+                if e not in kept:
+                    kept.append(e)
         return kept
 
     async def link(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = -1,
