@@ -201,3 +201,28 @@ async def test_an_entity_reached_in_the_other_kg_is_the_node_the_subgraph_has():
     got = await kgs.get_edges([scores.entities["s-dune"]], scores.relations["composed_for"].reversed(), usage)
     assert [(e.subject.id, e.object.id) for e in got.edges] == [("m-hz", "s-dune")] and got.new_entities == (
         movies.entities["m-hz"],)
+
+
+async def test_identity_links_are_not_offered_as_relations_to_walk_between_kgs():
+    """owl:sameAs joins the KGs (the linked copy's relations are offered); walking it
+    reached the other KG's IRI as a bare node ("artist-hz") -- and the 1.5B model picked
+    "sameAs" over "born in" at 0.99 for "where was the composer of [Inception] born"."""
+    from traversals.kg.base import Relation, Relations
+
+    same = Relation("sameAs", "sameAs", iri="http://www.w3.org/2002/07/owl#sameAs", kg="films")
+    match = Relation("exactMatch", "exact match", iri="http://www.w3.org/2004/02/skos/core#exactMatch", kg="films")
+    composer = Relation("composer", "composer", iri="http://films.example/composer", kg="films")
+
+    class Films(DictKG):
+        async def get_relations(self, entities, limit=100):
+            items = (same, composer.reversed(), match.reversed())
+            return Relations(items[:limit], max(0, len(items) - limit))
+
+    films = Films([("f-hz", "x", "y")], labels={"f-hz": "Hans Zimmer"}, name="films")
+    music = DictKG([("m-hz", "born_in", "m-frankfurt")], labels={"m-hz": "Hans Zimmer"}, name="music")
+    zimmer = films.entities["f-hz"]
+    rels = await KGSet([films, music], max_relations=2).get_relations([zimmer], Usage())
+    assert [r.key for r in rels.items] == ["~composer", "born_in"] and rels.omitted == 0
+    # one KG: nothing joins it to another, its relations are its own business
+    alone = await KGSet([films]).get_relations([zimmer], Usage())
+    assert [r.key for r in alone.items] == ["sameAs", "~composer", "~exactMatch"]

@@ -3,7 +3,8 @@
 * ``get_relations`` asks every KG about the selected entities (each KG sees its own
   copy of an entity, found by linking) and merges the answers in turns, so one KG's hub
   does not crowd the others out of ``max_relations``; relation keys are made unique by
-  prefixing the KG name when two KGs use the same id.
+  prefixing the KG name when two KGs use the same id. Identity links (owl:sameAs …) are
+  not offered: they are how the KGs are joined, not relations to walk.
   An entity not linked yet is linked first, whichever strategy asks.
 * ``get_edges`` goes to the KG the relation came from; an edge's end that is the KG's
   copy of an entity asked about is that entity.
@@ -43,6 +44,7 @@ from ..kg.base import (
     Relations,
 )
 from ..errors import BadInput, KGError, KGTimeout, KGUnavailable, TraversalsError
+from ..kg.iris import IDENTITY_PREDICATES
 from ..llm.base import Usage
 
 
@@ -185,7 +187,14 @@ class KGSet:
             if not mine:
                 return Relations(())
             usage.kg_calls += 1
-            return self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap), cap)
+            if not self.multi:
+                return self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap), cap)
+            # identity links join the KGs (the copies' relations are offered); walked, they
+            # reach the other KG's IRI as a bare node. Asked for as many more, then left out.
+            extra = 2 * len(IDENTITY_PREDICATES)
+            got = self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap + extra), cap + extra)
+            walkable = [r for r in got.items if r.iri not in IDENTITY_PREDICATES]
+            return Relations(tuple(walkable[: max(0, cap)]), got.omitted + max(0, len(walkable) - cap))
 
         answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
         return self._shared(answers, cap)
