@@ -7,7 +7,8 @@
   not offered: they are how the KGs are joined, not relations to walk.
   An entity not linked yet is linked first, whichever strategy asks.
 * ``get_edges`` goes to the KG the relation came from; an edge's end that is the KG's
-  copy of an entity asked about is that entity.
+  copy of an entity asked about is that entity, and an end linked to an earlier KG is
+  named as that KG names it (:meth:`KGSet.canonical`): one thing, one node.
 * ``link`` finds, for entities newly added from one KG, the same entity in the others.
   Explicit links first (§2.4: "the use of explicit links between common KGs if
   available"): the same IRI, or owl:sameAs / skos:exactMatch / schema:sameAs stated by
