@@ -125,6 +125,11 @@ async def test_open_kg_forms(tmp_path):
     # a suffix skips a name the user gave another KG
     three = open_kgs([str(tmp_path / "kb.txt"), str(tmp_path / "b" / "kb.txt"), "kb-2=demo"])
     assert [k.name for k in three] == ["kb", "kb-3", "kb-2"]
+    # a name the user gave stays; the default name gives way; one name given twice is refused
+    mixed = open_kgs([str(tmp_path / "kb.txt"), f"kb={tmp_path / 'b' / 'kb.txt'}"])
+    assert [k.name for k in mixed] == ["kb-2", "kb"]
+    with pytest.raises(BadInput, match="two KGs are named 'x'"):
+        open_kgs([f"x={tmp_path / 'kb.txt'}", f"x={tmp_path / 'b' / 'kb.txt'}"])
     # one KG given twice, by the same spec, by two paths or under two names, is refused
     for twice in (["demo", "demo"], ["demo", "films=demo"], [str(tmp_path / "kb.txt"), f"{tmp_path}/b/../kb.txt"],
                   ["sparql:http://127.0.0.1:9/query", "http://127.0.0.1:9/query/"]):

@@ -104,10 +104,12 @@ class Edge:
     object: Entity
 
     def to_json(self) -> dict:
+        """The edge in JSON; each end names its KG too (with several KGs an end can be
+        the node of the KG the search met it in, not of the edge's KG, ``"kg"``)."""
         return {
-            "subject": {"id": self.subject.id, "label": self.subject.label},
+            "subject": self.subject.ref(),
             "relation": {"id": self.relation.id, "label": self.relation.label},
-            "object": {"id": self.object.id, "label": self.object.label},
+            "object": self.object.ref(),
             "kg": self.relation.kg,
         }
 

@@ -92,11 +92,8 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
     spec = (spec or "").strip()
     if not spec:
         raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
-    m = _NAME_PREFIX.match(spec)
-    if m and not Path(spec).exists():
-        name = name or m.group(1)
-        spec = m.group(2).strip()
-
+    given, spec = _split_name(spec)
+    name = name or given
     low = spec.lower()
     if low == "demo":
         from .store import OxigraphKG
@@ -135,14 +132,19 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 
 
+def _split_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=SPEC`` -> (NAME, SPEC); a spec without a name (or a file whose name has an
+    ``=``) -> (None, spec)."""
+    spec = (spec or "").strip()
+    m = _NAME_PREFIX.match(spec)
+    return (m.group(1), m.group(2).strip()) if m and not Path(spec).exists() else (None, spec)
+
+
 def _identity(spec: str) -> str:
     """What ``spec`` opens, as :func:`open_kg` reads it: a resolved path, a URL without
     its trailing slash, or a keyword — so one KG given twice, by two paths or names, is
     seen as one."""
-    spec = (spec or "").strip()
-    m = _NAME_PREFIX.match(spec)
-    if m and not Path(spec).exists():
-        spec = m.group(2).strip()
+    spec = _split_name(spec)[1]
     low = spec.lower()
     if low.startswith("sparql:"):
         spec, low = spec[len("sparql:"):].strip(), low[len("sparql:"):].strip()
@@ -166,7 +168,9 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
 
     Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and
-    relations are told apart by ``.kg``.
+    relations are told apart by ``.kg``: a name given as ``NAME=SPEC`` is kept and a
+    default name gives way to it; one NAME given twice, or one KG given twice, is
+    :class:`BadInput`.
     """
     if not specs:
         specs = ["demo"]
@@ -179,12 +183,17 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
                 f"{said} the same KG given twice; give it once (two copies would be searched as "
                 "two KGs, every entity linked to itself)"
             )
+    given = [_split_name(spec)[0] for spec in specs]
+    named = [n for n in given if n]
+    for n in set(named):
+        if named.count(n) > 1:
+            raise BadInput(f"two KGs are named {n!r} (NAME=SPEC); give each its own name")
     kgs = [open_kg(spec, **remote) for spec in specs]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
-    seen: set[str] = set()
-    for kg in kgs:
+    seen: set[str] = set(named)  # a name the user gave stays; a default name gives way
+    for kg, name in zip(kgs, given):
         base = kg.name
-        if base in seen:
+        if not name and base in seen:
             n = 2
             while f"{base}-{n}" in taken:
                 n += 1
