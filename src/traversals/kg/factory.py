@@ -184,10 +184,10 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
                 "two KGs, every entity linked to itself)"
             )
     given = [_split_name(spec)[0] for spec in specs]
-    named = [n for n in given if n]
-    for n in set(named):
-        if named.count(n) > 1:
-            raise BadInput(f"two KGs are named {n!r} (NAME=SPEC); give each its own name")
+    named = [g for g in given if g]
+    for g in set(named):
+        if named.count(g) > 1:
+            raise BadInput(f"two KGs are named {g!r} (NAME=SPEC); give each its own name")
     kgs = [open_kg(spec, **remote) for spec in specs]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
     seen: set[str] = set(named)  # a name the user gave stays; a default name gives way
