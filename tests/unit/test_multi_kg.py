@@ -226,3 +226,24 @@ async def test_identity_links_are_not_offered_as_relations_to_walk_between_kgs()
     # one KG: nothing joins it to another, its relations are its own business
     alone = await KGSet([films]).get_relations([zimmer], Usage())
     assert [r.key for r in alone.items] == ["sameAs", "~composer", "~exactMatch"]
+
+
+async def test_two_kgs_using_one_id_for_different_things_are_kept_apart_on_the_path():
+    """What a path expanded and exhausted is kept per KG: before, expanding France (``x1``
+    in KG a) exhausted ``x1``, and Peru (``x1`` in KG b) was no longer offered."""
+    a = DictKG([("x1", "capital", "x2")], labels={"x1": "France", "x2": "Paris"}, name="a")
+    b = DictKG([("x1", "capital", "x2")], labels={"x1": "Peru", "x2": "Lima"}, name="b")
+    machine = Machine(KGSet([a, b]))
+    france, peru = a.entities["x1"], b.entities["x1"]
+    usage = Usage()
+    node = machine.root(Subgraph().with_entities([france, peru]))
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(france,)), usage)
+    capital = next(r for r in node.relation_options if r.kg == "a" and not r.inverse)
+    node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=capital, relation_key="capital"), usage)
+    assert ("a", "x1") in node.exhausted and ("b", "x1") not in node.exhausted
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+    offered = {(e.kg, e.label) for _, act in machine.options(picking) for e in act.entities}
+    assert ("b", "Peru") in offered and ("a", "France") not in offered
+    node = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(peru,)), usage)
+    assert node.state is State.SELECTING_RELATION and any(r.kg == "b" for r in node.relation_options)

@@ -8,7 +8,7 @@ from traversals.errors import BadInput
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
-from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State
+from traversals.search.machine import NEUTRAL, Action, ActionType, Machine, State, entity_key
 from traversals.search.subgraph import Subgraph
 
 from .kgdouble import DictKG, dylan_kg
@@ -664,29 +664,29 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     # expansion that reaches Duluth finds it a dead end and exhausts it at once
     machine = Machine(KGSet([kg]))
     node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P19", u)
-    assert node.exhausted == {duluth.id}  # Dylan has more
+    assert node.exhausted == {entity_key(duluth)}  # Dylan has more
     picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
     assert [a.entities[0].label for _, a in machine.options(picking)] == ["Bob Dylan"]
     # without the screen (screen_limit=0) Duluth is offered; selected, it is found a dead
     # end — exhausted, and the retry selects again
     machine = Machine(KGSet([kg]), screen_limit=0)
     node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P19", u)
-    assert duluth.id not in node.exhausted and dylan.id not in node.exhausted
+    assert entity_key(duluth) not in node.exhausted and entity_key(dylan) not in node.exhausted
     picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
     dead = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(duluth,)), u)
-    assert dead.invalid and dead.state is State.SELECTING_ENTITIES and dead.exhausted == {duluth.id}
+    assert dead.invalid and dead.state is State.SELECTING_ENTITIES and dead.exhausted == {entity_key(duluth)}
     assert "walks back" in dead.note and dead.history == picking.history
     offered = [a.entities[0].label for _, a in machine.options(dead)]
     assert offered == ["Bob Dylan"]
     # an entity whose offered relations were all expanded is exhausted too
     node = await expand(machine, node, dylan, "P25", u)
     node = await expand(machine, node, dylan, "P106", u)
-    assert dylan.id in node.exhausted
+    assert entity_key(dylan) in node.exhausted
     # a subgraph whose entities are all exhausted offers no EXPAND_KG at all
     alone = machine.root(Subgraph().with_entities([duluth]))
     alone = await expand(machine, alone, duluth, "~P19", u)
-    only = [e.id for e in alone.subgraph.entities]
-    assert set(only) == {duluth.id, dylan.id}
+    only = [entity_key(e) for e in alone.subgraph.entities]
+    assert set(only) == {entity_key(duluth), entity_key(dylan)}
     assert ActionType.EXPAND_KG in allowed_default_actions(alone)
     from dataclasses import replace as _replace
     done = _replace(alone, exhausted=frozenset(only))

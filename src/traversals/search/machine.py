@@ -54,6 +54,12 @@ DEFAULT_ACTIONS: tuple[ActionType, ...] = (ActionType.THINK, ActionType.EXPAND_K
 MAX_GROUP = 20
 
 
+def entity_key(e: Entity) -> tuple[str, str]:
+    """An entity as the path's bookkeeping (``expanded``, ``exhausted``) names it: its KG
+    and id, since two KGs may use one id for different things."""
+    return (e.kg, e.id)
+
+
 def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK (small models
     otherwise repeat one thought until max depth instead of acting), and no EXPAND_KG
@@ -61,7 +67,7 @@ def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     out = DEFAULT_ACTIONS
     if node.action is not None and node.action.type is ActionType.THINK:
         out = tuple(a for a in out if a is not ActionType.THINK)
-    if node.subgraph.entities and all(e.id in node.exhausted for e in node.subgraph.entities):
+    if node.subgraph.entities and all(entity_key(e) in node.exhausted for e in node.subgraph.entities):
         out = tuple(a for a in out if a is not ActionType.EXPAND_KG)
     return out
 
@@ -104,7 +110,7 @@ def selection_group(node: "Node", limit: int | None = MAX_GROUP) -> tuple[Entity
     second hop of "the actors in the films directed by X" starts from every film. Empty
     when fewer than two, or more than ``limit``."""
     roots = node.path()[0].subgraph.entities
-    group = tuple(e for e in latest_targets(node) if e.id not in node.exhausted and e not in roots)
+    group = tuple(e for e in latest_targets(node) if entity_key(e) not in node.exhausted and e not in roots)
     return group if len(group) > 1 and (limit is None or len(group) <= limit) else ()
 
 
@@ -176,9 +182,9 @@ class Node:
     #: an answer made of the subgraph's entities (one of ``policy.answer_candidates`` of its
     #: parent), not free text; None where the search did not look
     grounded: bool | None = None
-    #: (entity id, relation kg, relation key, relation label) expanded on this path
+    #: (entity_key(entity), relation kg, relation key, relation label) expanded on this path
     expanded: frozenset = frozenset()
-    #: ids of entities whose every relation was expanded on this path (not offered again)
+    #: entity_key()s of entities whose every relation was expanded on this path (not offered again)
     exhausted: frozenset = frozenset()
 
     def add_note(self, text: str) -> None:
@@ -342,18 +348,19 @@ class Machine:
             # Newest first, with labels and what was already expanded: the 1.5B model
             # otherwise keeps picking the question's own entity (E1) for the second hop
             # (PathQuestion 2-hop probes: P(new entity) 0.5 -> 0.85).
-            done: dict[str, list[str]] = {}
-            for entity_id, _kg, _key, label in sorted(node.expanded):
-                done.setdefault(entity_id, []).append(label)
+            done: dict[tuple[str, str], list[str]] = {}
+            for entity, _kg, _key, label in sorted(node.expanded):
+                done.setdefault(entity, []).append(label)
 
             def text(e: Entity) -> str:
-                note = f"; already expanded: {', '.join(shown(x) for x in done[e.id])}" if e.id in done else ""
+                labels = done.get(entity_key(e))
+                note = f"; already expanded: {', '.join(shown(x) for x in labels)}" if labels else ""
                 return f"{node.subgraph.handle(e)} ({shown(e.label)}{note})"
 
             singles = [
                 (text(e), Action(ActionType.SELECT_ENTITIES, entities=(e,)))
                 for e in reversed(node.subgraph.entities)
-                if e.id not in node.exhausted
+                if entity_key(e) not in node.exhausted
             ]
             group = selection_group(node) if self.group_option else ()
             if not group:
@@ -514,7 +521,7 @@ class Machine:
                 # A dead end: the entities are exhausted, and the retry of this invalid
                 # node selects again among the others.
                 child.invalid, child.history = True, node.history
-                child.exhausted = node.exhausted | {e.id for e in action.entities}
+                child.exhausted = node.exhausted | {entity_key(e) for e in action.entities}
                 child.note = (
                     "the selected entities have no relations in the KG" if not rels.items
                     else "every relation of the selected entities was already expanded or walks back"
@@ -537,14 +544,14 @@ class Machine:
                     omitted.append((src.id, action.relation.key, got.omitted))
             child.state = State.DEFAULT
             rel = action.relation
-            child.expanded = node.expanded | {(e.id, rel.kg, rel.key, rel.display) for e in node.selected}
+            child.expanded = node.expanded | {(entity_key(e), rel.kg, rel.key, rel.display) for e in node.selected}
             if len(node.selected) == 1 and not node.relations_omitted:
                 # the options shown were all the entity's relations: once each is
                 # expanded the entity is exhausted and no longer offered
                 (only,) = node.selected
-                done = {(k, kg) for i, kg, k, _ in child.expanded if i == only.id}
+                done = {(k, kg) for i, kg, k, _ in child.expanded if i == entity_key(only)}
                 if all((r.key, r.kg) in done for r in node.relation_options):
-                    child.exhausted = node.exhausted | {only.id}
+                    child.exhausted = node.exhausted | {entity_key(only)}
             child.subgraph = node.subgraph.extend(facts, omitted)
             child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
             await self.kgs.link([f.target for f in child.new_facts], usage)
@@ -572,19 +579,19 @@ class Machine:
         cap = self.kgs.max_relations
         # A relation already expanded for every selected entity would add nothing.
         done = {x[:3] for x in expanded}
-        spent = {(kg, key) for _, kg, key in done if all((e.id, kg, key) in done for e in entities)}
+        spent = {(kg, key) for _, kg, key in done if all((entity_key(e), kg, key) in done for e in entities)}
         rels = await self.kgs.get_relations(
             entities, usage, limit=cap + len(spent) + len(self._reversals(entities, subgraph))
         )
-        fresh = tuple(r for r in rels.items if any((e.id, r.kg, r.key) not in done for e in entities))
+        fresh = tuple(r for r in rels.items if any((entity_key(e), r.kg, r.key) not in done for e in entities))
         fresh, back = await self._drop_walks_back(entities, fresh, subgraph, usage)
         if len(fresh) > cap:
             rels = Relations(rels.items, rels.omitted + len(fresh) - cap)
             fresh = fresh[:cap]
         return rels, fresh, back
 
-    async def _dead_ends(self, node: Node, usage: Usage) -> frozenset[str]:
-        """Ids of the entities an expansion just reached that a selection could take
+    async def _dead_ends(self, node: Node, usage: Usage) -> frozenset[tuple[str, str]]:
+        """The entity_key()s of the entities an expansion just reached that a selection could take
         nowhere new — e.g. a writer reached from his one film, whose only relation walks
         back to it. They are exhausted at once, so no selection offers them (before, the
         LLM picked them, the node was a dead end and the choice was retried: 47 of 3,600
@@ -593,13 +600,13 @@ class Machine:
         concurrently); the others are still caught when selected."""
         if self.screen_limit <= 0:
             return frozenset()
-        known = {e.id for e in node.parent.subgraph.entities} if node.parent is not None else set()
-        new = list(dict.fromkeys(f.target for f in node.new_facts if f.target.id not in known))
-        new = [e for e in new if e.id not in node.exhausted][: self.screen_limit]
+        known = {entity_key(e) for e in node.parent.subgraph.entities} if node.parent is not None else set()
+        new = list(dict.fromkeys(f.target for f in node.new_facts if entity_key(f.target) not in known))
+        new = [e for e in new if entity_key(e) not in node.exhausted][: self.screen_limit]
         found = await asyncio.gather(
             *(self._fresh_relations((e,), node.subgraph, node.expanded, usage) for e in new)
         )
-        return frozenset(e.id for e, (_, fresh, _) in zip(new, found) if not fresh)
+        return frozenset(entity_key(e) for e, (_, fresh, _) in zip(new, found) if not fresh)
 
     async def _drop_walks_back(
         self, entities: Sequence[Entity], relations: tuple[Relation, ...], subgraph: Subgraph, usage: Usage
@@ -613,11 +620,11 @@ class Machine:
         suspects = [r for r in relations if (r.kg, r.id, r.inverse) in reverses]
         if not suspects:
             return relations, []
-        known = {(e.subject.id, e.relation.id, e.object.id) for e in subgraph.edges()}
+        known = {(e.relation.kg, e.subject.id, e.relation.id, e.object.id) for e in subgraph.edges()}
         found = await asyncio.gather(*(self.kgs.get_edges(entities, r, usage) for r in suspects))
         back = [
             r for r, got in zip(suspects, found)
-            if not got.omitted and all((e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)
+            if not got.omitted and all((e.relation.kg, e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)
         ]
         return tuple(r for r in relations if r not in back), [r.key for r in back]
 
@@ -625,8 +632,8 @@ class Machine:
     def _reversals(entities: Sequence[Entity], subgraph: Subgraph) -> set[tuple[str, str, bool]]:
         """``(kg, relation id, inverse)`` of the relations that reverse an edge of the
         subgraph into one of ``entities``: the ones that may only walk back."""
-        ids = {e.id for e in entities}
-        return {(f.relation.kg, f.relation.id, not f.relation.inverse) for f in subgraph.facts if f.target.id in ids}
+        keys = {entity_key(e) for e in entities}
+        return {(f.relation.kg, f.relation.id, not f.relation.inverse) for f in subgraph.facts if entity_key(f.target) in keys}
 
     def _walked(self, edge, relation: Relation, selected: Sequence[Entity]) -> Fact:
         """Turn a forward KG edge into the fact as walked from the selected entity.
