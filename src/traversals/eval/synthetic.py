@@ -372,9 +372,41 @@ def read_phrasings(path: Path, llm: str) -> dict[str, Phrasing]:
                 raise BadInput(f"{path} holds phrasings written by {data.get('llm')}, not by {llm}: move it away to "
                                f"have {llm} phrase the relations (or name another file stem with --questions-out)")
             data = data.get("relations", {})
-        return {str(k): Phrasing(**v) for k, v in data.items()}
+        if not isinstance(data, dict):
+            raise TypeError(f"'relations' is {type(data).__name__}, not an object")
+        return {str(k): _phrasing(str(k), v) for k, v in data.items()}
     except (ValueError, TypeError) as e:
         raise BadInput(f"{path} is not a phrasings file ({e}); move it away to start afresh") from None
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(t, str) for t in value)
+
+
+def _phrasing(key: str, raw: object) -> Phrasing:
+    """One relation's entry of a phrasings file, its fields checked (``TypeError`` says which):
+    a hand-edited question given as a string had been read letter by letter."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"{key}: {type(raw).__name__}, not an object")
+    unknown = sorted(set(raw) - {"questions", "phrases", "checked", "synonyms"})
+    if unknown:
+        raise TypeError(f"{key}: unknown field {unknown[0]!r}")
+    ph = Phrasing(**raw)
+    for name in ("questions", "phrases"):
+        texts = getattr(ph, name)
+        if not _texts(texts):
+            raise TypeError(f"{key}: {name!r} is not a list of texts")
+        for text in texts:
+            if text.count(SLOT) != 1:
+                raise TypeError(f"{key}: {text[:60]!r} has no {SLOT!r} where the entity goes" if SLOT not in text
+                                else f"{key}: {text[:60]!r} has more than one {SLOT!r}")
+    if not (isinstance(ph.checked, dict) and all(isinstance(p, (int, float)) and not isinstance(p, bool)
+                                                 for p in ph.checked.values())):
+        raise TypeError(f"{key}: 'checked' is not an object of numbers")
+    ph.checked = {str(t): float(p) for t, p in ph.checked.items()}
+    if ph.synonyms is not None and not _texts(ph.synonyms):
+        raise TypeError(f"{key}: 'synonyms' is not a list of texts")
+    return ph
 
 
 class SyntheticQuestions:
