@@ -52,3 +52,93 @@ def test_a_phrasings_file_of_the_right_shape_is_read(tmp_path):
     got = read_phrasings(path, "scripted")
     assert got["knows"].questions == ["Who knows {}?"] and got["knows"].checked == {"Who knows {}?": 1.0}
     assert got["~knows"].questions == [] and got["~knows"].synonyms is None
+
+
+FILMS = """Heat|directed_by|Michael Mann
+Collateral|directed_by|Michael Mann
+Alien|directed_by|Ridley Scott
+Gladiator|directed_by|Ridley Scott
+Heat|release_year|1995
+Collateral|release_year|2004
+Alien|release_year|1979
+Gladiator|release_year|2000
+"""
+
+
+def _reply(prompt, prefix, n, temperature):  # one phrasing per relation and direction, named after it
+    if prefix.startswith("\nRelation: "):  # the other words a question may use for it
+        return " other words"
+    if prefix.startswith("Question: "):  # a paraphrase
+        return " " + prefix.split("\n")[0][len("Question: "):].replace("What", "Which")
+    r = prompt.rsplit("Relation: ", 1)[1].split(" (")[0]
+    return (f" What is the {r} of {{}}?\nPhrase: the {r} of {{}}\n"
+            f"Reverse question: What has {r} {{}}?\nReverse phrase: the things with {r} {{}}")
+
+
+def _llm(name: str = "scripted"):
+    from traversals.llm.scripted import ScriptedLLM
+
+    return ScriptedLLM(_reply, score=lambda prompt, options, prefix: [0.0] * len(options), name=name)
+
+
+async def _make(tmp_path, kb_name: str, llm, stem: str = "m.json"):
+    from traversals.eval.synthetic import SyntheticConfig, SyntheticQuestions
+    from traversals.kg.factory import open_kgs
+    from traversals.search.kgset import KGSet
+
+    kb = tmp_path / kb_name
+    kb.write_text(FILMS)
+    kgs = KGSet(open_kgs([str(kb)]))
+    try:
+        maker = SyntheticQuestions(kgs, llm, SyntheticConfig(questions=6, variants=1, paraphrases=0))
+        made = await maker.run(tmp_path / f"{stem}.phrasings.json", tmp_path / f"{stem}.questions.jsonl")
+    finally:
+        await kgs.close()
+    return maker, made
+
+
+async def test_a_rerun_says_which_phrasings_it_read_back_and_which_kg_they_were_written_for(tmp_path):
+    llm = _llm()
+    first, made = await _make(tmp_path, "films.txt", llm)
+    assert made and first.phrased == 2 and first.reused == 0 and first.written_for is None
+    written = json.loads((tmp_path / "m.json.phrasings.json").read_text())
+    assert written["kg"] == ["films"]  # the KG the relations were phrased over is recorded
+    asked = len(llm.generate_calls)
+    again, _ = await _make(tmp_path, "films.txt", llm)
+    assert (again.phrased, again.reused, again.written_for) == (0, 2, None) and len(llm.generate_calls) == asked
+    # another KG with the same relation keys: the phrasings are reused, and that is said
+    other, _ = await _make(tmp_path, "movies.txt", llm)
+    assert (other.phrased, other.reused, other.written_for) == (0, 2, ["films"])
+
+
+async def test_a_phrasings_file_that_cannot_be_used_is_refused_before_the_walks(tmp_path, monkeypatch):
+    from traversals.eval.synthetic import SyntheticQuestions
+
+    await _make(tmp_path, "films.txt", _llm())
+
+    async def walks(self, progress=None):
+        raise AssertionError("walked before reading the phrasings file")
+
+    monkeypatch.setattr(SyntheticQuestions, "walks", walks)
+    with pytest.raises(BadInput, match="holds phrasings written by scripted, not by local:other"):
+        await _make(tmp_path, "films.txt", _llm("local:other"))
+    (tmp_path / "m.json.phrasings.json").write_text("{")
+    with pytest.raises(BadInput, match="is not a phrasings file"):
+        await _make(tmp_path, "films.txt", _llm())
+
+
+def test_the_cli_says_how_many_phrasings_it_read_back(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1",
+            "--out", str(tmp_path / "m.json")]
+    assert main(args) == 0
+    assert "0 relations read from it, 2 relations phrased now)" in capsys.readouterr().err
+    (tmp_path / "movies.txt").write_text(FILMS)
+    assert main([*args[:4], str(tmp_path / "movies.txt"), *args[5:]]) == 0
+    err = capsys.readouterr().err
+    assert "2 relations read from it, 0 relations phrased now)" in err
+    assert "m.json.phrasings.json was written for the KG films: the phrasings of its relations" in err

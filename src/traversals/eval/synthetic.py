@@ -349,12 +349,23 @@ def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random, kin
 PHRASINGS_FORMAT = "traversals-phrasings/1"
 
 
-def write_phrasings(path: Path, phrasings: dict[str, Phrasing], llm: str) -> None:
-    """The phrasings file: the relations' phrasings by relation key, and the LLM that wrote
-    them (a rerun with another LLM must not silently reuse them, :func:`read_phrasings`)."""
+def write_phrasings(path: Path, phrasings: dict[str, Phrasing], llm: str, kgs: Sequence[str] = ()) -> None:
+    """The phrasings file: the relations' phrasings by relation key, the LLM that wrote them
+    (a rerun with another LLM must not silently reuse them, :func:`read_phrasings`) and the
+    names of the KGs they were phrased over (``kgs``; a rerun over another KG says so)."""
     # through a temporary file: an interrupted write keeps the previous file whole
-    write_json_atomic(path, {"format": PHRASINGS_FORMAT, "llm": llm,
+    write_json_atomic(path, {"format": PHRASINGS_FORMAT, "llm": llm, **({"kg": list(kgs)} if kgs else {}),
                              "relations": {k: asdict(v) for k, v in phrasings.items()}})
+
+
+def phrasings_kgs(path: Path) -> list[str] | None:
+    """The names of the KGs a phrasings file records its relations were phrased over (None:
+    not recorded — files written before the record, or unreadable)."""
+    try:
+        kgs = json.loads(path.read_text()).get("kg")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(k) for k in kgs] if isinstance(kgs, list) and kgs else None
 
 
 def read_phrasings(path: Path, llm: str) -> dict[str, Phrasing]:
@@ -424,6 +435,12 @@ class SyntheticQuestions:
         self._end_relations: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
         self._neutrals: dict[tuple[str, str], list[float]] = {}  # (kg, entity id) -> the check's bias
         self.usage = Usage()
+        #: after :meth:`run`: how many of the walked relations had their phrasings read back from
+        #: the phrasings file, how many the LLM phrased now, and the KGs the file was written for
+        #: when none of them is searched here (None otherwise)
+        self.reused = 0
+        self.phrased = 0
+        self.written_for: list[str] | None = None
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
         """A random walk of ``hops`` relations from ``start``, or None where every relation
@@ -640,8 +657,14 @@ class SyntheticQuestions:
         """Walks, phrasings (read from ``phrasings_file`` when it has the relation, else asked
         and written back), and the composed questions (written to ``questions_file``)."""
         cfg = self.config
-        ends = await self.walks(progress)
+        # read first: a file that cannot be used is said before the walks (minutes on a large KG)
         known = read_phrasings(phrasings_file, self.llm.name) if phrasings_file.exists() else {}
+        recorded = phrasings_kgs(phrasings_file) if known else None
+        here = sorted({str(getattr(kg, "name", "")) for kg in self.kgs.kgs} - {""})
+        self.written_for = recorded if recorded and not set(recorded) & set(here) else None
+        kg_names = sorted(set(recorded or ()) | set(here))
+        self.reused = self.phrased = 0
+        ends = await self.walks(progress)
         forward: dict[str, Relation] = {}
         for _, end in ends:
             for n in end.path()[1:]:
@@ -653,10 +676,13 @@ class SyntheticQuestions:
             back = rel.reversed().key
             if key not in known or back not in known:
                 known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
-                write_phrasings(phrasings_file, known, self.llm.name)
+                self.phrased += 1
+                write_phrasings(phrasings_file, known, self.llm.name, kg_names)  # kept if interrupted
+            else:
+                self.reused += 1
             if known[key].synonyms is None:
                 known[key].synonyms = await self.synonyms(rel)
-                write_phrasings(phrasings_file, known, self.llm.name)
+                write_phrasings(phrasings_file, known, self.llm.name, kg_names)
         asked = dict(known)  # a hop against the edges is also asked by role
         for key, rel in forward.items():
             back = rel.reversed().key
@@ -680,5 +706,7 @@ class SyntheticQuestions:
                 [e.label for e in end.entities], compose(phr, start.label, rng, kind),
             ))
         questions_file.parent.mkdir(parents=True, exist_ok=True)
-        questions_file.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
+        tmp = questions_file.with_name(f".{questions_file.name}.tmp")  # an interrupted write leaves no half file
+        tmp.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
+        tmp.replace(questions_file)
         return out

@@ -138,8 +138,9 @@ async def _synthetic_questions(args: argparse.Namespace,
             if sys.stderr.isatty():
                 print(f"\r  {i}/{n} walks", end="", file=sys.stderr, flush=True)
 
+        maker = SyntheticQuestions(kgs, llm, cfg)
         try:
-            made = await SyntheticQuestions(kgs, llm, cfg).run(phrasings, questions_file, progress)
+            made = await maker.run(phrasings, questions_file, progress)
         except ScoringNotSupported as e:
             reason = getattr(llm, "scoring_reason", "") or e
             raise BadInput(f"--synthetic checks each phrasing by scoring options, which {args.llm} cannot do "
@@ -153,7 +154,12 @@ async def _synthetic_questions(args: argparse.Namespace,
     hops = Counter(len(q.path) for q in made)
     print(("\r" if sys.stderr.isatty() else "") + f"{len(made)} questions on random walks "
           f"({', '.join(f'{n} of {h} hops' for h, n in sorted(hops.items()))}), phrased by {args.llm}: "
-          f"{questions_file} (phrasings: {phrasings})", file=sys.stderr)
+          f"{questions_file} (phrasings: {phrasings}; {_relations(maker.reused)} read from it, "
+          f"{_relations(maker.phrased)} phrased now)", file=sys.stderr)
+    if maker.written_for and maker.reused:
+        print(f"note: {phrasings} was written for the KG {', '.join(maker.written_for)}: the phrasings of its "
+              f"relations with the keys walked here were reused; move it away to have them phrased over this KG",
+              file=sys.stderr)
     training = [TrainingQuestion(f"synthetic:{q.index}", q.question, (q.entity(),),
                                  gold_reward([[a] for a in q.answers])) for q in made]
     meta = {"synthetic": {"questions": len(made), "hops": {str(h): n for h, n in sorted(hops.items())},
@@ -161,6 +167,10 @@ async def _synthetic_questions(args: argparse.Namespace,
                           "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases,
                           "passes": cfg.passes, "calibrated_check": cfg.calibrated_check}}
     return training, meta, listed
+
+
+def _relations(n: int) -> str:
+    return f"{n} relation{'' if n == 1 else 's'}"
 
 
 def _check_flags(args: argparse.Namespace) -> None:
