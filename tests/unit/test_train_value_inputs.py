@@ -142,3 +142,42 @@ def test_the_cli_says_how_many_phrasings_it_read_back(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err
     assert "2 relations read from it, 0 relations phrased now)" in err
     assert "m.json.phrasings.json was written for the KG films: the phrasings of its relations" in err
+
+
+@pytest.mark.parametrize("benchmark", [True, False])
+def test_an_out_that_is_a_file_of_another_kind_is_not_written_over(tmp_path, capsys, monkeypatch, benchmark):
+    """`--out kb.txt` had trained a model and written it over the KG it was trained on."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text(FILMS)
+    phrasings = tmp_path / "m.json.phrasings.json"
+    phrasings.write_text(json.dumps({"format": PHRASINGS_FORMAT, "llm": "x", "relations": {}}))
+    head = ["metaqa-1hop", "--data", str(tmp_path)] if benchmark else ["--synthetic", "3", "--kg", str(kb)]
+    for out in (kb, phrasings):
+        before = out.read_text()
+        assert main(["train-value", *head, "--out", str(out)]) == 2
+        assert f"--out {out} exists and is not a value model" in capsys.readouterr().err
+        assert out.read_text() == before
+    # a name ending with a slash is a folder's
+    assert main(["train-value", *head, "--out", str(tmp_path / "models") + "/"]) == 2
+    assert "names a folder; name the model file" in capsys.readouterr().err
+    assert not (tmp_path / "models").exists()
+
+
+def test_an_out_that_is_a_value_model_or_empty_is_trained_again(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    ValueModel({"stop|bias": 1.0}).save(tmp_path / "old.json")
+    (tmp_path / "empty.json").write_text("")
+    for name in ("old.json", "empty.json"):
+        assert main(["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1",
+                     "--out", str(tmp_path / name)]) == 0, capsys.readouterr().err
+        assert len(ValueModel.load(tmp_path / name).weights) > 1

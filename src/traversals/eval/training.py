@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import time
@@ -29,7 +30,7 @@ from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
-from ..search.rwt.valuemodel import ListedWords, ValueModel
+from ..search.rwt.valuemodel import ListedWords, ValueModel, is_model_file
 from .commands import add_question_flags
 from .datasets import DATASETS, Question, load_dataset, sample_questions
 from .metrics import f1
@@ -190,6 +191,10 @@ def _check_flags(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.is_dir():
         raise BadInput(f"--out {out} is a directory; name the model file")
+    if args.out.endswith(("/", os.sep)):
+        raise BadInput(f"--out {args.out} names a folder; name the model file (e.g. {args.out.rstrip('/' + os.sep)}/value.json)")
+    if out.exists() and not is_model_file(out):  # `--out kb.txt` would write the model over the KG
+        raise BadInput(f"--out {out} exists and is not a value model: name a new file (or remove that one)")
     try:  # a model is written after every round: find out now that it can be
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.with_name(f".{out.name}.probe")

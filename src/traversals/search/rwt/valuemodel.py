@@ -399,6 +399,17 @@ class ValueModel:
         return model
 
 
+def is_model_file(path: str | Path) -> bool:
+    """Whether ``path`` holds a value model (what :meth:`ValueModel.save` writes starts with its
+    ``format``) or nothing: a file ``traversals train-value --out`` may write over."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return not head.strip() or re.match(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT.encode()), head) is not None
+
+
 def _weights(raw: object, p: Path) -> dict[str, float]:
     """A model file's ``weights``: feature -> a finite number, or :class:`BadInput`."""
     if not isinstance(raw, dict):
