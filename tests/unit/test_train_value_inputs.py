@@ -181,3 +181,18 @@ def test_an_out_that_is_a_value_model_or_empty_is_trained_again(tmp_path, capsys
         assert main(["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1",
                      "--out", str(tmp_path / name)]) == 0, capsys.readouterr().err
         assert len(ValueModel.load(tmp_path / name).weights) > 1
+
+
+def test_a_heldout_share_keeps_at_least_one_question_to_train_on(tmp_path, capsys, monkeypatch):
+    """--heldout 0.75 of 2 questions had held out both, trained on none and written an empty
+    model ("use it with --value-model")."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    assert main(["train-value", "--synthetic", "2", "--kg", str(tmp_path / "films.txt"), "--rounds", "1",
+                 "--heldout", "0.75", "--out", str(tmp_path / "m.json")]) == 0
+    assert "1 training and 1 held-out questions" in capsys.readouterr().err
+    assert ValueModel.load(tmp_path / "m.json").weights

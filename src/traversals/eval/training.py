@@ -240,7 +240,8 @@ async def _train(args: argparse.Namespace) -> int:
                       "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
             unlinked = f" ({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}"
         random.Random(args.seed).shuffle(linked)
-        n_held = int(round(len(linked) * args.heldout))
+        # at least one question is trained on: 0.75 of 2 had held out both and written an empty model
+        n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
         cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
