@@ -196,3 +196,66 @@ def test_a_heldout_share_keeps_at_least_one_question_to_train_on(tmp_path, capsy
                  "--heldout", "0.75", "--out", str(tmp_path / "m.json")]) == 0
     assert "1 training and 1 held-out questions" in capsys.readouterr().err
     assert ValueModel.load(tmp_path / "m.json").weights
+
+
+def test_an_interruption_while_phrasing_says_the_phrasings_are_kept_and_a_rerun_reads_them(tmp_path, capsys,
+                                                                                           monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.eval.synthetic import SyntheticQuestions
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    out = tmp_path / "m.json"
+    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1", "--out", str(out)]
+    phrase = SyntheticQuestions.phrase
+    calls = []
+
+    async def interrupted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # Ctrl-C while the LLM phrases the second relation
+            raise KeyboardInterrupt
+        return await phrase(self, *a, **kw)
+
+    monkeypatch.setattr(SyntheticQuestions, "phrase", interrupted)
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert (f"interrupted while making the synthetic questions: the phrasings of 1 relation are kept in "
+            f"{out}.phrasings.json (1 phrased in this run), and a rerun reads them back; no model was written") in err
+    assert not out.exists()
+    monkeypatch.setattr(SyntheticQuestions, "phrase", phrase)
+    assert main(args) == 0
+    assert "1 relation read from it, 1 relation phrased now" in capsys.readouterr().err
+
+
+def test_an_interruption_while_training_says_which_round_the_model_file_holds(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+    import traversals.search.rwt.train as train
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    out = tmp_path / "m.json"
+    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "3", "--out", str(out)]
+    fit = train.fit
+    fits = []
+
+    def interrupted(*a, **kw):
+        fits.append(1)
+        if len(fits) == 3:  # Ctrl-C in round 3 (each round fits once)
+            raise KeyboardInterrupt
+        return fit(*a, **kw)
+
+    monkeypatch.setattr(train, "fit", interrupted)
+    assert main(args) == 130
+    assert f"interrupted in round 3 of 3: {out} holds the model of round 2" in capsys.readouterr().err
+    assert len(ValueModel.load(out).meta["rounds"]) == 2
+
+    # interrupted in round 1: the model an earlier run wrote is left as it was
+    before = out.read_text()
+    fits[:] = [1, 1]
+    assert main(args) == 130
+    assert f"interrupted in round 1 of 3: no model was written ({out} holds the one it held before)" \
+        in capsys.readouterr().err
+    assert out.read_text() == before

@@ -676,8 +676,8 @@ class SyntheticQuestions:
             back = rel.reversed().key
             if key not in known or back not in known:
                 known[key], known[back] = await self.phrase(rel, [e for _, e in ends])
-                self.phrased += 1
                 write_phrasings(phrasings_file, known, self.llm.name, kg_names)  # kept if interrupted
+                self.phrased += 1
             else:
                 self.reused += 1
             if known[key].synonyms is None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -124,12 +126,49 @@ def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list
     return picked, specs
 
 
-async def _synthetic_questions(args: argparse.Namespace,
-                               kgs: KGSet) -> tuple[list[TrainingQuestion], dict, ListedWords]:
+@dataclass
+class _Progress:
+    """How far a training got, for the message of an interruption (:func:`interrupted`)."""
+
+    out: Path
+    existed: bool  # --out held a model before this run
+    stage: str = "start"  # then "questions" (--synthetic) and "training"
+    phrasings: Path | None = None
+    maker: SyntheticQuestions | None = None
+    rounds: int = 0  # rounds finished (and written)
+    total: int = 0
+
+
+def interrupted(progress: _Progress) -> str:
+    """What an interrupted training kept, in one line."""
+    out = progress.out
+    before = f" ({out} holds the one it held before)" if progress.existed else ""
+    if progress.stage == "questions" and progress.phrasings is not None:
+        try:
+            kept = [k for k in json.loads(progress.phrasings.read_text()).get("relations", {}) if not k.startswith("~")]
+        except (OSError, ValueError, AttributeError):
+            kept = []
+        if kept:
+            now = progress.maker.phrased if progress.maker else 0
+            return (f"interrupted while making the synthetic questions: the phrasings of {_relations(len(kept))} "
+                    f"are kept in {progress.phrasings} ({now} phrased in this run), and a rerun reads them back; "
+                    f"no model was written{before}")
+        return f"interrupted while making the synthetic questions: no relation was phrased yet; no model was written{before}"
+    if progress.stage == "training":
+        at = f"interrupted in round {progress.rounds + 1} of {progress.total}"
+        if progress.rounds:
+            return f"{at}: {out} holds the model of round {progress.rounds}"
+        return f"{at}: no model was written{before}"
+    return f"interrupted before training: no model was written{before}"
+
+
+async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet,
+                               progress_of: _Progress) -> tuple[list[TrainingQuestion], dict, ListedWords]:
     """``--synthetic N``: questions composed from the LLM's phrasings of random walks
     (:mod:`.synthetic`), and the words the LLM gave for the relations (for the model's lexicon)."""
     stem = args.questions_out or args.out
     phrasings, questions_file = Path(stem + ".phrasings.json"), Path(stem + ".questions.jsonl")
+    progress_of.stage, progress_of.phrasings = "questions", phrasings
     cfg = SyntheticConfig(questions=args.synthetic, max_hops=args.max_hops, seed=args.seed)
     llm = open_llm_from_args(args)
     try:
@@ -139,7 +178,7 @@ async def _synthetic_questions(args: argparse.Namespace,
             if sys.stderr.isatty():
                 print(f"\r  {i}/{n} walks", end="", file=sys.stderr, flush=True)
 
-        maker = SyntheticQuestions(kgs, llm, cfg)
+        maker = progress_of.maker = SyntheticQuestions(kgs, llm, cfg)
         try:
             made = await maker.run(phrasings, questions_file, progress)
         except ScoringNotSupported as e:
@@ -204,10 +243,11 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise BadInput(f"--out {out}: cannot write there ({e.strerror or type(e).__name__})") from None
 
 
-async def _train(args: argparse.Namespace) -> int:
+async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
     from ..kg.factory import open_kgs
 
     _check_flags(args)
+    progress_of.existed = is_model_file(args.out) and Path(args.out).stat().st_size > 0
     if args.synthetic is not None:
         if args.datasets:
             raise BadInput("--synthetic makes its own questions: name no benchmark")
@@ -224,7 +264,7 @@ async def _train(args: argparse.Namespace) -> int:
         kgs = KGSet(kgs_list)
         listed: ListedWords | None = None  # the LLM's words for the relations (synthetic questions only)
         if args.synthetic is not None:
-            linked, source, listed = await _synthetic_questions(args, kgs)
+            linked, source, listed = await _synthetic_questions(args, kgs, progress_of)
             unlinked = ""
         else:
             linked = []
@@ -246,6 +286,7 @@ async def _train(args: argparse.Namespace) -> int:
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
         cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
         out = Path(args.out)
+        progress_of.stage, progress_of.total = "training", cfg.rounds
         started = time.perf_counter()
 
         def progress(i: int, n: int) -> None:
@@ -258,6 +299,7 @@ async def _train(args: argparse.Namespace) -> int:
                 "config": dict(cfg.__dict__),
             })
             model.save(out)  # after every round: an interrupted training keeps its last round
+            progress_of.rounds = report.round
             print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
 
         await Trainer(kgs, cfg, synonyms=listed).train(train, heldout, on_round=done, on_question=progress)
@@ -270,8 +312,9 @@ async def _train(args: argparse.Namespace) -> int:
 
 
 def cmd_train_value(args: argparse.Namespace) -> int:
+    progress = _Progress(Path(args.out), existed=False)
     try:
-        return asyncio.run(_train(args))
+        return asyncio.run(_train(args, progress))
     except KeyboardInterrupt:
-        print("\ninterrupted: the model file holds the last finished round (if any)", file=sys.stderr)
+        print("\n" + interrupted(progress), file=sys.stderr)
         return 130
