@@ -259,3 +259,22 @@ def test_an_interruption_while_training_says_which_round_the_model_file_holds(tm
     assert f"interrupted in round 1 of 3: no model was written ({out} holds the one it held before)" \
         in capsys.readouterr().err
     assert out.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "data, says",
+    [
+        ({"format": "traversals-rwt-value/2", "weights": {}},
+         "uses the value model format traversals-rwt-value/2; this traversals reads traversals-rwt-value/1"),
+        ({"format": PHRASINGS_FORMAT, "relations": {}},
+         f"is a {PHRASINGS_FORMAT} file, not a value model .*--value-model takes the model file"),
+        ({"weights": {}}, "is not a value model .*'traversals-rwt-value/1' expected in its 'format' field"),
+    ],
+)
+def test_a_file_of_another_format_given_as_a_value_model_says_what_it_is(tmp_path, data, says):
+    from traversals.search.rwt import ValueModel
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BadInput, match=says):
+        ValueModel.load(path)

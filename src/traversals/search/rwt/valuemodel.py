@@ -391,12 +391,24 @@ class ValueModel:
         except (OSError, ValueError) as e:
             raise BadInput(f"value model {p} is not readable JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise BadInput(f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)")
+            raise BadInput(_not_a_model(p, data.get("format") if isinstance(data, dict) else None))
         model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p), source=str(p))
         if model.version > FEATURES:
             raise BadInput(f"value model {p} uses feature set {model.version}; this traversals reads up to "
                            f"{FEATURES} (upgrade traversals, or train the model again)")
         return model
+
+
+def _not_a_model(p: Path, fmt: object) -> str:
+    """Why a JSON file read as a value model is not one, by its ``format`` field."""
+    family = FORMAT.rsplit("/", 1)[0] + "/"
+    if isinstance(fmt, str) and fmt.startswith(family):
+        return (f"value model {p} uses the value model format {fmt}; this traversals reads {FORMAT} "
+                "(upgrade traversals, or train the model again)")
+    if isinstance(fmt, str) and fmt.startswith("traversals-"):
+        return (f"{p} is a {fmt} file, not a value model (--value-model takes the model file "
+                "`traversals train-value --out` wrote)")
+    return f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)"
 
 
 def is_model_file(path: str | Path) -> bool:
