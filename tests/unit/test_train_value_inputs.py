@@ -278,3 +278,31 @@ def test_a_file_of_another_format_given_as_a_value_model_says_what_it_is(tmp_pat
     path.write_text(json.dumps(data))
     with pytest.raises(BadInput, match=says):
         ValueModel.load(path)
+
+
+def test_a_kg_with_no_walk_to_make_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    """A KG of labels alone: no walk, no phrasings file, and reading it had been a traceback."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    kb = tmp_path / "labels.nt"
+    kb.write_text('<http://x/a> <http://www.w3.org/2000/01/rdf-schema#label> "A" .\n'
+                  '<http://x/b> <http://www.w3.org/2000/01/rdf-schema#label> "B" .\n')
+    assert main(["train-value", "--synthetic", "3", "--kg", str(kb), "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "no synthetic question could be made: no walk of 1-3 relations from" in err and "Traceback" not in err
+
+
+def test_a_questions_out_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: pytest.fail("the LLM was opened"))
+    (tmp_path / "films.txt").write_text(FILMS)
+    (tmp_path / "file").write_text("x")
+    head = ["train-value", "--synthetic", "3", "--kg", str(tmp_path / "films.txt"), "--out", str(tmp_path / "m.json")]
+    assert main([*head, "--questions-out", str(tmp_path / "file" / "stem")]) == 2
+    assert f"--questions-out {tmp_path / 'file' / 'stem'}: cannot write there" in capsys.readouterr().err
+    assert main([*head, "--questions-out", str(tmp_path) + "/"]) == 2
+    assert "--questions-out names a folder; name a file stem" in capsys.readouterr().err

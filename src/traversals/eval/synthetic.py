@@ -441,6 +441,9 @@ class SyntheticQuestions:
         self.reused = 0
         self.phrased = 0
         self.written_for: list[str] | None = None
+        #: after :meth:`walks`: how many entities were drawn and how many walks were made from them
+        self.drawn = 0
+        self.walked = 0
 
     async def walk(self, start: Entity, hops: int, rng: random.Random) -> PathNode | None:
         """A random walk of ``hops`` relations from ``start``, or None where every relation
@@ -475,6 +478,7 @@ class SyntheticQuestions:
         pool = await self.kgs.sample_entities(cfg.questions * cfg.draws, self.usage, seed=cfg.seed)
         if not pool:
             raise BadInput("the KG has no entity to start a walk from")
+        self.drawn, self.walked = len(pool), 0
         out: list[tuple[int, PathNode]] = []
         made: set[tuple] = set()
         for turn in range(max(1, cfg.passes)):
@@ -489,6 +493,7 @@ class SyntheticQuestions:
                 if key not in made:
                     made.add(key)
                     out.append((i + turn * len(pool), end))
+                    self.walked = len(out)
                     if progress:
                         progress(len(out), cfg.questions)
         return out

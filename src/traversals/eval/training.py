@@ -186,11 +186,16 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet,
             raise BadInput(f"--synthetic checks each phrasing by scoring options, which {args.llm} cannot do "
                            f"({reason}): use the local model, or an endpoint with log-probabilities and "
                            "--llm-template chatml|raw") from None
+        if not maker.walked:  # nothing phrased: no phrasings file either
+            raise BadInput(f"no synthetic question could be made: no walk of 1-{cfg.max_hops} relations from the "
+                           f"{maker.drawn} entities drawn reached 1-{cfg.max_answers} other entities (does the KG "
+                           "have relations besides labels?)")
         listed = listed_words(read_phrasings(phrasings, llm.name))
     finally:
         await llm.close()
     if not made:
-        raise BadInput(f"no synthetic question could be made (walks and phrasings: {phrasings}, {questions_file})")
+        raise BadInput(f"no synthetic question could be made: the LLM gave no usable phrasing for the relations of "
+                       f"the {maker.walked} walks (see {phrasings})")
     hops = Counter(len(q.path) for q in made)
     print(("\r" if sys.stderr.isatty() else "") + f"{len(made)} questions on random walks "
           f"({', '.join(f'{n} of {h} hops' for h, n in sorted(hops.items()))}), phrased by {args.llm}: "
@@ -234,13 +239,23 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise BadInput(f"--out {args.out} names a folder; name the model file (e.g. {args.out.rstrip('/' + os.sep)}/value.json)")
     if out.exists() and not is_model_file(out):  # `--out kb.txt` would write the model over the KG
         raise BadInput(f"--out {out} exists and is not a value model: name a new file (or remove that one)")
-    try:  # a model is written after every round: find out now that it can be
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.with_name(f".{out.name}.probe")
+    _can_write("--out", out)  # a model is written after every round: find out now that it can be
+    if args.synthetic is not None and args.questions_out:  # the phrasings are written as they come
+        if args.questions_out.endswith(("/", os.sep)):
+            raise BadInput(f"--questions-out names a folder; name a file stem (e.g. "
+                           f"{args.questions_out.rstrip('/' + os.sep)}/mine, for mine.phrasings.json)")
+        _can_write("--questions-out", Path(args.questions_out))
+
+
+def _can_write(flag: str, path: Path) -> None:
+    """:class:`BadInput` unless a file can be written where ``path`` is (its folder is made)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.probe")
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise BadInput(f"--out {out}: cannot write there ({e.strerror or type(e).__name__})") from None
+        raise BadInput(f"{flag} {path}: cannot write there ({e.strerror or type(e).__name__})") from None
 
 
 async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
