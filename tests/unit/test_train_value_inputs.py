@@ -306,3 +306,27 @@ def test_a_questions_out_that_cannot_be_written_is_refused_before_any_work(tmp_p
     assert f"--questions-out {tmp_path / 'file' / 'stem'}: cannot write there" in capsys.readouterr().err
     assert main([*head, "--questions-out", str(tmp_path) + "/"]) == 2
     assert "--questions-out names a folder; name a file stem" in capsys.readouterr().err
+
+
+def test_a_benchmark_asked_over_freebase_says_to_pass_a_kg(SHARED, capsys, tmp_path):
+    from traversals.cli import main
+
+    data = SHARED / "data" / "questions-only"
+    if not (data / "cwq.json").exists():
+        pytest.skip(f"{data} is not there")
+    assert main(["train-value", "cwq", "--data", str(data), "--out", str(tmp_path / "m.json")]) == 2
+    assert "cwq is asked over Freebase, which is not available: pass --kg" in capsys.readouterr().err
+
+
+def test_questions_that_name_no_entity_to_link_say_so(SHARED, capsys, tmp_path):
+    """2WikiMultiHopQA's questions have no topic entities and no [bracketed] mentions: nothing
+    to link without an LLM (it had said 'no training question could be linked to the KG')."""
+    from traversals.cli import main
+
+    data = SHARED / "data" / "questions-only"
+    if not (data / "2wikimultihopqa_dev1000.json").exists():
+        pytest.skip(f"{data} is not there")
+    assert main(["train-value", "2wikimultihopqa", "--data", str(data), "--limit", "5",
+                 "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "none of the 5 training questions names an entity to link" in err and "[bracketed]" in err

@@ -118,6 +118,8 @@ def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list
         mine = list(args.kg or ds.kg_specs)
         if not mine:
             raise BadInput(f"{ds.name}: no KG file found next to the data; pass --kg SPEC")
+        if "freebase" in mine:  # as eval says it
+            raise BadInput(f"{ds.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
         if specs is not None and mine != specs:
             raise BadInput(f"the datasets use different KGs ({specs} vs {mine}): train one model per KG")
         specs = mine
@@ -283,6 +285,11 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             unlinked = ""
         else:
             linked = []
+            named = sum(bool(q.topic_entities or bracketed_mentions(q.text)) for q in picked)
+            if picked and not named:
+                raise BadInput(f"none of the {len(picked)} training questions names an entity to link: train-value "
+                               "links a question's [bracketed] mentions or its dataset's topic entities, without an "
+                               f"LLM, and {', '.join(args.datasets)} gives neither")
             for q in picked:
                 entities = await link(kgs, q)
                 if entities:
@@ -290,7 +297,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             if not picked:
                 raise BadInput(f"no training question was selected (--skip {args.skip}, --limit {args.limit})")
             if not linked:
-                raise BadInput("no training question could be linked to the KG")
+                raise BadInput(f"none of the {len(picked)} training questions could be linked to {', '.join(specs)}: "
+                               "no entity's label matches their mentions")
             source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
                       "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
             unlinked = f" ({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}"
