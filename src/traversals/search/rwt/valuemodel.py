@@ -322,9 +322,9 @@ class ValueModel:
             return None
         trained = sorted(self.relations)
         kg = self.meta.get("kg")
-        where = f" on {', '.join(map(str, kg))}" if isinstance(kg, list) and kg else ""
-        return (f"value model {self.source or '(in memory)'} was trained{where} on the relations "
-                f"{', '.join(trained[:9])}{', ...' if len(trained) > 9 else ''}; the KG searched has "
+        where = f" (of {', '.join(map(str, kg))})" if isinstance(kg, list) and kg else ""
+        return (f"value model {self.source or '(in memory)'} was trained on the relations "
+                f"{', '.join(trained[:9])}{', ...' if len(trained) > 9 else ''}{where}; the KG searched has "
                 f"{', '.join(sorted(ids)[:6])}{', ...' if len(ids) > 6 else ''}, none of them, so its values "
                 "mean nothing here. A model for this KG: traversals train-value --synthetic 1500 --kg SPEC --out FILE")
 
