@@ -330,3 +330,12 @@ def test_questions_that_name_no_entity_to_link_say_so(SHARED, capsys, tmp_path):
                  "--out", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err
     assert "none of the 5 training questions names an entity to link" in err and "[bracketed]" in err
+
+
+def test_a_refused_run_leaves_no_folder_made_for_its_out(tmp_path, capsys):
+    from traversals.cli import main
+
+    out = tmp_path / "new" / "sub" / "m.json"
+    assert main(["train-value", "metaqa-1hop", "--data", str(tmp_path), "--out", str(out)]) == 2
+    assert "metaqa-1hop: no qa_dev_1hop.txt" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

@@ -250,7 +250,9 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _can_write(flag: str, path: Path) -> None:
-    """:class:`BadInput` unless a file can be written where ``path`` is (its folder is made)."""
+    """:class:`BadInput` unless a file can be written where ``path`` is. Folders made to find
+    out are removed again (the files' writers make them): a run refused later leaves none."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         probe = path.with_name(f".{path.name}.probe")
@@ -258,6 +260,12 @@ def _can_write(flag: str, path: Path) -> None:
         probe.unlink()
     except OSError as e:
         raise BadInput(f"{flag} {path}: cannot write there ({e.strerror or type(e).__name__})") from None
+    finally:
+        for d in missing:  # innermost first
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
