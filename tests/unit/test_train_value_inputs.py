@@ -339,3 +339,21 @@ def test_a_refused_run_leaves_no_folder_made_for_its_out(tmp_path, capsys):
     assert main(["train-value", "metaqa-1hop", "--data", str(tmp_path), "--out", str(out)]) == 2
     assert "metaqa-1hop: no qa_dev_1hop.txt" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_model_write_that_fails_leaves_the_previous_model_and_no_temporary_file(tmp_path, monkeypatch):
+    import os
+
+    from traversals.search.rwt import ValueModel
+
+    path = ValueModel({"stop|bias": 1.0}).save(tmp_path / "m.json")
+    before = path.read_text()
+
+    def fail(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    monkeypatch.setattr(type(path), "replace", fail)
+    with pytest.raises(OSError):
+        ValueModel({"stop|bias": 2.0}).save(path)
+    assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]

@@ -376,9 +376,13 @@ class ValueModel:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         kept = {k: round(v, 5) for k, v in sorted(self.weights.items()) if abs(v) >= 1e-5}
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps({"format": FORMAT, "meta": self.meta, "weights": kept}, indent=0) + "\n")
-        tmp.replace(p)
+        # through a temporary file of this process: a model file is whole or as it was, never half written
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"format": FORMAT, "meta": self.meta, "weights": kept}, indent=0) + "\n")
+            tmp.replace(p)
+        finally:
+            tmp.unlink(missing_ok=True)
         return p
 
     @classmethod
