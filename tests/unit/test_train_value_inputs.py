@@ -357,3 +357,28 @@ def test_a_model_write_that_fails_leaves_the_previous_model_and_no_temporary_fil
     with pytest.raises(OSError):
         ValueModel({"stop|bias": 2.0}).save(path)
     assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_a_model_or_phrasings_file_that_cannot_be_written_midway_is_one_line(tmp_path, capsys, monkeypatch):
+    """A full disk while training had been a traceback."""
+    import traversals.eval.training as training
+    import traversals.eval.synthetic as synthetic
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+
+    def full(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "films.txt").write_text(FILMS)
+    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1",
+            "--out", str(tmp_path / "m.json")]
+    monkeypatch.setattr(synthetic, "write_json_atomic", full)
+    assert main(args) == 2
+    assert f"cannot write {tmp_path / 'm.json.phrasings.json'} (No space left on device)" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    monkeypatch.setattr(ValueModel, "save", full)
+    assert main(args) == 2
+    assert f"cannot write the model of round 1 to {tmp_path / 'm.json'} (No space left on device)" \
+        in capsys.readouterr().err

@@ -354,8 +354,11 @@ def write_phrasings(path: Path, phrasings: dict[str, Phrasing], llm: str, kgs: S
     (a rerun with another LLM must not silently reuse them, :func:`read_phrasings`) and the
     names of the KGs they were phrased over (``kgs``; a rerun over another KG says so)."""
     # through a temporary file: an interrupted write keeps the previous file whole
-    write_json_atomic(path, {"format": PHRASINGS_FORMAT, "llm": llm, **({"kg": list(kgs)} if kgs else {}),
-                             "relations": {k: asdict(v) for k, v in phrasings.items()}})
+    try:
+        write_json_atomic(path, {"format": PHRASINGS_FORMAT, "llm": llm, **({"kg": list(kgs)} if kgs else {}),
+                                 "relations": {k: asdict(v) for k, v in phrasings.items()}})
+    except OSError as e:
+        raise BadInput(f"cannot write {path} ({e.strerror or type(e).__name__})") from None
 
 
 def phrasings_kgs(path: Path) -> list[str] | None:
@@ -710,8 +713,12 @@ class SyntheticQuestions:
                 i, start.ref(), keys, end.path_text(" -> ", per_step=3),
                 [e.label for e in end.entities], compose(phr, start.label, rng, kind),
             ))
-        questions_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = questions_file.with_name(f".{questions_file.name}.tmp")  # an interrupted write leaves no half file
-        tmp.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
-        tmp.replace(questions_file)
+        try:
+            questions_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text("".join(json.dumps(asdict(q)) + "\n" for q in out))
+            tmp.replace(questions_file)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise BadInput(f"cannot write {questions_file} ({e.strerror or type(e).__name__})") from None
         return out

@@ -329,7 +329,11 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                 **source, "kg": specs, "train_questions": len(train), "heldout_questions": len(heldout),
                 "config": dict(cfg.__dict__),
             })
-            model.save(out)  # after every round: an interrupted training keeps its last round
+            try:
+                model.save(out)  # after every round: an interrupted training keeps its last round
+            except OSError as e:
+                raise BadInput(f"cannot write the model of round {report.round} to {out} "
+                               f"({e.strerror or type(e).__name__})") from None
             progress_of.rounds = report.round
             print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
 
