@@ -382,3 +382,19 @@ def test_a_model_or_phrasings_file_that_cannot_be_written_midway_is_one_line(tmp
     assert main(args) == 2
     assert f"cannot write the model of round 1 to {tmp_path / 'm.json'} (No space left on device)" \
         in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--limit", "50"], ["--skip", "0"], ["--data", "x"], ["--split", "test"],
+                                   ["--answerable-only"], ["--sample-seed", "1"]])
+def test_benchmark_flags_with_synthetic_are_refused_not_ignored(tmp_path, capsys, monkeypatch, flags):
+    """`--synthetic 1500 --limit 50` had made 1,500 questions: --limit reads a benchmark's."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: pytest.fail("the LLM was opened"))
+
+    (tmp_path / "films.txt").write_text(FILMS)
+    assert main(["train-value", "--synthetic", "5", "--kg", str(tmp_path / "films.txt"), *flags,
+                 "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{flags[0]} only matter(s) for a benchmark's questions" in err and "--synthetic N" in err

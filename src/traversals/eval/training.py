@@ -34,9 +34,11 @@ from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
 from ..search.rwt.valuemodel import ListedWords, ValueModel, is_model_file
 from .commands import add_question_flags
-from .datasets import DATASETS, Question, load_dataset, sample_questions
+from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
+
+SKIP, LIMIT = 100, 200  # --skip and --limit by default
 
 
 def add_training_command(subparsers: Any) -> None:
@@ -51,10 +53,11 @@ def add_training_command(subparsers: Any) -> None:
     tv.add_argument("datasets", nargs="*", metavar="DATASET",
                     help="one or more of: " + ", ".join(DATASETS) + " (none with --synthetic)")
     add_question_flags(tv, data_required=False)
-    tv.add_argument("--skip", type=int, default=100, metavar="N",
+    tv.add_argument("--skip", type=int, default=SKIP, metavar="N",
                     help="leave out the first N shuffled questions of each dataset: what `eval --limit N` "
-                         "evaluates (default 100)")
-    tv.add_argument("--limit", type=int, default=200, metavar="N", help="training questions per dataset (default 200)")
+                         f"evaluates (default {SKIP})")
+    tv.add_argument("--limit", type=int, default=LIMIT, metavar="N",
+                    help=f"training questions per dataset (default {LIMIT})")
     tv.add_argument("--heldout", type=float, default=0.1, metavar="SHARE",
                     help="share of them only searched, to measure generalisation (default 0.1)")
     tv.add_argument("--rounds", type=int, default=TrainConfig.rounds, help=f"default {TrainConfig.rounds}")
@@ -232,6 +235,14 @@ def _check_flags(args: argparse.Namespace) -> None:
         if given or args.llm != "local":
             raise BadInput(f"{', '.join(given or ['--llm'])} only matter(s) with --synthetic: benchmark "
                            "training asks no LLM")
+    else:  # flags that read a benchmark's questions: ignored, they would seem to do what they do not
+        given = [f for f, v, default in (
+            ("--data", args.data, None), ("--split", args.split, "dev"), ("--answerable-only", args.answerable_only, False),
+            ("--sample-seed", args.sample_seed, DEFAULT_SEED), ("--skip", args.skip, SKIP), ("--limit", args.limit, LIMIT),
+        ) if v != default]
+        if given:
+            raise BadInput(f"{', '.join(given)} only matter(s) for a benchmark's questions: --synthetic N makes N "
+                           "questions from the KG")
     if len(set(args.datasets)) != len(args.datasets):
         raise BadInput("a dataset is named twice: its questions would be trained and held out twice")
     out = Path(args.out)
