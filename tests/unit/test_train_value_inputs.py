@@ -5,6 +5,7 @@ scripted LLM and tiny triple files; the real LLM's run is in tests/integration/t
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -35,14 +36,8 @@ def test_a_phrasings_file_of_the_wrong_shape_is_one_line(tmp_path, relations, sa
     """A hand-edited or damaged file: a list of relations had been a traceback, and a question
     given as a string had been read letter by letter (the question "}")."""
     path = _file(tmp_path, relations)
-    with pytest.raises(BadInput, match=f"{path} is not a phrasings file .*{_escape(says)}.*move it away"):
+    with pytest.raises(BadInput, match=f"{re.escape(str(path))} is not a phrasings file .*{re.escape(says)}.*move it away"):
         read_phrasings(path, "scripted")
-
-
-def _escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
 
 
 def test_a_phrasings_file_of_the_right_shape_is_read(tmp_path):
