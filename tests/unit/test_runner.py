@@ -652,3 +652,39 @@ def test_the_resume_hint_is_a_command_that_pastes_back_whole(tmp_path):
     hint = resume_hint(out, argv)
     command = hint.split("continue with: ", 1)[1]
     assert shlex.split(command) == [*argv, "--resume"] and hint.startswith("1 question(s) saved")
+
+
+def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path, monkeypatch, capsys):
+    """run.json holds the path and the hash of --value-model: a resume after the file was
+    retrained in place would answer the rest with another model; a damaged model is refused
+    before the run directory is made."""
+    import traversals.api as api
+    import traversals.kg.factory as kg_factory
+    import traversals.llm.factory as llm_factory
+    from traversals.cli import main
+    from traversals.search.rwt.valuemodel import ValueModel
+
+    seen = []
+
+    def build_solver(strategy, llm, kgs, config, **kw):
+        seen.append(kw.get("value_model"))
+        return FakeSolver(answers={})
+
+    monkeypatch.setattr(llm_factory, "open_llm", lambda spec="local", **kw: Closable("llm"))
+    monkeypatch.setattr(kg_factory, "open_kg", lambda spec, **kw: Closable("kg"))
+    monkeypatch.setattr(api, "build_solver", build_solver)
+    model = tmp_path / "m.json"
+    ValueModel({"stop|bias": 0.5}).save(model)
+    out = tmp_path / "run"
+    args = ["eval", "metaqa-1hop", "--data", str(SHARED_DATA), "--limit", "1", "--strategy", "chain", "--out", str(out),
+            "--no-progress", "--value-model", str(model)]
+    assert main(args) == 0
+    assert isinstance(seen[0], ValueModel) and seen[0].weights == {"stop|bias": 0.5}  # read once, passed on
+    assert len(json.loads((out / "run.json").read_text())["value_model_sha256"]) == 64
+    ValueModel({"stop|bias": 0.7}).save(model)  # retrained in place
+    capsys.readouterr()
+    assert main([*args[:5], "2", *args[6:], "--resume"]) == 2
+    assert "value_model_sha256" in capsys.readouterr().err
+    model.write_text("{not json")
+    assert main([*args[:8], "--out", str(tmp_path / "new"), "--no-progress", "--value-model", str(model)]) == 2
+    assert not (tmp_path / "new").exists()

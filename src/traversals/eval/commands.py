@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import os
 import shlex
 import sys
@@ -124,6 +125,11 @@ async def _eval(args: argparse.Namespace) -> int:
                            "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
                            "(a SPARQL endpoint serving MusicBrainz)")
     search = _search_config(args)
+    from ..api import load_value_model
+
+    # read (and refused if unusable) before the run directory is made; its hash goes into
+    # run.json, so a resume after the file was retrained in place is refused
+    value_model = load_value_model(search)
     url = args.llm_url or os.environ.get("OPENAI_BASE_URL")
     config: dict[str, Any] = {
         "strategy": strategy,
@@ -137,6 +143,8 @@ async def _eval(args: argparse.Namespace) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
+    if search.value_model:
+        config["value_model_sha256"] = hashlib.sha256(Path(search.value_model).read_bytes()).hexdigest()
     rwt = strategy in ("mcts", "beam")
     if not rwt:  # only RwT has a critical model
         config.pop("embedder", None)
@@ -158,7 +166,8 @@ async def _eval(args: argparse.Namespace) -> int:
         await prepare_llm(llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
-        return build_solver(strategy, llm, kgs, search, **({} if embedder is None else {"embedder": embedder}))
+        shared: dict[str, Any] = {"embedder": embedder, "value_model": value_model}  # opened or read once here
+        return build_solver(strategy, llm, kgs, search, **{k: v for k, v in shared.items() if v is not None})
 
     try:
         summary = await run_eval(
