@@ -174,15 +174,17 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
     """
     if not specs:
         specs = ["demo"]
-    first: dict[str, int] = {}
-    for i, spec in enumerate(specs):
-        if first.setdefault(_identity(spec), i) != i:
-            same = specs[first[_identity(spec)]]
+    first: dict[str, str] = {}  # what a spec opens -> the spec that named it first
+    for spec in specs:
+        key = _identity(spec)
+        if key in first:
+            same = first[key]
             said = f"{same!r} and {spec!r} are" if same.strip() != spec.strip() else f"{spec!r} is"
             raise BadInput(
                 f"{said} the same KG given twice; give it once (two copies would be searched as "
                 "two KGs, every entity linked to itself)"
             )
+        first[key] = spec
     given = [_split_name(spec)[0] for spec in specs]
     named = [g for g in given if g]
     for g in set(named):
