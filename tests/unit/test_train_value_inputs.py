@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -193,16 +194,23 @@ def test_a_heldout_share_keeps_at_least_one_question_to_train_on(tmp_path, capsy
     assert ValueModel.load(tmp_path / "m.json").weights
 
 
-def test_an_interruption_while_phrasing_says_the_phrasings_are_kept_and_a_rerun_reads_them(tmp_path, capsys,
-                                                                                           monkeypatch):
+def _synthetic_run(tmp_path, monkeypatch, rounds: int) -> tuple[list[str], Path]:
+    """``train-value --synthetic 6`` over FILMS with the scripted LLM: its arguments and --out."""
     import traversals.eval.training as training
-    from traversals.cli import main
-    from traversals.eval.synthetic import SyntheticQuestions
 
     monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
     (tmp_path / "films.txt").write_text(FILMS)
     out = tmp_path / "m.json"
-    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "1", "--out", str(out)]
+    return ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", str(rounds),
+            "--out", str(out)], out
+
+
+def test_an_interruption_while_phrasing_says_the_phrasings_are_kept_and_a_rerun_reads_them(tmp_path, capsys,
+                                                                                           monkeypatch):
+    from traversals.cli import main
+    from traversals.eval.synthetic import SyntheticQuestions
+
+    args, out = _synthetic_run(tmp_path, monkeypatch, rounds=1)
     phrase = SyntheticQuestions.phrase
     calls = []
 
@@ -224,15 +232,11 @@ def test_an_interruption_while_phrasing_says_the_phrasings_are_kept_and_a_rerun_
 
 
 def test_an_interruption_while_training_says_which_round_the_model_file_holds(tmp_path, capsys, monkeypatch):
-    import traversals.eval.training as training
     from traversals.cli import main
     from traversals.search.rwt import ValueModel
     import traversals.search.rwt.train as train
 
-    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
-    (tmp_path / "films.txt").write_text(FILMS)
-    out = tmp_path / "m.json"
-    args = ["train-value", "--synthetic", "6", "--kg", str(tmp_path / "films.txt"), "--rounds", "3", "--out", str(out)]
+    args, out = _synthetic_run(tmp_path, monkeypatch, rounds=3)
     fit = train.fit
     fits = []
 
