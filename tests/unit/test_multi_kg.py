@@ -247,3 +247,29 @@ async def test_two_kgs_using_one_id_for_different_things_are_kept_apart_on_the_p
     assert ("b", "Peru") in offered and ("a", "France") not in offered
     node = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(peru,)), usage)
     assert node.state is State.SELECTING_RELATION and any(r.kg == "b" for r in node.relation_options)
+
+
+async def test_each_question_starts_with_no_links_an_earlier_question_made():
+    """One solver answers an evaluation run's questions: the links (and RwT's walked
+    relations) of an earlier question made a later one cheaper and could change its
+    subgraph, so a run's figures depended on the order and on resuming. A question asked
+    twice now costs the same KG calls and gives the same search both times."""
+    def score(prompt, options, prefix):
+        if prefix.startswith("RATING"):
+            want = "0.9" if "18975" in prompt else "0.3"
+            return [0.0 if o == want else -6.0 for o in options]
+        return [-0.1 if o.endswith(("capacity", "located in")) else -4.0 for o in options]
+
+    def act(prompt, *_):
+        return "ANSWER: 18975" if "18975" in prompt else "EXPAND_KG: go"
+
+    llm = ScriptedLLM(rules=[("three most likely answers", "A: 20000, B: 15000, C: 10000]"),
+                             ("So the next action should be:", act)], score=score)
+    question = "what is the capacity of the place of Venue"
+    for strategy in ("chain", "beam", "mcts"):
+        solver = build_solver(strategy, llm, list(venue_kgs()), SearchConfig(max_depth=4))
+        first = await solver.ask(question, topic_entities=["Venue"])
+        again = await solver.ask(question, topic_entities=["Venue"])
+        assert first.usage.kg_calls > 0
+        assert again.usage.kg_calls == first.usage.kg_calls, strategy
+        assert again.text == first.text and len(again.trace["nodes"]) == len(first.trace["nodes"]), strategy

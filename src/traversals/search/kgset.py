@@ -27,6 +27,7 @@ counted in ``omitted``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 from collections import Counter
 from dataclasses import replace
@@ -121,6 +122,15 @@ class KGSet:
         self.timeout = timeout
         # entity (kg, id) -> same entity in other KGs
         self._links: dict[tuple[str, str], list[Entity]] = {}
+
+    def fresh(self) -> KGSet:
+        """The same KGs and settings with no link recorded: one question's. A solver asks
+        each question on its own, so what an earlier question linked (at most
+        ``max_links_per_step`` entities a step) never changes a later one's subgraph: an
+        evaluation run answers as its questions asked one by one do, resumed or not."""
+        clone = copy.copy(self)
+        clone._links = {}
+        return clone
 
     async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
         """``kg.method(*args, **kwargs)`` awaited, its failures turned into named errors."""

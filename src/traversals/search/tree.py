@@ -294,8 +294,9 @@ class TreeOfTraversals:
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         cfg = self.config
         started = time.perf_counter()
+        kgs = self.kgs.fresh()  # this question's links only
         machine = Machine(
-            self.kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends, group_option=cfg.group_selection
+            kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends, group_option=cfg.group_selection
         )
         policy = Policy(
             self.llm,
@@ -316,7 +317,7 @@ class TreeOfTraversals:
             self.llm, machine, constrained=self.constrained, examples=cfg.value_examples,
             reasoning=cfg.value_reasoning,
         )
-        linker = Linker(self.llm, self.kgs, constrained=self.constrained)
+        linker = Linker(self.llm, kgs, constrained=self.constrained)
 
         # A given value function (a trained model) costs no LLM call: rate every node.
         default_intermediate = cfg.k > 1 or self.value is not None

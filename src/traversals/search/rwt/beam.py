@@ -20,7 +20,7 @@ from .state import PathNode
 class HopBeamSearch(RwTSearch):
     name = "beam"
 
-    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+    async def search(self, question: str, topic_entities: Sequence[str] | None) -> Answer:
         started = time.perf_counter()
         root, guesses, _ = await self.start(question, topic_entities)
         nodes = [root]

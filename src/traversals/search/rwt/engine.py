@@ -11,6 +11,7 @@ walk three.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, fields
 from typing import Sequence
@@ -63,8 +64,22 @@ class RwTSearch:
         self.critical = critical or CriticalModel()
         self.on_event = on_event
         #: the KG walks, remembered: a reversing relation is walked to check it before it is
-        #: offered (:func:`~.state.offered_relations`), and again when the search takes it
+        #: offered (:func:`~.state.offered_relations`), and again when the search takes it;
+        #: each question gets its own (:meth:`ask`)
         self.edges = MemoEdges(kgs)
+
+    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+        """Answer ``question`` with its own links and walked relations: what an earlier
+        question linked or walked never changes this one's search or its counted KG calls
+        (an evaluation run answers and costs as its questions asked one by one do)."""
+        one = copy.copy(self)
+        one.kgs = self.kgs.fresh()
+        one.edges = MemoEdges(one.kgs)
+        return await one.search(question, topic_entities)
+
+    async def search(self, question: str, topic_entities: Sequence[str] | None) -> Answer:
+        """One question's search (MCTS or beam), on this object's own links and memo."""
+        raise NotImplementedError
 
     # -- shared steps --------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ class MonteCarloTreeSearch(RwTSearch):
     def puct(self, parent: PathNode, child: PathNode) -> float:
         return child.q + self.config.c_puct * child.prior * math.sqrt(max(1, parent.visits)) / (1 + child.visits)
 
-    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+    async def search(self, question: str, topic_entities: Sequence[str] | None) -> Answer:
         started = time.perf_counter()
         root, guesses, _ = await self.start(question, topic_entities)
         nodes = [root]
