@@ -358,4 +358,5 @@ def test_runs_alike_are_told_apart_by_their_folders(tmp_path):
     text = write_report([tmp_path / "first", tmp_path / "other"], out=tmp_path / "r2.md").read_text()
     assert "| chain | 100.0 / 100.0 (n=2) |" in text and "| cot | 50.0 / 50.0 (n=2) |" in text
     assert "| x | dev" not in text and "| x |  | cot | m | 2 | 1 | 50.0 |" in text  # the error row: n=2, 1 error
-    assert "| x | chain vs cot | 1 | 1 | 0 | 0 | 0 | 1.000 |" in text  # the error row is not compared
+    # the error row is compared as wrong, as the table's 50.0 counts it: chain's win
+    assert "| x | chain vs cot | 2 | 1 | 1 | 0 | 0 | 1.000 |" in text

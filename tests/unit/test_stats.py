@@ -34,11 +34,17 @@ def test_mcnemar_exact(a, b, p):
     assert mcnemar_p(a, b) == pytest.approx(p) and mcnemar_p(b, a) == pytest.approx(p)
 
 
-def test_paired_counts_only_shared_answered_questions():
+def test_paired_counts_shared_questions_and_errors_as_wrong():
+    """q6 errored in run A and is right in B: B's win, as in the runs' Hits@1 (an error
+    row scores 0 there); q1 is in A twice, its first row is read."""
     a = [{"id": "1", "hits@1": 1.0}, {"id": "2", "hits@1": 1.0}, {"id": "3", "hits@1": 0.0},
-         {"id": "4", "hits@1": 0.0}, {"id": "5", "hits@1": 1.0}, {"id": "6", "hits@1": 0.0, "error": "KGTimeout"}]
+         {"id": "4", "hits@1": 0.0}, {"id": "5", "hits@1": 1.0}, {"id": "6", "hits@1": 1.0, "error": "KGTimeout"},
+         {"id": "1", "hits@1": 0.0}]
     b = [{"id": "1", "hits@1": 1.0}, {"id": "2", "hits@1": 0.0}, {"id": "3", "hits@1": 1.0},
          {"id": "4", "hits@1": 0.0}, {"id": "6", "hits@1": 1.0}, {"id": "7", "hits@1": 1.0}]
     pc = paired(a, b)
-    assert (pc.n, pc.both, pc.only_a, pc.only_b, pc.neither) == (4, 1, 1, 1, 1)
+    assert (pc.n, pc.both, pc.only_a, pc.only_b, pc.neither) == (5, 1, 1, 2, 1)
     assert pc.p_value == 1.0
+    # both errored: neither is right
+    both_err = paired([{"id": "x", "error": "boom"}], [{"id": "x", "error": "boom", "hits@1": None}])
+    assert (both_err.n, both_err.neither) == (1, 1)

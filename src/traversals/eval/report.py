@@ -627,9 +627,9 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
                              str(pc.only_b), str(pc.neither), f"{pc.p_value:.3f}"])
     if prow:
         lines += [
-            "Hits@1 on the questions both runs answered. Only the questions one run gets right "
-            "decide; p: exact McNemar test (two-sided), the chance of a split at least this "
-            "uneven if neither were better.",
+            "Hits@1 on the questions both runs were asked (an error counts as wrong, as in the table "
+            "above). Only the questions one run gets right decide; p: exact McNemar test (two-sided), "
+            "the chance of a split at least this uneven if neither were better.",
             "",
         ]
         lines += _table(["dataset", "A vs B", "shared", "both right", "only A", "only B", "neither", "p"], prow)

@@ -39,7 +39,7 @@ def mcnemar_p(only_a: int, only_b: int) -> float:
 
 @dataclass(frozen=True)
 class Paired:
-    """Two runs on the questions both answered (right = Hits@1 of 1)."""
+    """Two runs on the questions both were asked (right = Hits@1 of 1; an error is wrong)."""
 
     n: int
     both: int
@@ -53,10 +53,18 @@ class Paired:
 
 
 def paired(a: Iterable[Mapping], b: Iterable[Mapping], metric: str = "hits@1") -> Paired:
-    """Compare two runs' result rows on their shared question ids (rows with an error are
-    left out: they are not answers)."""
-    right_a = {r["id"]: r.get(metric, 0.0) >= 0.5 for r in a if not r.get("error")}
-    right_b = {r["id"]: r.get(metric, 0.0) >= 0.5 for r in b if not r.get("error")}
+    """Compare two runs' result rows on their shared question ids. A row with an error
+    counts as wrong, as it does in the run's Hits@1 (:func:`~.runner.summarize`), and
+    the first row of an id is the one read, as there too."""
+
+    def right(rows: Iterable[Mapping]) -> dict:
+        out: dict = {}
+        for r in rows:
+            if r["id"] not in out:
+                out[r["id"]] = not r.get("error") and (r.get(metric) or 0.0) >= 0.5
+        return out
+
+    right_a, right_b = right(a), right(b)
     shared = [i for i in right_a if i in right_b]
     both = sum(right_a[i] and right_b[i] for i in shared)
     only_a = sum(right_a[i] and not right_b[i] for i in shared)
