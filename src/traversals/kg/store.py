@@ -419,7 +419,8 @@ class OxigraphKG:
     # ------------------------------------------------------------------- protocol
 
     async def search(self, text: str, limit: int = 10) -> list[Entity]:
-        """Entities whose label matches ``text``: exact, then normalised, then fuzzy."""
+        """Entities whose label matches ``text``: exact, then normalised, then containing
+        every word, then near spellings."""
         return await asyncio.to_thread(self.search_sync, text, limit)
 
     async def get_relations(
@@ -475,8 +476,14 @@ class OxigraphKG:
         norm = normalise(query)
         if norm:
             add(self._normed.get(norm, ()))
+        if norm and len(found) < limit:
+            # Every query word in the label, in any order: "Bail" -> "Charles Bail" (before
+            # a near spelling such as "Brazil"), "Nolan, Christopher" -> "Christopher Nolan";
+            # a SPARQL endpoint's search has the same three stages in this order.
+            for choice in self._containing(norm, limit - len(found) + 10):
+                add(self._normed[choice])
         if norm and len(found) < limit and self._choices:
-            # Typos and word order: "Charls Bail", "Nolan, Christopher".
+            # Typos: "Charls Bail".
             matches = process.extract(
                 norm,
                 self._choices,
@@ -485,10 +492,6 @@ class OxigraphKG:
                 limit=limit + 10,
             )
             for choice, _score, _idx in matches:
-                add(self._normed[choice])
-        if norm and len(found) < limit:
-            # Every query word in the label: "Nolan" -> "Christopher Nolan".
-            for choice in self._containing(norm, limit - len(found) + 10):
                 add(self._normed[choice])
         return self._entities([self._term_of_key(k) for k in found[:limit]])
 
