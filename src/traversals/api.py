@@ -114,7 +114,7 @@ def build_solver(
     if cfg.decoding == "constrained" and not getattr(llm, "can_score", False):
         why = getattr(llm, "scoring_reason", None)
         raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options{f' ({why})' if why else ''}; "
-                       "use --decoding sampled or auto")
+                       "use --decoding sampled or auto (SearchConfig(decoding='sampled') or 'auto' in Python)")
     if hasattr(kgs, "get_edges"):  # one KG given where a list is expected
         raise BadInput("kgs is a list of knowledge graphs: pass [kg]")
     if not kgs:
