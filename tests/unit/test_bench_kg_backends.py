@@ -4,6 +4,7 @@ run by hand), and its one-line refusal of a missing data folder."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,79 @@ def test_missing_data_is_refused_in_one_line(tmp_path):
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert line.startswith("kg_backends.py: error: ") and "nowhere/metaqa/kb.txt: no such file" in line
+
+
+# -- parity: the same KG embedded and served gives the same answers --------------------------
+
+SMALL_KG = "".join(
+    ["Charles Bail|directed_by|The Gumball Rally\n", "The Gumball Rally|starred_actors|Michael Sarrazin\n",
+     "The Gumball Rally|has_genre|Comedy\n", "Zoë's Film|has_genre|Comedy\n", "Zoë's Film|release_year|1976\n"]
+    + [f"Film {i:02d}|has_genre|Drama\n" for i in range(53)]  # a hub: its list is cut to 50
+)
+
+
+@pytest.fixture
+def served(kb, tmp_path):
+    """An Oxigraph server on 127.0.0.1 holding SMALL_KG (converted as the bench does)."""
+    if not (Path(sys.executable).parent / "oxigraph").exists() and not shutil.which("oxigraph"):
+        pytest.skip("the oxigraph server (PyPI package 'oxigraph') is not installed")
+    src = tmp_path / "small.txt"
+    src.write_text(SMALL_KG, encoding="utf-8")
+    db = kb.server_store(src, tmp_path)
+    with kb.oxigraph_server(db, tmp_path / "server.log") as server:
+        yield src, server.url
+
+
+def entities(names):
+    from traversals.kg import iris
+    from traversals.kg.base import Entity
+
+    return [Entity(iris.entity_iri(n), iris.name_label(n)) for n in names]
+
+
+NAMES = ["Charles Bail", "The Gumball Rally", "Comedy", "Zoë's Film", "Drama", "1976"]
+
+
+async def test_parity_reports_equality_on_one_kg_loaded_both_ways(kb, served):
+    from traversals.kg.sparql import SparqlKG
+    from traversals.kg.store import OxigraphKG
+
+    src, url = served
+    embedded = OxigraphKG.from_file(src, name="small")
+    async with SparqlKG(url, name="small") as remote:
+        report = await kb.parity(embedded, remote, entities(NAMES))
+    await embedded.close()
+    assert not report.failed
+    # the one difference is by design and told as such: the embedded search folds accents
+    [accents] = report.differences
+    assert (accents.check, accents.entity, accents.strict) == ("search without accents", "Zoe's Film", False)
+    assert accents.first == "first Zoë's Film of 1" and accents.second == "first – of 0"
+    assert report.checked["get_relations"] == len(NAMES) == report.equal["get_relations"]
+    # every relation of every entity, both directions: 8 uncapped lists and Drama's hub
+    assert report.checked["get_edges"] == report.equal["get_edges"] == 8
+    assert report.equal["get_edges capped: total"] == report.equal["get_edges capped: shown"] == 1
+    assert report.notes == ["Drama ~has_genre: 53 edges, both show 50 — the same ones"]
+    assert "| get_edges | 8 | 8 | 0 | 0 |" in report.table()
+
+
+async def test_parity_reports_what_each_side_returned_when_the_kgs_differ(kb, served, tmp_path):
+    from traversals.kg.sparql import SparqlKG
+    from traversals.kg.store import OxigraphKG
+
+    src, url = served
+    other = tmp_path / "other.txt"  # Comedy lost one film, the hub one edge, and a relation appeared
+    other.write_text(SMALL_KG.replace("Zoë's Film|has_genre|Comedy\n", "").replace("Film 07|has_genre|Drama\n", "")
+                     + "Charles Bail|written_by|The Gumball Rally\n", encoding="utf-8")
+    embedded = OxigraphKG.from_file(other, name="small")
+    async with SparqlKG(url, name="small") as remote:
+        report = await kb.parity(embedded, remote, entities(NAMES))
+    await embedded.close()
+    assert report.failed
+    by = {(d.check, d.entity, d.what): d for d in report.differences}
+    comedy = by[("get_edges", "Comedy", "~has_genre")]
+    assert comedy.strict and "only here: –" in comedy.first and "(Zoë's Film, has_genre, Comedy)" in comedy.second
+    bail = by[("get_relations", "Charles Bail", "")]
+    assert bail.strict and "written_by" in bail.first and "written_by" not in bail.second
+    hub = by[("get_edges capped: total", "Drama", "~has_genre")]
+    assert not hub.strict and (hub.first, hub.second) == ("50 + 2 omitted", "50 + 3 omitted")
+    assert "Comedy" in report.details() and "embedded:" in report.details()
