@@ -71,16 +71,100 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+TREE_SEARCH = ("tree", "chain")  # Tree-of-Traversals, and its k = 1 Chain-of-Traversals
+RWT = ("mcts", "beam")  # Reasoning with Trees
+
+#: Every search flag of ``ask`` and ``eval`` and the strategies whose search reads it (what
+#: :func:`~traversals.api.build_solver` passes on and the search then uses). A flag given a
+#: value other than its default with any other strategy is refused
+#: (:func:`refuse_unused_flags`) rather than ignored in silence and recorded in a run's
+#: run.json as if used. A new search flag (here, in ``cli._add_search_flags`` or in
+#: ``eval.commands.add_eval_commands``) gets a line; tests/unit/test_cli_input.py fails until it does.
+SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
+    # cli._add_search_flags / eval's own: RwT walks at most 3 hops, values no answer against τ
+    "--k": TREE_SEARCH,
+    "--max-depth": TREE_SEARCH,
+    "--max-expansions": TREE_SEARCH,
+    "--threshold": TREE_SEARCH,
+    "--seed": TREE_SEARCH,  # ask only: TreeConfig.seed, the policy's RNG (RwT decodes greedily)
+    "--simulations": ("mcts",),  # beam walks hop by hop, B1 = B2 = 3
+    # add_tree_flags
+    "--screen-dead-ends": TREE_SEARCH,
+    "--prior-weight": TREE_SEARCH,
+    "--answer-choice": TREE_SEARCH,
+    "--group-selection": TREE_SEARCH,
+    "--answers": TREE_SEARCH,
+    # add_decoding_flag: RwT scores its relation priors constrained or writes them (sampled), nothing more
+    "--decoding": TREE_SEARCH + RWT,
+    "--calibrate": TREE_SEARCH,  # and --calibrate-weight, the same setting
+    "--both-orders": TREE_SEARCH,
+    "--calibrate-answers": TREE_SEARCH,
+    "--compare-answers": TREE_SEARCH,
+    "--value-reasoning": TREE_SEARCH,
+    "--value-examples": TREE_SEARCH,
+    # add_value_flags: only RwT has a critical model, so only RwT opens an embedder
+    "--value-model": TREE_SEARCH + RWT,
+    "--embedder": RWT,
+    "--embedder-url": RWT,
+    "--embedder-api-key": RWT,
+}
+#: flags that set the same value as a flag of :data:`SEARCH_FLAG_STRATEGIES`, named with it
+SAME_SETTING = {"--calibrate": "--calibrate (or --calibrate-weight)"}
+#: what each strategy is, said when it is given a flag it does not read
+STRATEGY_NATURE = {
+    "tree": "tree searches by its own expansions, without RwT's simulations or critical model",
+    "chain": "chain searches by its own expansions, without RwT's simulations or critical model",
+    "cot": "cot asks the LLM alone: no KG, no search, nothing rated",
+    "mcts": "mcts walks relations by the LLM's prior, up to 3 hops, for --simulations rounds",
+    "beam": "beam walks relations by the LLM's prior, 3 hops of 3 states and 3 relations each",
+}
+
+
+def flag_dest(flag: str) -> str:
+    """The attribute argparse stores ``--flag-name`` in (``flag_name``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def flag_given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether ``flag`` was given a value that changes the search: neither absent (None:
+    eval leaves its search flags unset, SearchConfig fills them) nor the default its
+    :class:`~traversals.api.SearchConfig` field has, which the parsers' defaults are
+    (so ``--threshold 0.8`` typed out changes nothing and counts as not given)."""
+    from dataclasses import MISSING, fields
+
+    from .api import SearchConfig
+
+    defaults = {f.name: f.default for f in fields(SearchConfig) if f.default is not MISSING}
+    dest = flag_dest(flag)
+    value = getattr(args, dest, None)
+    return value is not None and not (dest in defaults and value == defaults[dest])
+
+
 def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
-    """:class:`~traversals.errors.BadInput` for a flag the chosen strategy would ignore in
-    silence while a run records it: ``cot`` asks the LLM alone and rates nothing, so a
-    ``--value-model`` would be recorded as used. (``--embedder`` with tree/chain is left
-    alone: those open no embedder and record none.)"""
+    """:class:`~traversals.errors.BadInput` naming every search flag given (:func:`flag_given`)
+    that ``strategy`` does not read (:data:`SEARCH_FLAG_STRATEGIES`) and the strategies that
+    do: ignored, it would change nothing while a run's run.json records it as used. An
+    unknown strategy is refused here too, before anything runs."""
+    from .api import STRATEGIES
     from .errors import BadInput
 
-    if strategy == "cot" and getattr(args, "value_model", None):
-        raise BadInput("--value-model is not used by --strategy cot (the LLM answers alone, nothing is "
-                       "rated); drop one of them")
+    if strategy not in STRATEGIES:
+        raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    unused: dict[tuple[str, ...], list[str]] = {}  # the strategies that read them → the flags
+    for flag, readers in SEARCH_FLAG_STRATEGIES.items():
+        if strategy not in readers and flag_given(args, flag):
+            unused.setdefault(readers, []).append(SAME_SETTING.get(flag, flag))
+    if not unused:
+        return
+    clauses = []
+    for i, (readers, flags) in enumerate(unused.items()):
+        names = flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + " and " + flags[-1]
+        verb = ("is used" if len(flags) == 1 else "are used") if i == 0 else ""
+        clauses.append(" ".join(filter(None, (names, verb, f"by --strategy {'/'.join(readers)} only"))))
+    several = sum(map(len, unused.values())) > 1
+    pick = f"pick {'/'.join(next(iter(unused)))}" if len(unused) == 1 else "pick a strategy that reads them"
+    raise BadInput(f"{', '.join(clauses)} ({STRATEGY_NATURE[strategy]}); drop {'them' if several else 'it'} "
+                   f"or {pick}")
 
 
 def add_tree_flags(p: argparse.ArgumentParser) -> None:

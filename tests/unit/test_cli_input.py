@@ -86,11 +86,109 @@ def test_an_rwt_answer_rated_low_without_a_value_model_is_flagged():
     assert tree[0].startswith("no answer was rated over the threshold 0.8 before the search used its 20 expansions")
 
 
+ASK = ["ask", "who directed [X]", "--kg", "demo", "--llm", "local:/nonexistent.gguf"]
+EVAL = ["eval", "metaqa-1hop", "--data", "/nonexistent", "--out", "/nonexistent/run", "--llm", "local:/nonexistent.gguf"]
+#: where each command fails once its flags are accepted: no model is loaded, no data read
+PAST_THE_FLAGS = {"ask": "model file not found", "eval": "--data /nonexistent"}
+
+
+def run(command: list[str], strategy: str, flags: list[str], capsys) -> str:
+    """``main`` on ``command --strategy strategy *flags``: exit code 2 and one line, returned."""
+    assert main([*command, "--strategy", strategy, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("traversals: error:") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+@pytest.mark.parametrize("strategy, flags, readers", [
+    ("mcts", ["--calibrate"], "tree/chain"),
+    ("mcts", ["--calibrate-weight", "0.5"], "tree/chain"),
+    ("mcts", ["--threshold", "0.5"], "tree/chain"),
+    ("mcts", ["--k", "3"], "tree/chain"),
+    ("beam", ["--group-selection"], "tree/chain"),
+    ("beam", ["--max-depth", "12"], "tree/chain"),
+    ("beam", ["--simulations", "64"], "mcts"),
+    ("cot", ["--max-expansions", "5"], "tree/chain"),
+    ("cot", ["--decoding", "sampled"], "tree/chain/mcts/beam"),
+    ("cot", ["--value-model", "m.json"], "tree/chain/mcts/beam"),
+    ("tree", ["--simulations", "64"], "mcts"),
+    ("tree", ["--embedder-url", "http://127.0.0.1:9/v1"], "mcts/beam"),
+    ("chain", ["--embedder", "lexical"], "mcts/beam"),
+])
+def test_a_flag_the_strategy_does_not_read_is_refused_before_anything_runs(command, strategy, flags, readers, capsys):
+    """Ignored, it would change nothing while eval's run.json records it as used."""
+    err = run(command, strategy, flags, capsys)
+    assert f"{flags[0]}" in err and f"used by --strategy {readers} only" in err, err
+    assert f"({strategy} " in err and "drop it" in err
+
+
+def test_ask_refuses_a_seed_rwt_does_not_read_and_names_every_unused_flag(capsys):
+    err = run(ASK, "mcts", ["--seed", "3", "--answers", "2", "--embedder", "lexical"], capsys)
+    assert "--seed and --answers are used by --strategy tree/chain only" in err and "drop them" in err
+    err = run(ASK, "cot", ["--seed", "3", "--value-model", "m.json"], capsys)
+    assert "--seed is used by --strategy tree/chain only, --value-model by --strategy tree/chain/mcts/beam only" in err
+
+
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+@pytest.mark.parametrize("strategy, flags", [
+    ("tree", ["--calibrate", "--max-depth", "5", "--threshold", "0.5", "--prior-weight", "1", "--value-model", "m.json"]),
+    ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "sampled"]),
+    ("mcts", ["--simulations", "4", "--embedder", "lexical", "--decoding", "constrained", "--value-model", "m.json"]),
+    ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1"]),
+])
+def test_flags_the_strategy_reads_are_accepted(command, strategy, flags, capsys):
+    assert PAST_THE_FLAGS[command[0]] in run(command, strategy, flags, capsys)
+
+
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+@pytest.mark.parametrize("strategy", ["cot", "mcts"])
+def test_a_default_typed_out_is_accepted(command, strategy, capsys):
+    """``--threshold 0.8`` changes nothing, whichever strategy runs."""
+    flags = ["--threshold", "0.8", "--max-depth", "7", "--max-expansions", "20", "--decoding", "auto",
+             "--calibrate-weight", "0", "--answer-choice", "value", "--no-group-selection",
+             *(["--embedder", "lexical"] if strategy == "mcts" else ["--simulations", "16"]),
+             *(["--seed", "0"] if command[0] == "ask" else [])]
+    assert PAST_THE_FLAGS[command[0]] in run(command, strategy, flags, capsys)
+
+
+def test_an_unknown_eval_strategy_is_refused_before_anything_runs(capsys):
+    assert "unknown strategy 'foo'; choose one of tree, chain, cot, mcts, beam" in run(EVAL, "foo", [], capsys)
+
+
+#: flags of ask and eval that every strategy reads, or that are no search setting
+NOT_SEARCH_FLAGS = {
+    "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template",
+    "--llm-timeout", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
+    "--sample-seed", "--limit", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
+    "--no-progress",
+}
+
+
+@pytest.mark.parametrize("command", ["ask", "eval"])
+def test_every_search_flag_says_which_strategies_read_it_and_defaults_to_not_given(command):
+    """A new flag of ask or eval gets its line in SEARCH_FLAG_STRATEGIES (or is listed here
+    as no search setting); a flag left out never counts as given."""
+    import argparse
+
+    from traversals.cli import build_parser
+    from traversals.options import SEARCH_FLAG_STRATEGIES, flag_dest, flag_given
+
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    p = sub.choices[command]
+    dests = {flag_dest(f) for f in SEARCH_FLAG_STRATEGIES}
+    flags = {s for a in p._actions for s in a.option_strings if s.startswith("--") and a.dest not in dests}
+    assert flags <= NOT_SEARCH_FLAGS, f"say which strategies read {sorted(flags - NOT_SEARCH_FLAGS)}"
+    args = p.parse_args(["q"] if command == "ask" else ["metaqa-1hop", "--data", "d", "--strategy", "cot", "--out", "o"])
+    assert [f for f in SEARCH_FLAG_STRATEGIES if flag_given(args, f)] == []
+
+
 @pytest.mark.parametrize("command", [["ask", "who directed [X]", "--kg", "demo"],
                                      ["eval", "metaqa-1hop", "--data", "/nonexistent", "--out", "/nonexistent/run"]])
 def test_a_value_model_with_cot_is_refused_before_anything_runs(command, capsys):
     """cot rates nothing: a run must not be recorded as using a value model it did not use."""
-    says = "--value-model is not used by --strategy cot"
+    says = "--value-model is used by --strategy tree/chain/mcts/beam only (cot asks the LLM alone"
     assert main([*command, "--llm", "local:/nonexistent.gguf", "--strategy", "cot", "--value-model", "m.json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("traversals: error:") and says in err and err.count("\n") == 1
