@@ -73,6 +73,9 @@ SMALL_KG = "".join(
     ["Charles Bail|directed_by|The Gumball Rally\n", "The Gumball Rally|starred_actors|Michael Sarrazin\n",
      "The Gumball Rally|has_genre|Comedy\n", "Zoë's Film|has_genre|Comedy\n", "Zoë's Film|release_year|1976\n"]
     + [f"Film {i:02d}|has_genre|Drama\n" for i in range(53)]  # a hub: its list is cut to 50
+    # a hub whose cut falls between "Straße" and "strasse b": casefold ("strasse") and
+    # SPARQL's LCASE ("straße", after "strasse b") put a different one 50th
+    + [f"{name}|has_genre|Eszett\n" for name in [f"a {i:02d}" for i in range(49)] + ["Straße", "strasse b"]]
 )
 
 
@@ -141,3 +144,18 @@ async def test_parity_reports_what_each_side_returned_when_the_kgs_differ(kb, se
     hub = by[("get_edges capped: total", "Drama", "~has_genre")]
     assert not hub.strict and (hub.first, hub.second) == ("50 + 2 omitted", "50 + 3 omitted")
     assert "Comedy" in report.details() and "embedded:" in report.details()
+
+
+async def test_a_hub_cut_at_an_eszett_shows_the_same_edges_on_both_sides(kb, served):
+    """The embedded store ordered a hub's edges by casefold and showed "Straße" 50th; the
+    server, ordering by LCASE, showed "strasse b". Both order by lower case now."""
+    from traversals.kg.sparql import SparqlKG
+    from traversals.kg.store import OxigraphKG
+
+    src, url = served
+    embedded = OxigraphKG.from_file(src, name="small")
+    async with SparqlKG(url, name="small") as remote:
+        report = await kb.parity(embedded, remote, entities(["Eszett"]), search=False)
+    await embedded.close()
+    assert not report.failed and report.differences == []
+    assert report.notes == ["Eszett ~has_genre: 51 edges, both show 50 — the same ones"]

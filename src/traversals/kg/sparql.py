@@ -961,7 +961,7 @@ class SparqlKG:
                     return len(rows)
 
             # anchors in the order the edges are sorted by: their label, then id
-            anchors = sorted(sources, key=lambda k: (given[k].label.casefold(), k))
+            anchors = sorted(sources, key=lambda k: (given[k].label.lower(), k))
             total, ordered = await asyncio.gather(
                 count(),
                 self._label_ordered(
@@ -988,7 +988,8 @@ class SparqlKG:
             return described.get(t.value) or Entity(ident, fallback_label(t.value), kg=self.name)
 
         pairs = [(node(r[anchor_var]), node(r[other_var])) for r in rows]
-        pairs.sort(key=lambda ao: (ao[0].label.casefold(), ao[0].id, ao[1].label.casefold(), ao[1].id))
+        # lower(), not casefold(): the order the server's LCASE cut by ("Straße" after "strasse b")
+        pairs.sort(key=lambda ao: (ao[0].label.lower(), ao[0].id, ao[1].label.lower(), ao[1].id))
         edges = []
         new: dict[str, Entity] = {}
         for anchor, other in pairs:

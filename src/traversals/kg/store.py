@@ -538,8 +538,8 @@ class OxigraphKG:
         inverse = relation.inverse
         keep = max(limit, 0)
 
-        def order(t: Term) -> tuple[str, str]:
-            return (self._label(t).casefold(), _key(t))
+        def order(t: Term) -> tuple[str, str]:  # lower(), not casefold(): SPARQL's LCASE, as a server cuts
+            return (self._label(t).lower(), _key(t))
 
         rows: list[tuple[tuple[str, str, str, str], Term, Term]] = []  # (order, anchor, other)
         total = 0
