@@ -25,7 +25,7 @@ def run(model: str, dataset: str, strategy: str, limit: int, data: Path, out: Pa
     cmd = [str(exe), "eval", dataset, "--data", str(data), "--split", "dev", "--answerable-only",
            "--limit", str(limit), "--strategy", strategy, "--llm", f"local:{model}", "--out", str(out),
            "--no-progress"]
-    if dataset == "metaqa-3hop":
+    if dataset == "metaqa-3hop" and strategy in ("tree", "chain"):  # the only ones with a depth
         cmd += ["--max-depth", "12"]
     if (out / "results.jsonl").exists():
         cmd.append("--resume")

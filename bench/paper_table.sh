@@ -21,7 +21,8 @@ run() { # dataset strategy n extra...
   local data=$SHARED/metaqa flags=(--split dev --answerable-only)
   case $ds in pq-*|pql-*) data=$SHARED/pathquestion; flags=();; esac
   local depth=()
-  [ "$ds" = metaqa-3hop ] || [ "$ds" = pq-3h ] && depth=(--max-depth 12)
+  # tree and chain only: cot has no search depth (eval refuses the flag there)
+  if [ "$st" != cot ] && { [ "$ds" = metaqa-3hop ] || [ "$ds" = pq-3h ]; }; then depth=(--max-depth 12); fi
   local resume=(); [ -s "$OUT/$ds-$st/results.jsonl" ] && resume=(--resume)
   $T eval "$ds" --data "$data" "${flags[@]}" --limit "$n" --strategy "$st" "${depth[@]}" \
      --out "$OUT/$ds-$st" --no-progress "${resume[@]}" "$@"

@@ -573,9 +573,8 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
     # the embedder must match on resume, like the rest of the search's settings
     assert main([*args[:-6], "--embedder", "lexical", "--resume"]) == 2
     assert "embedder" in capsys.readouterr().err
-    # a tree search has no critical model: nothing opened, nothing recorded, no URL needed
+    # a chain search has no critical model: --embedder is refused before anything is opened
     assert main(["eval", "metaqa-1hop", "--data", str(SHARED_DATA / "metaqa"), "--limit", "1", "--strategy", "chain",
-                 "--out", str(tmp_path / "c"), "--no-progress", "--embedder", "openai:x"]) == 0  # fmt: skip
-    assert embedders[1:] == [None] and "embedder" not in json.loads(
-        (tmp_path / "c" / "run.json").read_text()
-    )
+                 "--out", str(tmp_path / "c"), "--no-progress", "--embedder", "openai:x"]) == 2  # fmt: skip
+    assert "--embedder is used by --strategy mcts/beam only" in capsys.readouterr().err
+    assert embedders[1:] == [] and not (tmp_path / "c").exists()
