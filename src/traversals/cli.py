@@ -54,7 +54,9 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     add_tree_flags(p)
     add_decoding_flag(p)
     add_value_flags(p)
-    p.add_argument("--seed", type=int, default=0, help="the search's random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="tree/chain: the search's random seed (default 0); it seeds every LLM call that samples "
+                        "(sampled decoding's diverse samples), so such a run repeats on any endpoint")
 
 
 def _add_solver_flags(p: argparse.ArgumentParser, *, strategy_help: str) -> None:

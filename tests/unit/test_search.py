@@ -211,6 +211,22 @@ async def test_backtracking_returns_a_later_branchs_answer_when_the_first_is_bel
     assert chosen["grounded"] is True  # an entity of the subgraph, not free text
 
 
+async def test_sampling_calls_get_seeds_from_the_search_seed():
+    """--seed reached only the option sampler nothing turned on: a sampled run's LLM calls
+    went unseeded (an endpoint drew fresh randomness each time). Every call that samples now
+    carries a seed drawn from the search's seeded generator; greedy calls carry none."""
+    async def seeds(seed):
+        llm = scripted()
+        await solver(llm, k=2, seed=seed).ask("Who is Bob Dylan's maternal grandmother?")
+        sampled = [c.seed for c in llm.generate_calls if c.temperature > 0]
+        assert sampled and all(isinstance(x, int) for x in sampled)
+        assert all(c.seed is None for c in llm.generate_calls if c.temperature == 0)
+        return sampled
+
+    first = await seeds(0)
+    assert await seeds(0) == first and await seeds(1) != first
+
+
 def test_choose_answer_by_value_or_by_pooled_support():
     from traversals.search.tree import choose_answer
 

@@ -532,10 +532,16 @@ class Policy:
             chosen.append(labels[0] if len(labels) == 1 else _as_list(labels[:MAX_LIST_ANSWER]))
         return [Action(ActionType.ANSWER, t) for t in chosen]
 
+    def _seed(self, temperature: float) -> int | None:
+        """The sampling seed of a call that samples (from the search's seeded generator:
+        ``--seed``, so a run with an endpoint's sampling is repeatable); None for greedy."""
+        return self.rng.randrange(2**31) if temperature > 0 else None
+
     async def _free_text(self, prompt: str, node: Node, kind: ActionType, usage: Usage, *, temperature: float) -> Action:
         prefix = f"{kind.value}:"
         gen = await self.llm.generate(
-            prompt, prefix=prefix, n=1, temperature=temperature, max_tokens=self.max_tokens, stop=STOP
+            prompt, prefix=prefix, n=1, temperature=temperature, max_tokens=self.max_tokens, stop=STOP,
+            seed=self._seed(temperature),
         )
         usage.add_generation(gen)
         return self.machine.parse(node, gen.texts[0] if gen.texts else "", prefix=prefix)
@@ -544,7 +550,8 @@ class Policy:
     async def _sampled(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
         oversample = node.state in (State.SELECTING_ENTITIES, State.SELECTING_RELATION) and k > 1
         n = 2 * k if oversample else k
-        gen = await self.llm.generate(prompt, n=n, temperature=temperature, max_tokens=self.max_tokens, stop=STOP)
+        gen = await self.llm.generate(prompt, n=n, temperature=temperature, max_tokens=self.max_tokens, stop=STOP,
+                                      seed=self._seed(temperature))
         usage.add_generation(gen)
         actions: list[Action] = []
         invalid: list[Action] = []
