@@ -120,6 +120,9 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"stand-in); this answer, rated {answer.value or 0.0:.2f}, under the threshold "
                      f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
                      f"traversals train-value, docs/rwt.md)")
+    if answer.strategy == "cot" and getattr(args, "kg", None):  # accepted with cot, never opened (docs/decisions.md)
+        notes.append(f"cot asks the LLM alone: --kg {', '.join(args.kg)} was not opened "
+                     f"(tree, chain, mcts and beam search it)")
     if answer.linked_entities == []:
         notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "
                      "(name the entity as the KG labels it, or put it in [brackets])")
@@ -145,7 +148,8 @@ async def _ask(args: argparse.Namespace) -> int:
     strategy = _strategy(args)
     refuse_unused_flags(strategy, args)
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
-    kgs = open_kgs(args.kg or [], **remote_kg_options(args))
+    # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one
+    kgs = open_kgs(args.kg or [], **remote_kg_options(args)) if strategy != "cot" else []
     llm = open_llm_from_args(args)
     try:
         await prepare_llm(llm)

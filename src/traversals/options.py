@@ -144,7 +144,8 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
     """:class:`~traversals.errors.BadInput` naming every search flag given (:func:`flag_given`)
     that ``strategy`` does not read (:data:`SEARCH_FLAG_STRATEGIES`) and the strategies that
     do: ignored, it would change nothing while a run's run.json records it as used. An
-    unknown strategy is refused here too, before anything runs."""
+    unknown strategy is refused here too, before anything runs, and so are flags the strategy
+    reads but another flag makes pointless (:func:`refuse_contradicting_flags`)."""
     from .api import STRATEGIES
     from .errors import BadInput
 
@@ -155,6 +156,7 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
         if strategy not in readers and flag_given(args, flag):
             unused.setdefault(readers, []).append(SAME_SETTING.get(flag, flag))
     if not unused:
+        refuse_contradicting_flags(strategy, args)
         return
     clauses = []
     for i, (readers, flags) in enumerate(unused.items()):
@@ -165,6 +167,87 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
     pick = f"pick {'/'.join(next(iter(unused)))}" if len(unused) == 1 else "pick a strategy that reads them"
     raise BadInput(f"{', '.join(clauses)} ({STRATEGY_NATURE[strategy]}); drop {'them' if several else 'it'} "
                    f"or {pick}")
+
+
+#: flag settings that make other flags pointless, each with what it does instead: only
+#: constrained decoding scores options, and a trained value replaces the LLM value
+#: (``TreeOfTraversals.ask`` builds no :class:`~traversals.search.value.ValueFunction`).
+#: ``--decoding auto`` with an LLM that cannot score is sampled too, but that is known
+#: only once the LLM is opened, so it is not refused.
+OVERRIDES: dict[tuple[str, str | None], str] = {
+    ("--decoding", "sampled"): "--decoding sampled scores no option (the LLM writes its choices)",
+    ("--value-model", None): "--value-model replaces that value",  # None: given with any value
+}
+#: the tree/chain flags each of :data:`OVERRIDES` makes pointless, with what the flag does
+#: (checked in search/policy.py, value.py and tree.py: each acts on that path alone).
+#: Not listed because they act either way: ``--group-selection`` (a sampled entity selection's
+#: prompt lists the group too), ``--value-examples`` with sampled decoding (the sampled
+#: rating's prompt shows them), ``--prior-weight`` and ``--answers`` with ``--value-model``.
+CONTRADICTIONS: dict[tuple[str, str | None], dict[str, str]] = {
+    ("--decoding", "sampled"): {  # Policy: every one of these is read on its constrained path only
+        "--calibrate": "divides constrained decoding's relation scores by a neutral prompt's",
+        "--both-orders": "scores constrained decoding's relation choices in both option orders",
+        "--calibrate-answers": "reranks the answer candidates constrained decoding scored",
+        "--compare-answers": "has constrained decoding score the groups of reached entities as answers",
+        "--answers": "sets how many of its scored answers constrained decoding proposes (sampled writes one)",
+        "--value-reasoning": "makes the LLM value's scored answer rating reason first (a sampled rating "
+                             "always writes its reasoning)",
+        "--prior-weight": "weighs the LLM's scored probability of each action in the frontier order",
+    },
+    ("--value-model", None): {
+        "--value-examples": "shapes the LLM value's rating prompt",
+        "--value-reasoning": "makes the LLM value's answer rating reason first",
+    },
+}
+#: values of :data:`CONTRADICTIONS`' flags that ask for what their override does anyway, so
+#: they are accepted with it: no prior weighed, one answer proposed
+ASKS_NOTHING: dict[str, object] = {"--prior-weight": 0.0, "--answers": 1}
+
+
+def _overrides(args: argparse.Namespace, flag: str, value: str | None) -> bool:
+    """Whether ``flag`` is set to ``value`` (None: given with any value, :func:`flag_given`)."""
+    return flag_given(args, flag) if value is None else getattr(args, flag_dest(flag), None) == value
+
+
+def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
+    """:class:`~traversals.errors.BadInput`, one line naming both flags of every pair where
+    one makes the other pointless (:data:`CONTRADICTIONS`), and for ``--calibrate`` with a
+    ``--calibrate-weight`` other than 1 (one setting: the later flag would win in silence)
+    and ``--k`` other than 1 with ``--strategy chain`` (the k = 1 search; refused before a
+    model loads rather than by :func:`~traversals.api.build_solver` after it)."""
+    from .errors import BadInput
+
+    clashes = []
+    for (over, value), flags in CONTRADICTIONS.items():
+        if not _overrides(args, over, value):
+            continue
+        for flag, does in flags.items():
+            if flag_given(args, flag) and getattr(args, flag_dest(flag)) != ASKS_NOTHING.get(flag, object()):
+                clashes.append(f"{SAME_SETTING.get(flag, flag)} {does}; {OVERRIDES[over, value]}: drop one")
+    calibrate = getattr(args, "calibrate_flags", None) or {}
+    if len(calibrate) == 2 and calibrate["--calibrate-weight"] != 1.0:
+        clashes.append(f"--calibrate is --calibrate-weight 1, and --calibrate-weight {calibrate['--calibrate-weight']:g} "
+                       f"sets another weight (the later flag would win in silence): give one")
+    if strategy == "chain" and getattr(args, "k", None) not in (None, 1):
+        clashes.append(f"--k {args.k} with --strategy chain, the k = 1 search (Chain-of-Traversals): "
+                       f"drop --k or use --strategy tree")
+    if clashes:
+        raise BadInput(". ".join(clashes))
+
+
+class _CalibrateWeight(argparse.Action):
+    """``--calibrate`` (weight 1) and ``--calibrate-weight W`` store one value, ``calibrate``;
+    each also records itself in ``calibrate_flags`` so that the two given together with
+    different weights are refused (:func:`refuse_contradicting_flags`), not settled in
+    silence by their order."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        value = self.const if self.nargs == 0 else values
+        setattr(namespace, self.dest, value)
+        given = dict(getattr(namespace, "calibrate_flags", None) or {})
+        given["--calibrate" if self.nargs == 0 else "--calibrate-weight"] = value
+        namespace.calibrate_flags = given
 
 
 def add_tree_flags(p: argparse.ArgumentParser) -> None:
@@ -209,12 +292,12 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
              "sampled: the paper's black-box path; auto: constrained when possible",
     )
     p.add_argument(
-        "--calibrate", action="store_const", const=1.0, default=0.0,
+        "--calibrate", action=_CalibrateWeight, nargs=0, const=1.0, default=0.0,
         help="constrained decoding: calibrate relation choices against a neutral prompt (the query "
              "taken out): better second hops on MetaQA 2-hop, slower; docs/decisions.md",
     )
     p.add_argument(
-        "--calibrate-weight", dest="calibrate", type=float, metavar="W",
+        "--calibrate-weight", dest="calibrate", action=_CalibrateWeight, type=float, metavar="W",
         help="--calibrate, dividing each relation's probability by its neutral probability to the "
              "power W instead of 1 (docs/decisions.md)",
     )

@@ -133,7 +133,7 @@ def test_ask_refuses_a_seed_rwt_does_not_read_and_names_every_unused_flag(capsys
 @pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
 @pytest.mark.parametrize("strategy, flags", [
     ("tree", ["--calibrate", "--max-depth", "5", "--threshold", "0.5", "--prior-weight", "1", "--value-model", "m.json"]),
-    ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "sampled"]),
+    ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "constrained"]),
     ("mcts", ["--simulations", "4", "--embedder", "lexical", "--decoding", "constrained", "--value-model", "m.json"]),
     ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1"]),
 ])
@@ -192,3 +192,94 @@ def test_a_value_model_with_cot_is_refused_before_anything_runs(command, capsys)
     assert main([*command, "--llm", "local:/nonexistent.gguf", "--strategy", "cot", "--value-model", "m.json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("traversals: error:") and says in err and err.count("\n") == 1
+
+
+SAMPLED = ["--decoding", "sampled"]
+WHY_SAMPLED = "--decoding sampled scores no option (the LLM writes its choices): drop one"
+WHY_VALUE_MODEL = "--value-model replaces that value: drop one"
+
+
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+@pytest.mark.parametrize("strategy, flags, says", [
+    # Policy reads these on its constrained path only
+    ("tree", ["--calibrate", *SAMPLED], "--calibrate (or --calibrate-weight) divides constrained decoding's "
+                                        "relation scores by a neutral prompt's; " + WHY_SAMPLED),
+    ("chain", ["--calibrate-weight", "0.5", *SAMPLED], "--calibrate (or --calibrate-weight) divides"),
+    ("tree", [*SAMPLED, "--both-orders"], "--both-orders scores constrained decoding's relation choices"),
+    ("chain", [*SAMPLED, "--calibrate-answers"], "--calibrate-answers reranks the answer candidates"),
+    ("tree", [*SAMPLED, "--compare-answers"], "--compare-answers has constrained decoding score the groups"),
+    ("tree", [*SAMPLED, "--answers", "3"], "--answers sets how many of its scored answers constrained decoding"),
+    ("chain", [*SAMPLED, "--value-reasoning"], "--value-reasoning makes the LLM value's scored answer rating "
+                                               "reason first (a sampled rating always writes its reasoning); "
+                                               + WHY_SAMPLED),
+    ("tree", [*SAMPLED, "--prior-weight", "0.5"], "--prior-weight weighs the LLM's scored probability of each action"),
+    # a trained value replaces the LLM value (TreeOfTraversals builds no ValueFunction)
+    ("tree", ["--value-model", "m.json", "--value-examples"],
+     "--value-examples shapes the LLM value's rating prompt; " + WHY_VALUE_MODEL),
+    ("chain", ["--value-reasoning", "--value-model", "m.json"],
+     "--value-reasoning makes the LLM value's answer rating reason first; " + WHY_VALUE_MODEL),
+    # one setting, two flags: the later one would win in silence
+    ("tree", ["--calibrate", "--calibrate-weight", "0"],
+     "--calibrate is --calibrate-weight 1, and --calibrate-weight 0 sets another weight (the later flag would "
+     "win in silence): give one"),
+    ("chain", ["--calibrate-weight", "0.5", "--calibrate"], "and --calibrate-weight 0.5 sets another weight"),
+    # chain is the k = 1 search: refused before a model loads, not by build_solver after it
+    ("chain", ["--k", "3"], "--k 3 with --strategy chain, the k = 1 search (Chain-of-Traversals): drop --k or "
+                            "use --strategy tree"),
+])
+def test_a_flag_another_flag_makes_pointless_is_refused_before_anything_runs(command, strategy, flags, says, capsys):
+    """Both are read by the strategy, but one undoes the other: ignored in silence, the run
+    would be recorded with a setting that did nothing."""
+    assert says in run(command, strategy, flags, capsys)
+
+
+def test_every_pointless_flag_is_named_in_the_one_line(capsys):
+    err = run(ASK, "tree", [*SAMPLED, "--value-model", "m.json", "--value-reasoning", "--both-orders"], capsys)
+    assert err.count("drop one") == 3 and err.count("--value-reasoning") == 2 and "--both-orders" in err
+
+
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+@pytest.mark.parametrize("strategy, flags", [
+    # act with sampled decoding too: the sampled selection prompt lists the group, the sampled
+    # rating's prompt shows the examples; a weight of 0 and one answer ask for nothing more
+    ("tree", [*SAMPLED, "--group-selection", "--value-examples", "--prior-weight", "0", "--answers", "1",
+              "--calibrate-weight", "0", "--answer-choice", "support", "--screen-dead-ends", "5"]),
+    # act with a trained value: the frontier weighs the LLM's prior, ANSWER proposes 4 to rate
+    ("chain", ["--value-model", "m.json", "--prior-weight", "2", "--answers", "4", "--calibrate", "--both-orders",
+               "--compare-answers", "--calibrate-answers", "--decoding", "constrained", "--k", "1"]),
+    # act with the LLM value under constrained (or auto) decoding
+    ("tree", ["--prior-weight", "1", "--value-reasoning", "--value-examples", "--calibrate-weight", "0.5",
+              "--answers", "2"]),
+    ("tree", ["--calibrate", "--calibrate-weight", "1"]),  # the same weight twice
+    # RwT reads --decoding sampled (its relation priors written, not scored)
+    ("mcts", [*SAMPLED, "--value-model", "m.json"]),
+])
+def test_flags_that_act_together_are_accepted(command, strategy, flags, capsys):
+    assert PAST_THE_FLAGS[command[0]] in run(command, strategy, flags, capsys)
+
+
+def test_decoding_auto_is_not_refused_for_what_the_llm_decides_at_run_time(capsys):
+    """auto samples with an LLM that cannot score, known only once it is opened: accepted."""
+    assert PAST_THE_FLAGS["ask"] in run(ASK, "tree", ["--decoding", "auto", "--both-orders", "--answers", "3"], capsys)
+
+
+def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, capsys):
+    """cot reads no KG: a --kg spec, even one that names no file, is not opened (a big file
+    would be loaded for nothing) and a note says so; nor is the demo KG opened without one."""
+    import traversals.kg.factory
+    import traversals.llm.factory
+    from traversals.llm.scripted import ScriptedLLM
+
+    opened: list = []
+    monkeypatch.setattr(traversals.kg.factory, "open_kgs", lambda *a, **k: opened.append(a) or [])
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda *a, **k: ScriptedLLM(["ANSWER: Bob"] * 2))
+    question = ["ask", "who directed [X]", "--strategy", "cot"]
+    assert main([*question, "--kg", "/no/such/kb.txt.gz", "--kg", "wikidata"]) == 0
+    out = capsys.readouterr()
+    assert opened == [] and out.out.splitlines()[0] == "Bob"
+    assert out.err == ("note: cot asks the LLM alone: --kg /no/such/kb.txt.gz, wikidata was not opened "
+                       "(tree, chain, mcts and beam search it)\n")
+    assert main(question) == 0
+    assert opened == [] and capsys.readouterr().err == ""
+    main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs
+    assert opened == [(["demo"],)]

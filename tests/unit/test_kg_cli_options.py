@@ -17,8 +17,10 @@ from traversals.options import remote_kg_options
 
 
 def ask(*argv: str) -> list[str]:
-    """argv of ``ask --strategy cot``: the KGs are opened (and refused) before the LLM."""
-    return ["ask", "who does [Alice] know", "--strategy", "cot", *argv]
+    """argv of ``ask --strategy chain``: the KGs are opened (and refused) before the LLM,
+    and no embedder is (RwT's). Not cot: it reads no KG, so its ``--kg`` is never opened
+    (tests/unit/test_cli_input.py)."""
+    return ["ask", "who does [Alice] know", "--strategy", "chain", *argv]
 
 
 def one_error_line(capsys) -> str:
