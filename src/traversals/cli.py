@@ -27,7 +27,7 @@ from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, refuse_unused_flags, remote_kg_options,
+    open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags, remote_kg_options,
 )
 from .validate import unicode_text
 
@@ -194,6 +194,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.shutdown_timeout >= 0:
         raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
+    # flags one another makes pointless, whatever strategy a request names ("tree": a --k
+    # beside a chain default is the k of tree requests here)
+    refuse_contradicting_flags("tree", args)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
     defaults = _search_config(args, k=None if args.k == 1 else args.k)
     embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
@@ -219,6 +222,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from .service import ServiceLimits
 
     ServiceLimits(max_queue=args.max_queue, timeout=args.timeout)  # out of range: one line, before a model loads
+    refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)

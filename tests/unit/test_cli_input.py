@@ -283,3 +283,14 @@ def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, capsys):
     assert opened == [] and capsys.readouterr().err == ""
     main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs
     assert opened == [(["demo"],)]
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_serve_and_mcp_refuse_flags_one_another_makes_pointless_before_a_model_loads(command, capsys):
+    """Their flags are every request's defaults: --calibrate with --decoding sampled did nothing
+    on any request. A --k beside a chain default stays accepted (the k of tree requests)."""
+    assert main([command, "--llm", "local:/nonexistent.gguf", "--decoding", "sampled", "--calibrate"]) == 2
+    err = capsys.readouterr().err
+    assert "--calibrate" in err and "--decoding sampled" in err and err.count("\n") == 1
+    assert main([command, "--llm", "local:/nonexistent.gguf", "--strategy", "chain", "--k", "3"]) == 2
+    assert "model file not found" in capsys.readouterr().err  # past the flag checks, to the model
