@@ -266,6 +266,26 @@ async def test_greedy_generation(local_llm):
 
 @needs_llama
 @pytest.mark.model
+async def test_a_cancelled_generation_stops_at_its_next_token(local_llm):
+    """Ctrl-C in `eval` cancels the task awaiting a call, but llama.cpp runs in a thread,
+    which went on to the end of the reply (minutes on 2 loaded cores) before the run could
+    exit, its result thrown away. The thread now stops at its next token; the model answers
+    the next call as usual."""
+    prompt = "Count from 1 to 1000, one number per line, and nothing else."
+    n_prompt = await local_llm.count_tokens(prompt)
+    task = asyncio.create_task(local_llm.generate(prompt, max_tokens=400))
+    await asyncio.sleep(1.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await local_llm.load()  # waits until the thread lets go of the model
+    assert local_llm._llm.n_tokens - n_prompt < 200  # not the 400 it was asked for
+    g = await local_llm.generate(QUESTION, max_tokens=8)
+    assert "paris" in g.texts[0].lower()
+
+
+@needs_llama
+@pytest.mark.model
 async def test_prefix_is_prefilled_and_stop_applies(local_llm):
     g = await local_llm.generate(
         "List three primary colours, comma-separated.",

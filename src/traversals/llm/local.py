@@ -145,6 +145,8 @@ class LlamaCppLLM:
         self._bos: str = ""
         self._add_bos = False
         self._thread_lock = threading.Lock()
+        #: set when the call running under the lock was cancelled (see :meth:`_run`)
+        self._cancelled = threading.Event()
         self._loop_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
             weakref.WeakKeyDictionary()
         )
@@ -165,12 +167,21 @@ class LlamaCppLLM:
         if self._closed:
             raise LLMError(f"{self.name} is closed")
         async with self._alock():
-            return await asyncio.to_thread(self._locked, fn, *args)
+            cancelled = threading.Event()
+            try:
+                return await asyncio.to_thread(self._locked, fn, *args, cancelled=cancelled)
+            except asyncio.CancelledError:
+                # the thread cannot be stopped from here: a generation it runs stops at its
+                # next token (Ctrl-C in `eval` exits at once instead of after the whole
+                # reply), and what it would return is thrown away anyway
+                cancelled.set()
+                raise
 
-    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+    def _locked(self, fn: Callable[..., T], *args: Any, cancelled: threading.Event | None = None) -> T:
         with self._thread_lock:
             if self._closed:
                 raise LLMError(f"{self.name} is closed")
+            self._cancelled = cancelled or threading.Event()
             self._ensure_loaded()
             try:
                 return fn(*args)
@@ -353,7 +364,13 @@ class LlamaCppLLM:
         texts: list[str] = []
         completion = 0
         computed = 0
+        from llama_cpp import StoppingCriteriaList
+
+        cancelled = self._cancelled
+        halt = StoppingCriteriaList([lambda _ids, _logits: cancelled.is_set()])
         for i in range(1 if greedy else n):
+            if cancelled.is_set():
+                break
             computed += len(tokens) - self._reused(tokens)
             out = self._llm.create_completion(
                 tokens,
@@ -361,6 +378,7 @@ class LlamaCppLLM:
                 temperature=0.0 if greedy else float(temperature),
                 stop=stops,
                 seed=(base_seed + i) % 2**31,
+                stopping_criteria=halt,
                 **self.sampling,
             )
             texts.append(apply_stop(out["choices"][0]["text"], stops))
