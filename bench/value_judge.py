@@ -5,7 +5,7 @@ A Tree-of-Traversals search stops at the first answer its value rates ≥ τ (0.
 value must rate the right answer high *and* its near misses low. For each question (by
 default the dev questions after the 100 that ``traversals eval`` measures: ``--skip 100``)
 this walks the KG with the Action State Machine along the question's gold relations
-(``qa_dev_qtype_*hop.txt``) and along four near misses, and rates the answer a tree would
+(``qa_dev_qtype_*hop.txt``) and along three near misses, and rates the answer a tree would
 propose at the end of each walk (the first of the machine's answer candidates) with the
 same value function the tree uses:
 
