@@ -86,7 +86,7 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--max-depth": TREE_SEARCH,
     "--max-expansions": TREE_SEARCH,
     "--threshold": TREE_SEARCH,
-    "--seed": TREE_SEARCH,  # ask only: TreeConfig.seed, the policy's RNG (RwT decodes greedily)
+    "--seed": TREE_SEARCH,  # TreeConfig.seed, the policy's RNG (RwT decodes greedily); eval's is not --sample-seed
     "--simulations": ("mcts",),  # beam walks hop by hop, B1 = B2 = 3
     # add_tree_flags
     "--screen-dead-ends": TREE_SEARCH,

@@ -123,17 +123,19 @@ def test_a_flag_the_strategy_does_not_read_is_refused_before_anything_runs(comma
     assert f"({strategy} " in err and "drop it" in err
 
 
-def test_ask_refuses_a_seed_rwt_does_not_read_and_names_every_unused_flag(capsys):
-    err = run(ASK, "mcts", ["--seed", "3", "--answers", "2", "--embedder", "lexical"], capsys)
+@pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
+def test_a_seed_rwt_does_not_read_is_refused_and_every_unused_flag_named(command, capsys):
+    err = run(command, "mcts", ["--seed", "3", "--answers", "2", "--embedder", "lexical"], capsys)
     assert "--seed and --answers are used by --strategy tree/chain only" in err and "drop them" in err
-    err = run(ASK, "cot", ["--seed", "3", "--value-model", "m.json"], capsys)
+    err = run(command, "cot", ["--seed", "3", "--value-model", "m.json"], capsys)
     assert "--seed is used by --strategy tree/chain only, --value-model by --strategy tree/chain/mcts/beam only" in err
 
 
 @pytest.mark.parametrize("command", [ASK, EVAL], ids=["ask", "eval"])
 @pytest.mark.parametrize("strategy, flags", [
     ("tree", ["--calibrate", "--max-depth", "5", "--threshold", "0.5", "--prior-weight", "1", "--value-model", "m.json"]),
-    ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "constrained"]),
+    ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "constrained",
+               "--seed", "5"]),
     ("mcts", ["--simulations", "4", "--embedder", "lexical", "--decoding", "constrained", "--value-model", "m.json"]),
     ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1"]),
 ])
@@ -148,7 +150,7 @@ def test_a_default_typed_out_is_accepted(command, strategy, capsys):
     flags = ["--threshold", "0.8", "--max-depth", "7", "--max-expansions", "20", "--decoding", "auto",
              "--calibrate-weight", "0", "--answer-choice", "value", "--no-group-selection",
              *(["--embedder", "lexical"] if strategy == "mcts" else ["--simulations", "16"]),
-             *(["--seed", "0"] if command[0] == "ask" else [])]
+             "--seed", "0"]
     assert PAST_THE_FLAGS[command[0]] in run(command, strategy, flags, capsys)
 
 

@@ -423,6 +423,12 @@ def test_cli_eval_chain_builds_llm_kg_and_solver_once(tmp_path, monkeypatch, cap
     assert main(args) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0 and len(opened["solver"]) == 1  # nothing left: no solver
+    # another search seed changes the answers: its resume is refused, and a new run records it
+    assert main(args + ["--resume", "--seed", "7"]) == 2
+    assert "search_seed" in capsys.readouterr().err
+    assert main([*args[:-6], str(tmp_path / "s7"), *args[-5:], "--seed", "7"]) == 0
+    assert opened["solver"][-1][3].seed == 7
+    assert json.loads((tmp_path / "s7" / "run.json").read_text())["search_seed"] == 7
 
 
 @needs_data

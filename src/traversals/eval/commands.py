@@ -58,6 +58,9 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
     ev.add_argument("--threshold", type=float, default=None, metavar="X", help="answer threshold τ (default 0.8)")
     ev.add_argument("--simulations", type=int, default=None, metavar="N", help="mcts: simulations per question (default 16)")
+    ev.add_argument("--seed", type=int, default=None, metavar="N",
+                    help="tree/chain: the search's random seed, the same for every question (default 0; "
+                         "run.json records it as search_seed); not --sample-seed, which picks the questions")
     add_tree_flags(ev)
     ev.add_argument("--out", required=True, metavar="DIR", help="run directory")
     ev.add_argument("--concurrency", type=int, default=1, metavar="N", help="questions answered at once (default 1)")
@@ -97,7 +100,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "value_reasoning": args.value_reasoning,
-              "simulations": args.simulations, "screen_dead_ends": args.screen_dead_ends,
+              "simulations": args.simulations, "seed": args.seed, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
