@@ -416,6 +416,7 @@ def test_cli_eval_chain_builds_llm_kg_and_solver_once(tmp_path, monkeypatch, cap
     assert len(lines(out / "results.jsonl")) == 6
     run = json.loads((out / "run.json").read_text())
     assert run["k"] == 1 and run["max_depth"] == 7 and run["limit"] == 6 and run["answerable_only"] is True
+    assert run["threshold"] == 0.8 and "simulations" not in run and "embedder" not in run  # RwT's own
     assert run["seed"] == 233 and run["search_seed"] == 0  # the sampling seed is not the search's
     assert run["dataset_files"][0] == str((SHARED_DATA / "metaqa" / "qa_dev_1hop.txt").resolve())
     assert "Hits@1=" in capsys.readouterr().out
@@ -446,7 +447,10 @@ def test_cli_eval_cot_then_report(tmp_path, monkeypatch, capsys):
                  "--out", str(out), "--no-progress", "--kg", "ignored-for-cot"]) == 0  # fmt: skip
     rows = lines(out / "results.jsonl")
     assert len(rows) == 5 and all(r["llm_calls"] == 1 and r["error"] is None for r in rows)
-    assert json.loads((out / "run.json").read_text())["kg"] == []
+    run = json.loads((out / "run.json").read_text())
+    assert run["kg"] == [] and run["strategy"] == "cot"
+    # cot reads no search setting: none is recorded as if it had been used
+    assert not {"k", "max_depth", "threshold", "decoding", "search_seed", "calibrate", "value_model"} & set(run)
     assert main(["report", str(out)]) == 0
     assert (out / "report.md").exists() and "| cot |" in (out / "report.md").read_text()
 
@@ -694,3 +698,12 @@ def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path,
     model.write_text("{not json")
     assert main([*args[:8], "--out", str(tmp_path / "new"), "--no-progress", "--value-model", str(model)]) == 2
     assert not (tmp_path / "new").exists()
+
+
+def test_a_run_records_only_the_search_settings_its_strategy_reads():
+    from traversals.eval.commands import unread_settings
+
+    assert {"k", "max_depth", "max_expansions", "threshold", "search_seed", "calibrate"} <= set(unread_settings("mcts"))
+    assert not {"simulations", "decoding", "value_model", "embedder"} & set(unread_settings("mcts"))
+    assert {"simulations", "embedder"} <= set(unread_settings("tree")) and "k" not in unread_settings("tree")
+    assert "simulations" in unread_settings("beam") and "decoding" in unread_settings("cot")

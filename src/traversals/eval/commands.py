@@ -17,7 +17,8 @@ from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags, remote_kg_options,
+    SEARCH_FLAG_STRATEGIES, flag_dest, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
+    remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from .runner import MAX_CONSECUTIVE_ERRORS
@@ -93,6 +94,14 @@ def _command_line() -> list[str]:
     return redact_secrets(argv)
 
 
+def unread_settings(strategy: str) -> list[str]:
+    """The run.json keys of the search settings ``strategy`` does not read (those of its
+    flags :data:`~traversals.options.SEARCH_FLAG_STRATEGIES` refuses with it): a resume
+    compares a key only when both runs record it, so leaving them out breaks no resume."""
+    keys = [flag_dest(flag) for flag, readers in SEARCH_FLAG_STRATEGIES.items() if strategy not in readers]
+    return ["search_seed" if k == "seed" else k for k in keys]
+
+
 def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
@@ -148,13 +157,11 @@ async def _eval(args: argparse.Namespace) -> int:
     }
     if search.value_model:
         config["value_model_sha256"] = hashlib.sha256(Path(search.value_model).read_bytes()).hexdigest()
+    for key in unread_settings(strategy):  # the strategy's defaults, never used: not recorded as if used
+        config.pop(key, None)
     rwt = strategy in ("mcts", "beam")
-    if not rwt:  # only RwT has a critical model
-        config.pop("embedder", None)
-    elif str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
+    if rwt and str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
         config["embedder_url"] = shown_url((args.embedder_url or url or "").rstrip("/")) or None
-    if config.get("k") is None:  # the strategy decides (cot has none)
-        config["k"] = {"tree": 3, "chain": 1}.get(strategy)
     opened: list[Any] = []
 
     async def factory() -> Any:
