@@ -254,6 +254,7 @@ class HttpClient:
         """
         budget = self.timeout if timeout is None else float(timeout)
         where = f"{what} {url}"
+        target = with_params(url, params)
         client = self._get_client()
         semaphore, pace_lock = self._limits()
         attempt = 0
@@ -267,9 +268,7 @@ class HttpClient:
                     await self._pace(pace_lock)
                     self.stats.requests += 1
                     async with asyncio.timeout(budget):
-                        response = await client.request(
-                            method, url, params=params, data=data, headers=headers
-                        )
+                        response = await client.request(method, target, data=data, headers=headers)
                         await response.aread()
                 finally:
                     if semaphore is not None:
@@ -328,6 +327,18 @@ class HttpClient:
 
     async def post(self, url: str, **kw: Any) -> httpx.Response:
         return await self.request("POST", url, **kw)
+
+
+def with_params(url: str, params: Mapping[str, str] | None) -> httpx.URL:
+    """``url`` with ``params`` added to the query string it already has.
+
+    httpx *replaces* a URL's query string with ``params``, so an endpoint given as
+    ``http://host/sparql?default-graph-uri=urn:g`` (or with ``?infer=false``, an API key
+    ...) would lose its own parameters on every GET and keep them on every POST: short
+    and long queries would ask different graphs. Here the URL's parameters stay, and a
+    parameter of ``params`` replaces one of the same name."""
+    target = httpx.URL(url)
+    return target.copy_merge_params(params) if params else target
 
 
 def _looks_like_timeout(message: str) -> bool:
