@@ -161,3 +161,30 @@ def test_ask_through_a_real_openai_compatible_server(metaqa_kb, default_llama_se
         else:
             assert n["action"]["type"] in legal
     assert out["answer"]  # an answer, or "Cannot find answer" — never a crash
+
+
+def test_eval_of_your_own_questions_over_your_own_rdf_file_with_the_real_model(default_model_path, tmp_path):
+    """``traversals eval questions``: a JSONL of questions with gold answers, a Turtle KG (a
+    label with quotes in it), the real model; then the report over the run."""
+    kg = tmp_path / "films.ttl"
+    kg.write_text("""@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:inception rdfs:label "Inception" ; ex:directedBy ex:nolan ; ex:releaseYear "2010" .
+ex:nolan rdfs:label "Christopher Nolan" .
+ex:heat rdfs:label "Heat \\"95\\"" ; ex:directedBy ex:mann .
+ex:mann rdfs:label "Michael Mann" .
+ex:directedBy rdfs:label "directed by" .
+ex:releaseYear rdfs:label "release year" .
+""")
+    questions = tmp_path / "mine.jsonl"
+    questions.write_text(json.dumps({"id": "nolan", "question": "who directed [Inception]",
+                                     "answers": ["Christopher Nolan"]}) + "\n")
+    out = tmp_path / "run"
+    done = traversals("eval", "questions", "--data", str(questions), "--kg", str(kg), "--strategy", "chain",
+                      "--out", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    [row] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert row["id"] == "questions:nolan" and row["error"] is None and row["hits@1"] == 1.0, row
+    run = json.loads((out / "run.json").read_text())
+    assert run["dataset"] == "questions" and run["split"] == "mine" and run["kg"] == [str(kg)]
+    assert traversals("report", str(out)).returncode == 0 and "questions" in (out / "report.md").read_text()

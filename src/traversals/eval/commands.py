@@ -125,11 +125,15 @@ async def _eval(args: argparse.Namespace) -> int:
         raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
     refuse_unused_flags(args.strategy, args)
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
+    if without := sum(not q.gold for q in dataset.questions):
+        print(f"note: {without} of the {len(dataset)} questions have no gold answer: they are answered and "
+              "score 0 (--answerable-only drops them)", file=sys.stderr)
     strategy = args.strategy
     kg_specs = list(args.kg or dataset.kg_specs)
     if strategy != "cot":
         if not kg_specs:
-            raise BadInput(f"{dataset.name}: no KG file found next to the data; pass --kg SPEC")
+            raise BadInput(f"{dataset.name}: no KG file found next to the data; pass --kg SPEC, the KG the "
+                           "questions are asked over (a triple file, a store, an endpoint, wikidata)")
         if "freebase" in kg_specs:
             raise BadInput(f"{dataset.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
         if not args.kg and "musicbrainz" in kg_specs:  # the dataset's own KG names no spec open_kgs knows

@@ -126,7 +126,11 @@ def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list
         if specs is not None and mine != specs:
             raise BadInput(f"the datasets use different KGs ({specs} vs {mine}): train one model per KG")
         specs = mine
-        picked.extend(training_questions(ds.questions, args.skip, args.limit, args.sample_seed))
+        mine_picked = training_questions(ds.questions, args.skip, args.limit, args.sample_seed)
+        if not mine_picked and args.limit > 0:  # before any KG is opened
+            raise BadInput(f"{ds.name}: --skip {args.skip} passes over all its {len(ds)} questions (the ones an eval "
+                           f"with --limit {args.skip} asks), so none is left to train on: lower --skip")
+        picked.extend(mine_picked)
     assert specs is not None
     return picked, specs
 

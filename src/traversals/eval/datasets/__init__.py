@@ -19,6 +19,7 @@ from .metaqa import load_metaqa
 from .musicbrainz import load_musicbrainz
 from .pathquestion import load_pathquestion
 from .qald10 import load_qald10
+from .questions import load_questions
 from .webquestions import load_webquestions
 from .wikimultihop import load_2wikimultihopqa
 
@@ -38,6 +39,7 @@ DATASETS: dict[str, Loader] = {
     "webquestions": load_webquestions,
     "2wikimultihopqa": load_2wikimultihopqa,
     "musicbrainz-x-wikidata": load_musicbrainz,
+    "questions": load_questions,  # your own file of questions and answers, over --kg
 }
 
 #: accepted alternative spellings
@@ -48,6 +50,7 @@ ALIASES = {
     "musicbrainz": "musicbrainz-x-wikidata",
     "music-x-wiki": "musicbrainz-x-wikidata",
     "webqsp": "webquestions",
+    "custom": "questions",
 }
 
 
