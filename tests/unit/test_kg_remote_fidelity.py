@@ -8,6 +8,7 @@ from urllib.parse import parse_qs
 
 import httpx
 
+from traversals.kg.base import Entity
 from traversals.kg.http import HttpClient
 from traversals.kg.sparql import SparqlKG
 
@@ -68,3 +69,100 @@ def test_a_query_parameter_in_the_url_is_replaced_not_doubled() -> None:
 
     asyncio.run(run())
     assert parse_qs(seen[0].url.query.decode()) == {"query": ["ASK {}"]}
+
+
+# -- the same data embedded and behind an endpoint -------------------------------------
+
+LABELS_TTL = r"""
+@prefix ex: <http://ex.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix schema: <http://schema.org/> .
+@prefix tv: <http://traversals.local/vocab/> .
+ex:paris rdfs:label "Paris"@en ; ex:country ex:france ; ex:hauptstadt ex:france ;
+    ex:twin ex:france ; ex:dritte ex:france .
+ex:france rdfs:label "Frankreich"@de, "France"@fr, "Francia"@it .
+ex:quote rdfs:label "He said \"hi\"\n\tback\\slash"@en ; schema:description "two\nlines"@en ;
+    ex:country ex:france .
+ex:blank rdfs:label "   "@en, "Blanc"@fr ; ex:country ex:france .
+ex:hauptstadt rdfs:label "Hauptstadt"@de .
+ex:twin rdfs:label "twin of"@en-GB ; tv:inverseLabel "Zwilling von"@de .
+ex:dritte rdfs:label "troisième"@fr, "dritte"@de .
+"""
+
+
+def _store_endpoint(store: object) -> httpx.MockTransport:
+    """A SPARQL endpoint answered in process by pyoxigraph (the engine of Oxigraph's
+    server): GET ``?query=`` or a form POST, SPARQL JSON results."""
+    import pyoxigraph as ox
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        query = _sent_params(request)["query"][0]
+        result = store.query(query)  # type: ignore[attr-defined]
+        body = result.serialize(format=ox.QueryResultsFormat.JSON)
+        return httpx.Response(200, content=body, headers={"content-type": "application/sparql-results+json"})
+
+    return httpx.MockTransport(handler)
+
+
+def _both(tmp_path, ttl: str):
+    """The same Turtle as an embedded KG and behind a (pyoxigraph-answered) endpoint."""
+    import pyoxigraph as ox
+
+    from traversals.kg.store import OxigraphKG
+
+    path = tmp_path / "kg.ttl"
+    path.write_text(ttl, encoding="utf-8")
+    embedded = OxigraphKG.from_file(path)
+    store = ox.Store()
+    store.load(path=str(path), format=ox.RdfFormat.TURTLE)
+    remote = SparqlKG("http://sparql.test/query", http=HttpClient(transport=_store_endpoint(store)))
+    return embedded, remote
+
+
+def _names(entities) -> list[tuple[str, str, str]]:
+    return [(e.id, e.label, e.description) for e in entities]
+
+
+def test_labels_only_in_other_languages_are_the_embedded_stores_on_an_endpoint(tmp_path) -> None:
+    """France has labels in de, fr and it only: the endpoint took whichever the server
+    met first (SAMPLE: "Frankreich" on Oxigraph), the embedded store the smallest
+    ("France"); a relation labelled only in German got its local name on the endpoint, and
+    an inverse label only in German was not read at all."""
+    embedded, remote = _both(tmp_path, LABELS_TTL)
+
+    async def run(kg):
+        [paris] = await kg.search("Paris")
+        rels = await kg.get_relations([paris])
+        edges = await kg.get_edges([paris], next(r for r in rels.items if r.id == "country"))
+        return [(r.key, r.label, r.inverse_label) for r in rels.items], _names(e.object for e in edges.edges)
+
+    got = {kind: asyncio.run(run(kg)) for kind, kg in (("embedded", embedded), ("remote", remote))}
+    rels, objects = got["remote"]
+    assert objects == [("http://ex.org/france", "France", "")]
+    assert dict((key, (label, inv)) for key, label, inv in rels) == {
+        "country": ("country", "is country of"),
+        "hauptstadt": ("Hauptstadt", "is Hauptstadt of"),
+        "twin": ("twin of", "Zwilling von"),
+        "dritte": ("dritte", "is dritte of"),
+    }
+    assert got["remote"] == got["embedded"]
+
+
+def test_labels_and_descriptions_are_one_line_on_an_endpoint_as_embedded(tmp_path) -> None:
+    """A label's newline and tab reached the prompt from an endpoint (collapsed to one
+    space by the embedded store), and a blank label hid the node's real one."""
+    embedded, remote = _both(tmp_path, LABELS_TTL)
+    france = Entity("http://ex.org/france", "France")
+
+    async def run(kg):
+        rels = await kg.get_relations([france])
+        edges = await kg.get_edges([france], rels.items[0])
+        return sorted(_names(e.subject for e in edges.edges))
+
+    remote_subjects = asyncio.run(run(remote))
+    assert remote_subjects == [
+        ("http://ex.org/blank", "Blanc", ""),
+        ("http://ex.org/paris", "Paris", ""),
+        ("http://ex.org/quote", 'He said "hi" back\\slash', "two lines"),
+    ]
+    assert remote_subjects == asyncio.run(run(embedded))

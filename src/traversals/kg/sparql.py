@@ -182,6 +182,17 @@ def literal_label(value: str, datatype: str = "") -> str:
     return value
 
 
+#: A literal worth reading as a label or description (a SPARQL filter on ``{v}``): not
+#: empty or all blanks, which the embedded store skips too.
+_USABLE_TEXT = 'isLITERAL({v}) && REGEX(STR({v}), "\\\\S")'
+
+
+def display_text(value: str) -> str:
+    """A label or description as shown: runs of whitespace (a newline, tabs) as one
+    space, as the embedded store shows it, so no label breaks a prompt's line."""
+    return " ".join(value.split())
+
+
 def fallback_label(iri: str) -> str:
     """Label for a node that has none: its local name, underscores as spaces."""
     return iris.name_label(iris.local_name(iri)) or iri
@@ -505,9 +516,11 @@ class SparqlKG:
                 f"SELECT ?x ?k ?v WHERE {{ VALUES ?x {{ {st.iri_list(subjects)} }} {branches} "
                 f"FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
             )
+        # any language: the smallest value, as the embedded store picks among labels of
+        # equal rank (SAMPLE gave whichever the server met first)
         return (
-            f"SELECT ?x ?k (SAMPLE(?v) AS ?v1) WHERE {{ VALUES ?x {{ {st.iri_list(subjects)} }} "
-            f"{branches} FILTER(isLITERAL(?v)) }} GROUP BY ?x ?k"
+            f"SELECT ?x ?k (MIN(STR(?v)) AS ?v1) WHERE {{ VALUES ?x {{ {st.iri_list(subjects)} }} "
+            f"{branches} FILTER({_USABLE_TEXT.format(v='?v')}) }} GROUP BY ?x ?k"
         )
 
     def _lang_rank(self, lang: str) -> int:
@@ -529,11 +542,14 @@ class SparqlKG:
             v = r.get("v") or r.get("v1")
             if x is None or k is None or v is None or v.kind != "literal":
                 continue
+            text = display_text(v.value)
+            if not text:
+                continue
             kind, idx = k.value[0], int(k.value[1:] or 0)
-            rank = (self._lang_rank(v.lang), idx, v.value)
+            rank = (self._lang_rank(v.lang), idx, text)
             slot = found.setdefault(x.value, {})
             if kind not in slot or rank < slot[kind][0]:
-                slot[kind] = (rank, v.value)
+                slot[kind] = (rank, text)
 
     async def _entities(self, node_iris: Sequence[str], hints: dict[str, str] | None = None) -> dict[str, Entity]:
         described = await self.describe(node_iris)
@@ -839,42 +855,69 @@ class SparqlKG:
         Wikidata shape -- the label of the property entity that points to it with
         ``wikibase:directClaim``, else its local name. The inverse label comes from
         ``iris.INVERSE_LABEL`` on the predicate or the property entity, or is "".
+        Values in the configured languages or untagged come first; a predicate with
+        neither gets one in any language (a second query, for those only), as the
+        embedded store labels it.
         """
+        best: dict[str, dict[str, tuple[tuple, str]]] = {}
+        todo = list(dict.fromkeys(preds))
+        for chunk in _chunks(todo, BATCH):
+            self._collect_relation_labels(await self.select(self._relation_label_query(chunk, True)), best)
+        missing = [p for p in todo if len(best.get(p, {})) < 2]
+        for chunk in _chunks(missing, BATCH):
+            rows = await self.select(self._relation_label_query(chunk, False))
+            # only what the preferred languages left open
+            self._collect_relation_labels(rows, best, skip={p: set(best.get(p, {})) for p in chunk})
         out: dict[str, tuple[str, str]] = {}
-        for chunk in _chunks(list(dict.fromkeys(preds)), BATCH):
-            branches = []
-            for i, lp in enumerate(self.label_predicates):
-                branches.append(f'{{ ?p {st.iri(lp)} ?v . BIND("l{i}" AS ?k) }}')
-                branches.append(
-                    f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(lp)} ?v . "
-                    f'BIND("w{i}" AS ?k) }}'
-                )
-            branches.append(f'{{ ?p {st.iri(iris.INVERSE_LABEL)} ?v . BIND("i0" AS ?k) }}')
-            branches.append(
-                f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(iris.INVERSE_LABEL)} ?v . "
-                f'BIND("j0" AS ?k) }}'
-            )
-            q = (
-                f"SELECT ?p ?k ?v WHERE {{ VALUES ?p {{ {st.iri_list(chunk)} }} "
-                f"{' UNION '.join(branches)} FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
-            )
-            best: dict[str, dict[str, tuple[tuple, str]]] = {}
-            for r in await self.select(q):
-                if "p" not in r or "k" not in r or "v" not in r:
-                    continue
-                k = r["k"].value
-                group = "inv" if k[0] in "ij" else "label"
-                # own label before the property entity's; then language; then predicate order
-                rank = (0 if k[0] in "li" else 1, self._lang_rank(r["v"].lang), int(k[1:]), r["v"].value)
-                slot = best.setdefault(r["p"].value, {})
-                if group not in slot or rank < slot[group][0]:
-                    slot[group] = (rank, r["v"].value)
-            for p in chunk:
-                slot = best.get(p, {})
-                label = slot["label"][1] if "label" in slot else fallback_label(p)
-                inv = slot["inv"][1] if "inv" in slot else ""
-                out[p] = (label, inv)
+        for p in todo:
+            slot = best.get(p, {})
+            label = slot["label"][1] if "label" in slot else fallback_label(p)
+            inv = slot["inv"][1] if "inv" in slot else ""
+            out[p] = (label, inv)
         return out
+
+    def _relation_label_query(self, chunk: Sequence[str], preferred: bool) -> str:
+        """The labels and inverse labels of predicates: in the configured languages or
+        untagged (``preferred``), else the smallest value of each kind in any language."""
+        branches = []
+        for i, lp in enumerate(self.label_predicates):
+            branches.append(f'{{ ?p {st.iri(lp)} ?v . BIND("l{i}" AS ?k) }}')
+            branches.append(
+                f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(lp)} ?v . "
+                f'BIND("w{i}" AS ?k) }}'
+            )
+        branches.append(f'{{ ?p {st.iri(iris.INVERSE_LABEL)} ?v . BIND("i0" AS ?k) }}')
+        branches.append(
+            f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(iris.INVERSE_LABEL)} ?v . "
+            f'BIND("j0" AS ?k) }}'
+        )
+        pattern = f"VALUES ?p {{ {st.iri_list(chunk)} }} {' UNION '.join(branches)}"
+        if preferred:
+            return f"SELECT ?p ?k ?v WHERE {{ {pattern} FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
+        return (
+            f"SELECT ?p ?k (MIN(STR(?v)) AS ?v1) WHERE {{ {pattern} "
+            f"FILTER({_USABLE_TEXT.format(v='?v')}) }} GROUP BY ?p ?k"
+        )
+
+    def _collect_relation_labels(
+        self,
+        rows: list[dict[str, Term]],
+        best: dict[str, dict[str, tuple[tuple, str]]],
+        skip: dict[str, set[str]] | None = None,
+    ) -> None:
+        for r in rows:
+            v = r.get("v") or r.get("v1")
+            if "p" not in r or "k" not in r or v is None:
+                continue
+            k, text = r["k"].value, display_text(v.value)
+            group = "inv" if k[0] in "ij" else "label"
+            if not text or group in (skip or {}).get(r["p"].value, ()):
+                continue
+            # own label before the property entity's; then language; then predicate order
+            rank = (0 if k[0] in "li" else 1, self._lang_rank(v.lang), int(k[1:]), text)
+            slot = best.setdefault(r["p"].value, {})
+            if group not in slot or rank < slot[group][0]:
+                slot[group] = (rank, text)
 
     # -- edges -------------------------------------------------------------------------
 
