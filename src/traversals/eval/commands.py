@@ -41,8 +41,9 @@ def add_eval_commands(subparsers: Any) -> None:
     """Add the ``eval`` and ``report`` sub-commands; each sets ``func(args) -> int``."""
     ev = subparsers.add_parser(
         "eval",
-        help="run a strategy over a benchmark (resumable, concurrent)",
-        description="Answer a benchmark's questions and write results.jsonl, traces/, summary.json "
+        help="run a strategy over a benchmark or your own questions (resumable, concurrent)",
+        description="Answer a benchmark's questions, or your own (DATASET questions: a JSONL, JSON, CSV or "
+        "TSV file of questions and gold answers, with --kg), and write results.jsonl, traces/, summary.json "
         "and run.json to --out. Metrics: Hits@1, EM-in, F1 (see docs/evaluation.md).",
     )
     ev.add_argument("dataset", metavar="DATASET", help="one of: " + ", ".join(DATASETS))
