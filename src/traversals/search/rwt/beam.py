@@ -25,9 +25,8 @@ class HopBeamSearch(RwTSearch):
         root, guesses, _ = await self.start(question, topic_entities)
         nodes = [root]
         beam = [root]
-        hops = 0
+        hops = 0  # hops walked: the depth of the deepest states kept (not a hop that reached nothing)
         while beam and hops < self.config.max_hops:
-            hops += 1
             candidates: list[PathNode] = []
             for state in beam:  # the LLM runs one call at a time locally; states in order
                 actions = await self.expand(question, state)
@@ -36,4 +35,5 @@ class HopBeamSearch(RwTSearch):
                 await asyncio.gather(*(self.evaluate(question, guesses, c) for c in children))
                 candidates.extend(c for c in children if c.entities)
             beam = sorted(candidates, key=lambda n: (-(n.value or 0.0), n.id))[: self.config.beam_width]
+            hops += bool(beam)
         return self.answer(question, nodes, guesses, started, {"hops": hops})

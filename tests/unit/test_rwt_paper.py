@@ -1,0 +1,57 @@
+"""RwT as the paper specifies it (Shen et al., §3.2, Appendix C): hop counts, back-up along
+the path, and how each search says it stopped — on small dict KGs with a scripted LLM."""
+
+from __future__ import annotations
+
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.rwt import CriticalModel, HopBeamSearch, LexicalEmbedder, MonteCarloTreeSearch, RwTConfig
+from traversals.search.rwt.engine import RwTSearch
+
+from .kgdouble import DictKG
+
+
+def flat_scorer(prompt: str, options: list[str], prefix: str) -> list[float]:
+    """Every relation equally likely; every state rated 0.5."""
+    if prefix.startswith("RATING"):
+        return [0.0 if o == "0.5" else -6.0 for o in options]
+    return [-1.0 for _ in options]
+
+
+def rwt(cls: type[RwTSearch], kg: DictKG, guesses: str = "C, B: E, C: Z]", **cfg: object) -> RwTSearch:
+    """A search whose LLM guesses ``[A: C, B: E, C: Z]`` (the critical model tells states apart)."""
+    llm = ScriptedLLM(rules=[("three most likely answers", guesses)], score=flat_scorer)
+    return cls(llm, KGSet([kg]), RwTConfig(**cfg), critical=CriticalModel(LexicalEmbedder()))
+
+
+async def test_beam_counts_the_hops_it_walked_not_the_hop_that_found_nothing():
+    # Q -r1-> A, and A leads nowhere new (its only relation walks back to Q): one hop walked
+    answer = await rwt(HopBeamSearch, DictKG([("Q", "r1", "A")]), max_hops=3).ask("r1 of [Q]?", topic_entities=["Q"])
+    assert answer.text == "A"
+    assert max(n["depth"] for n in answer.trace["nodes"]) == 1
+    assert answer.trace["hops"] == 1
+
+
+async def test_beam_walks_max_hops_hops_and_no_more():
+    kg = DictKG([("Q", "r1", "A"), ("A", "r2", "B"), ("B", "r3", "C"), ("C", "r4", "D")])
+    answer = await rwt(HopBeamSearch, kg, max_hops=2).ask("r2 of r1 of [Q]?", topic_entities=["Q"])
+    assert answer.trace["hops"] == 2 and max(n["depth"] for n in answer.trace["nodes"]) == 2
+
+
+async def test_mcts_backs_each_value_up_every_state_on_its_path():
+    # Eq. 5: N(s, a) counts the simulations through a, Q(s, a) is the mean of their values.
+    # A state's visits are its own evaluation plus its children's (the root has none of its
+    # own), or, at a leaf, one per simulation that stopped there.
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("A", "r3", "C"), ("A", "r4", "D"), ("B", "r5", "E")])
+    search = rwt(MonteCarloTreeSearch, kg, max_hops=2, simulations=12)
+    answer = await search.ask("r3 of r1 of [Q]?", topic_entities=["Q"])
+    nodes = {n["id"]: n for n in answer.trace["nodes"]}
+    children = {i: [n for n in nodes.values() if n["parent"] == i] for i in nodes}
+    assert nodes[0]["visits"] == answer.trace["simulations"]
+    for i, n in nodes.items():
+        below = sum(c["visits"] for c in children[i])
+        if n["visits"] and children[i] and any(c["visits"] for c in children[i]):
+            own = 0 if n["parent"] is None else 1
+            assert n["visits"] == own + below, n
+            weighted = sum(c["q"] * c["visits"] for c in children[i]) + own * (n["value"] or 0.0)
+            assert abs(n["q"] * n["visits"] - weighted) < 1e-3 * n["visits"], n
