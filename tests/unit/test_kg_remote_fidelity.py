@@ -166,3 +166,25 @@ def test_labels_and_descriptions_are_one_line_on_an_endpoint_as_embedded(tmp_pat
         ("http://ex.org/quote", 'He said "hi" back\\slash', "two lines"),
     ]
     assert remote_subjects == asyncio.run(run(embedded))
+
+
+def test_relations_labelled_in_the_configured_language_cost_no_extra_query(tmp_path) -> None:
+    """The any-language fallback is asked only for predicates with no label in the
+    configured languages: no inverse labels (MetaQA, Wikidata) costs nothing more."""
+    ttl = """
+    @prefix ex: <http://ex.org/> .
+    @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+    ex:a rdfs:label "A" ; ex:directed_by ex:b ; ex:written_by ex:b .
+    ex:directed_by rdfs:label "directed by"@en .
+    ex:written_by rdfs:label "written by" .
+    """
+    _, remote = _both(tmp_path, ttl)
+
+    async def run():
+        before = remote.stats.queries
+        rels = await remote.get_relations([Entity("http://ex.org/a", "A")])
+        return remote.stats.queries - before, [(r.label, r.inverse_label) for r in rels.items]
+
+    queries, labels = asyncio.run(run())
+    assert labels == [("directed by", "directed"), ("written by", "written")]
+    assert queries == 2  # the grouped count and the labels

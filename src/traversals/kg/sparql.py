@@ -855,19 +855,18 @@ class SparqlKG:
         Wikidata shape -- the label of the property entity that points to it with
         ``wikibase:directClaim``, else its local name. The inverse label comes from
         ``iris.INVERSE_LABEL`` on the predicate or the property entity, or is "".
-        Values in the configured languages or untagged come first; a predicate with
-        neither gets one in any language (a second query, for those only), as the
-        embedded store labels it.
+        Values in the configured languages or untagged come first, then (inverse labels
+        are rare: all are fetched) any language; a predicate without a label in those
+        languages gets one in any language from a second query, for those predicates
+        only -- as the embedded store labels it.
         """
         best: dict[str, dict[str, tuple[tuple, str]]] = {}
         todo = list(dict.fromkeys(preds))
         for chunk in _chunks(todo, BATCH):
-            self._collect_relation_labels(await self.select(self._relation_label_query(chunk, True)), best)
-        missing = [p for p in todo if len(best.get(p, {})) < 2]
+            self._collect_relation_labels(await self.select(self._relation_label_query(chunk)), best)
+        missing = [p for p in todo if "label" not in best.get(p, {})]
         for chunk in _chunks(missing, BATCH):
-            rows = await self.select(self._relation_label_query(chunk, False))
-            # only what the preferred languages left open
-            self._collect_relation_labels(rows, best, skip={p: set(best.get(p, {})) for p in chunk})
+            self._collect_relation_labels(await self.select(self._relation_label_query(chunk, any_language=True)), best)
         out: dict[str, tuple[str, str]] = {}
         for p in todo:
             slot = best.get(p, {})
@@ -876,9 +875,9 @@ class SparqlKG:
             out[p] = (label, inv)
         return out
 
-    def _relation_label_query(self, chunk: Sequence[str], preferred: bool) -> str:
-        """The labels and inverse labels of predicates: in the configured languages or
-        untagged (``preferred``), else the smallest value of each kind in any language."""
+    def _relation_label_query(self, chunk: Sequence[str], *, any_language: bool = False) -> str:
+        """The labels in the configured languages or untagged and the inverse labels of
+        predicates; ``any_language``: only the smallest label of each kind in any language."""
         branches = []
         for i, lp in enumerate(self.label_predicates):
             branches.append(f'{{ ?p {st.iri(lp)} ?v . BIND("l{i}" AS ?k) }}')
@@ -886,33 +885,32 @@ class SparqlKG:
                 f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(lp)} ?v . "
                 f'BIND("w{i}" AS ?k) }}'
             )
+        if any_language:
+            return (
+                f"SELECT ?p ?k (MIN(STR(?v)) AS ?v1) WHERE {{ VALUES ?p {{ {st.iri_list(chunk)} }} "
+                f"{' UNION '.join(branches)} FILTER({_USABLE_TEXT.format(v='?v')}) }} GROUP BY ?p ?k"
+            )
         branches.append(f'{{ ?p {st.iri(iris.INVERSE_LABEL)} ?v . BIND("i0" AS ?k) }}')
         branches.append(
             f"{{ ?_prop {st.iri(WIKIBASE_DIRECT_CLAIM)} ?p . ?_prop {st.iri(iris.INVERSE_LABEL)} ?v . "
             f'BIND("j0" AS ?k) }}'
         )
-        pattern = f"VALUES ?p {{ {st.iri_list(chunk)} }} {' UNION '.join(branches)}"
-        if preferred:
-            return f"SELECT ?p ?k ?v WHERE {{ {pattern} FILTER(isLITERAL(?v) && ({self._lang_filter('v')})) }}"
         return (
-            f"SELECT ?p ?k (MIN(STR(?v)) AS ?v1) WHERE {{ {pattern} "
-            f"FILTER({_USABLE_TEXT.format(v='?v')}) }} GROUP BY ?p ?k"
+            f"SELECT ?p ?k ?v WHERE {{ VALUES ?p {{ {st.iri_list(chunk)} }} {' UNION '.join(branches)} "
+            f'FILTER(isLITERAL(?v) && (?k IN ("i0", "j0") || {self._lang_filter("v")})) }}'
         )
 
     def _collect_relation_labels(
-        self,
-        rows: list[dict[str, Term]],
-        best: dict[str, dict[str, tuple[tuple, str]]],
-        skip: dict[str, set[str]] | None = None,
+        self, rows: list[dict[str, Term]], best: dict[str, dict[str, tuple[tuple, str]]]
     ) -> None:
         for r in rows:
             v = r.get("v") or r.get("v1")
             if "p" not in r or "k" not in r or v is None:
                 continue
             k, text = r["k"].value, display_text(v.value)
-            group = "inv" if k[0] in "ij" else "label"
-            if not text or group in (skip or {}).get(r["p"].value, ()):
+            if not text:
                 continue
+            group = "inv" if k[0] in "ij" else "label"
             # own label before the property entity's; then language; then predicate order
             rank = (0 if k[0] in "li" else 1, self._lang_rank(v.lang), int(k[1:]), text)
             slot = best.setdefault(r["p"].value, {})
