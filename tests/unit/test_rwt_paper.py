@@ -55,3 +55,18 @@ async def test_mcts_backs_each_value_up_every_state_on_its_path():
             assert n["visits"] == own + below, n
             weighted = sum(c["q"] * c["visits"] for c in children[i]) + own * (n["value"] or 0.0)
             assert abs(n["q"] * n["visits"] - weighted) < 1e-3 * n["visits"], n
+
+
+async def test_each_search_says_how_it_stopped():
+    # RwT has no value threshold: MCTS stops when its simulations are spent or nothing is
+    # left to learn, beam search after max_hops hops or when no kept state can go on
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("A", "r3", "C"), ("A", "r4", "D"), ("B", "r5", "E")])
+    spent = await rwt(MonteCarloTreeSearch, kg, max_hops=2, simulations=3).ask("r3 of [Q]?", topic_entities=["Q"])
+    assert spent.trace["simulations"] == 3 and spent.stopped == spent.trace["stopped"] == "simulations"
+    seen = await rwt(MonteCarloTreeSearch, kg, max_hops=2, simulations=50).ask("r3 of [Q]?", topic_entities=["Q"])
+    assert seen.trace["simulations"] < 50 and seen.stopped == "exhausted"
+    assert seen.to_json()["stopped"] == "exhausted"
+    walked = await rwt(HopBeamSearch, kg, max_hops=2).ask("r3 of [Q]?", topic_entities=["Q"])
+    assert walked.trace["hops"] == 2 and walked.stopped == walked.trace["stopped"] == "max_hops"
+    dead = await rwt(HopBeamSearch, kg, max_hops=3).ask("r3 of [Q]?", topic_entities=["Q"])
+    assert dead.trace["hops"] == 2 and dead.stopped == "exhausted"

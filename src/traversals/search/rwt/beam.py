@@ -36,4 +36,5 @@ class HopBeamSearch(RwTSearch):
                 candidates.extend(c for c in children if c.entities)
             beam = sorted(candidates, key=lambda n: (-(n.value or 0.0), n.id))[: self.config.beam_width]
             hops += bool(beam)
-        return self.answer(question, nodes, guesses, started, {"hops": hops})
+        stopped = "exhausted" if not beam else "max_hops"
+        return self.answer(question, nodes, guesses, started, {"hops": hops}, stopped)

@@ -27,6 +27,13 @@ from .state import MemoEdges, PathNode, offered_relations, step
 from .value import CriticalModel, LLMRollout, RolloutModel, mix
 
 
+#: why an RwT search ended (:attr:`~..result.Answer.stopped`): MCTS used its simulations, or
+#: found nothing left to learn (every path ends at ``max_hops`` or where no relation reaches
+#: anything new); beam search walked ``max_hops`` hops, or no kept state had a relation
+#: reaching anything new. None of them is a value threshold: RwT has none.
+STOPPED = ("simulations", "exhausted", "max_hops")
+
+
 @dataclass
 class RwTConfig:
     """Hyper-parameters; defaults from the paper (Appendix B.3) where it gives them."""
@@ -136,7 +143,10 @@ class RwTSearch:
     def answer_score(node: PathNode) -> float:
         return node.answer_value if node.answer_value is not None else (node.value or 0.0)
 
-    def answer(self, question: str, nodes: list[PathNode], guesses: list[str], started: float, extra: dict) -> Answer:
+    def answer(self, question: str, nodes: list[PathNode], guesses: list[str], started: float, extra: dict,
+               stopped: str | None = None) -> Answer:
+        """The best-valued state's entities, its supporting edges and the whole tree as the
+        trace; ``stopped`` says why the search ended (:data:`STOPPED`)."""
         reached = [n for n in nodes if n.parent is not None and n.value is not None and n.entities]
         best = max(reached, key=lambda n: (self.answer_score(n), -n.depth, -n.id), default=None)
         usage = Usage()
@@ -148,7 +158,7 @@ class RwTSearch:
             question=question, text=text, value=self.answer_score(best) if best else None,
             supporting_edges=best.supporting_edges() if best else [], usage=usage,
             seconds=time.perf_counter() - started, decoding="constrained" if self.constrained else "sampled",
-            strategy=self.name, linked_entities=list(nodes[0].entities),
+            strategy=self.name, linked_entities=list(nodes[0].entities), stopped=stopped,
         )
         answer.trace = {
             "question": question, "answer": text, "value": answer.value, "strategy": self.name,
@@ -157,6 +167,6 @@ class RwTSearch:
             "embedder": getattr(self.critical.embedder, "name", type(self.critical.embedder).__name__),
             "guesses": guesses, "linked_entities": [e.ref() for e in nodes[0].entities],
             "usage": usage.to_json(), "answer_node": best.id if best else None,
-            "nodes": [n.to_trace() for n in nodes], **extra,
+            "nodes": [n.to_trace() for n in nodes], "stopped": stopped, **extra,
         }
         return answer

@@ -61,7 +61,8 @@ class MonteCarloTreeSearch(RwTSearch):
                     value = await self.evaluate(question, guesses, node)
             self.backup(node, value)  # 4. backpropagation
             simulations += 1
-        return self.answer(question, nodes, guesses, started, {"simulations": simulations})
+        stopped = "exhausted" if self.exhausted(root) else "simulations"
+        return self.answer(question, nodes, guesses, started, {"simulations": simulations}, stopped)
 
     def leaf(self, node: PathNode) -> bool:
         return node.depth >= self.config.max_hops or (node.parent is not None and not node.entities)
