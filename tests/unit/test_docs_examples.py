@@ -62,11 +62,26 @@ def test_library_examples_print_the_output_the_guide_shows(monkeypatch, capsys):
 
 def test_library_builtin_backends_example_runs(monkeypatch, capsys):
     """The open_kg/open_llm block (the local model replaced by a scripted one)."""
-    [code] = [b for b in blocks("library.md", "python") if not b.startswith("# examples/")]
+    [code] = [b for b in blocks("library.md", "python") if not b.startswith("# examples/") and "run_eval" not in b]
     assert 'open_llm("local")' in code and 'open_kg("demo")' in code
     monkeypatch.setattr(traversals, "open_llm", scripted_open_llm)
     exec(compile(code, "docs/library.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.startswith("Beatrice Stone ")
+
+
+def test_library_evaluation_example_writes_a_run_report_can_read(monkeypatch, tmp_path, capsys):
+    """The run_eval block: a questions file, a run directory, the summary it prints."""
+    [code] = [b for b in blocks("library.md", "python") if "run_eval" in b]
+    monkeypatch.setattr(traversals, "open_llm", scripted_open_llm)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/library.md", "exec"), {"__name__": "__main__"})
+    out = capsys.readouterr().out
+    assert out.startswith("questions mine · chain · local") and "Hits@1=100.0%" in out
+    [row] = [json.loads(line) for line in (tmp_path / "runs" / "mine" / "results.jsonl").read_text().splitlines()]
+    assert row["id"] == "questions:mother" and row["answer"] == "Beatrice Stone"
+    from traversals.eval.report import write_report
+
+    assert "questions" in write_report([tmp_path / "runs" / "mine"]).read_text()
 
 
 def shown(fn: Any) -> str:
