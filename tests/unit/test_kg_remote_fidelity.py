@@ -188,3 +188,33 @@ def test_relations_labelled_in_the_configured_language_cost_no_extra_query(tmp_p
     queries, labels = asyncio.run(run())
     assert labels == [("directed by", "directed"), ("written by", "written")]
     assert queries == 2  # the grouped count and the labels
+
+
+def test_a_predicate_named_like_an_inverse_gets_a_key_of_its_own(tmp_path) -> None:
+    """A predicate whose local name begins with ``~`` (a plain file's relation ``~foo``)
+    had the id ``~foo``: its key was the inverse ``foo``'s, so one prompt offered two
+    relations both keyed ``~foo`` and a choice could follow the wrong one."""
+    ttl = """
+    @prefix r: <http://traversals.local/relation/> .
+    @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+    <http://ex.org/a> r:foo <http://ex.org/b> .
+    <http://ex.org/b> r:foo <http://ex.org/d> ; <http://traversals.local/relation/~foo> <http://ex.org/c> ;
+        rdfs:label "b" .
+    """
+    embedded, remote = _both(tmp_path, ttl)
+    b = Entity("http://ex.org/b", "b")
+
+    async def run(kg):
+        rels = (await kg.get_relations([b])).items
+        ends = {}
+        for rel in rels:
+            edges = await kg.get_edges([b], rel)
+            ends[rel.key] = sorted((e.subject.id[-1], e.object.id[-1]) for e in edges.edges)
+        return [r.key for r in rels], ends
+
+    for kg in (embedded, remote):
+        keys, ends = asyncio.run(run(kg))
+        assert len(set(keys)) == len(keys) == 3, keys
+        assert ends["foo"] == [("b", "d")] and ends["~foo"] == [("a", "b")]
+        assert ends["http://traversals.local/relation/~foo"] == [("b", "c")]
+    assert embedded.relation("~foo").inverse and embedded.relation("~foo").id == "foo"

@@ -40,3 +40,10 @@ def local_name(iri: str) -> str:
     """Short id of an IRI: the part after the last ``/`` or ``#``, percent-decoded."""
     cut = max(iri.rfind("/"), iri.rfind("#"))
     return unquote(iri[cut + 1 :]) if cut >= 0 else iri
+
+
+def usable_relation_id(local: str) -> bool:
+    """Can a predicate's local name be its relation id? Not if empty, nor if it begins
+    with ``~``: ``~foo`` is how the inverse of ``foo`` is keyed (``Relation.key``), so a
+    predicate named ``~foo`` would be shown under the same key as another relation."""
+    return bool(local) and not local.startswith("~")

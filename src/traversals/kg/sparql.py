@@ -1097,14 +1097,15 @@ def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
 
 
 def _relation_ids(preds: set[str]) -> dict[str, str]:
-    """Relation ids: the local name, or the full IRI where two predicates share one."""
+    """Relation ids: the local name, or the full IRI where two predicates share one or
+    the local name cannot be an id (:func:`~traversals.kg.iris.usable_relation_id`)."""
     by_name: dict[str, list[str]] = {}
     for p in preds:
         by_name.setdefault(iris.local_name(p), []).append(p)
     out = {}
     for name, ps in by_name.items():
         for p in ps:
-            out[p] = name if len(ps) == 1 and name else p
+            out[p] = name if len(ps) == 1 and iris.usable_relation_id(name) else p
     return out
 
 

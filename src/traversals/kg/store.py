@@ -18,7 +18,8 @@ Identifiers
     (``http://www.wikidata.org/entity/Q392``), ``_:x`` for blank nodes and the full IRI
     otherwise (MetaQA: ``http://traversals.local/entity/Charles%20Bail``).
     ``Relation.id`` is the predicate's local name (``P25``, ``directed_by``; the full IRI
-    if two predicates share a local name) and ``Relation.iri`` the full predicate IRI.
+    if two predicates share a local name, or if it begins with ``~``, an inverse's key)
+    and ``Relation.iri`` the full predicate IRI.
 
 Literal objects
     A literal object (``"1929"^^xsd:integer``, a date, a string) becomes an ``Entity``
@@ -745,7 +746,7 @@ class OxigraphKG:
                 by_local[iris.local_name(p)].append(p)
         for local, preds in by_local.items():
             for p in preds:
-                rel_id = local if (local and len(preds) == 1) else p
+                rel_id = local if (iris.usable_relation_id(local) and len(preds) == 1) else p
                 sources = [p]
                 if p in direct_claims:
                     sources.append(direct_claims[p])
@@ -767,7 +768,7 @@ class OxigraphKG:
         if info is None:
             local = iris.local_name(pred)
             label = iris.name_label(local) or pred
-            info = _RelInfo(local or pred, label, inverse_label_for(label))
+            info = _RelInfo(local if iris.usable_relation_id(local) else pred, label, inverse_label_for(label))
         return Relation(
             id=info.id,
             label=info.label,
