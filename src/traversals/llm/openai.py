@@ -7,9 +7,15 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
   message asks the model to start its reply with the prefix and the prefix is stripped
   from the reply if it was repeated (``prefill=True`` sends it as a trailing assistant
   message instead, for servers that continue it).
-- **n**: servers that ignore ``n`` (llama.cpp's) return one choice; the missing samples
-  are requested concurrently (with distinct seeds when sampling), and later calls go
-  straight to concurrent requests.
+- **n**: servers that ignore ``n`` (llama.cpp's) return one choice, and servers that refuse
+  it (Groq, Anthropic: HTTP 400) are asked for one; the missing samples are requested
+  concurrently (with distinct seeds when sampling), and later calls go straight to
+  concurrent requests.
+- **refused parameters**: a 400/422 that says ``seed`` or ``stop`` is not supported
+  (Mistral's API, OpenAI's reasoning models) sends the request again without it (stops are
+  applied to the reply anyway; a warning says that a seeded run no longer repeats), one
+  that asks for ``max_completion_tokens`` instead of ``max_tokens`` sends that; the server's
+  refusals are remembered (``refused_params``).
 - **retries**: 408/409/429/5xx answers and connection errors are retried with exponential
   backoff and jitter, honouring ``Retry-After``, up to ``max_retries`` times; read
   timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect) or
@@ -19,8 +25,9 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
   cut back to the API root; ``stream`` is sent as false, and a reply streamed anyway is
   merged from its chunks; a leading ``<think>...</think>`` block is dropped from a reply,
   and a reply that spent all of ``max_tokens`` before any text (a reasoning model thinking)
-  is an :class:`LLMError` saying so; a 400 for a prompt too long for the context names the
-  prompt's size.
+  is an :class:`LLMError` saying so, as is a reply with no text but reasoning
+  (``reasoning_content``/``reasoning``: the server's reasoning parser took the whole reply
+  for thinking); a 400 for a prompt too long for the context names the prompt's size.
 - **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
   finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM,
   llama-cpp-python's server) *and* a ``completion_template`` is known to render the chat
@@ -62,6 +69,18 @@ MAX_SERVER_STOPS = 4
 
 #: endpoint paths a base URL may be given with by mistake (cut back to the API root)
 _ENDPOINTS = ("/chat/completions", "/completions")
+#: why scoring is off when no completion template is known
+_NO_TEMPLATE = ("no completion_template (--llm-template, e.g. 'chatml') configured: scoring options needs "
+                "the served model's prompt template")
+#: a request parameter a server refused, quoted in its 400/422 message ('seed', "stop", `n`)
+_QUOTED = "[\"'`]{}[\"'`]"
+#: the HTTP status and the server's message of a request the server refused (JsonPoster's format)
+_REFUSED = re.compile(r"-> HTTP (?:400|422): (.*)", re.DOTALL)
+#: how a server says it does not take a parameter (OpenAI, Mistral/pydantic, vLLM, Groq ...)
+_UNSUPPORTED = re.compile(r"unsupported|not supported|not permitted|not allowed|unrecognized|unknown|"
+                          r"extra_forbidden", re.IGNORECASE)
+#: where a reasoning model's thoughts come back beside ``content`` (vLLM, llama.cpp; Ollama, OpenRouter)
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
 #: a reasoning model's thoughts written into the reply (Ollama, llama.cpp without a parser)
 _THINK = re.compile(r"\A\s*<think>.*?(</think>\s*|\Z)", re.DOTALL)
 
@@ -138,7 +157,9 @@ class OpenAICompatibleLLM:
         #: None until a call shows whether the server honours ``n``
         self.supports_n: bool | None = None
         #: why scoring is off (after :meth:`probe_scoring`)
-        self.scoring_reason: str = "not probed"
+        self.scoring_reason: str = "not probed" if self.completion_template is not None else _NO_TEMPLATE
+        #: request parameters this server refused (HTTP 400/422 naming them), left out since
+        self.refused_params: set[str] = set()
         self._http = JsonPoster(  # checks base_url (LLMError if it is not http(s))
             api_root(base_url) if isinstance(base_url, str) else base_url,
             name=self.name,
@@ -197,7 +218,7 @@ class OpenAICompatibleLLM:
             body["stop"] = list(stop)[:MAX_SERVER_STOPS]
         if seed is not None:
             body["seed"] = seed
-        data = await self._post("/chat/completions", body, _size(prompt + prefix, max_tokens))
+        data = await self._post_chat(body, _size(prompt + prefix, max_tokens))
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             err = data.get("error")
@@ -214,8 +235,58 @@ class OpenAICompatibleLLM:
                 f"{self.name}: the reply reached max_tokens ({max_tokens}) before any answer text: "
                 "a reasoning model spends its tokens thinking; turn its thinking off or use another model"
             )
+        if not any(texts):
+            self._check_reasoning_only(choices)
         usage = data.get("usage")
         return texts, usage if isinstance(usage, dict) else {}
+
+    async def _post_chat(self, body: dict[str, Any], size: str) -> dict[str, Any]:
+        """POST a chat request without the parameters this server refuses: a 400/422 that
+        names ``seed`` or ``stop`` as not supported (Mistral's API, OpenAI's reasoning models)
+        is sent again without it, one that asks for ``max_completion_tokens`` instead of
+        ``max_tokens`` with that; what worked is remembered for later calls."""
+        body = _without(body, self.refused_params)
+        adapted: list[str] = []
+        while True:
+            try:
+                data = await self._post("/chat/completions", body, size)
+                break
+            except LLMError as e:
+                param = _refused_param(e, body)
+                if param is None:
+                    raise
+                adapted.append(param)
+                body = _without(body, {param})
+        for param in adapted:
+            self._remember_refused(param)
+        return data
+
+    def _remember_refused(self, param: str) -> None:
+        """Leave ``param`` out from now on, warning when that changes what a call does."""
+        self.refused_params.add(param)
+        effect = {
+            "seed": "calls go unseeded, so a sampled run does not repeat on this server",
+            "stop": "stop sequences are applied to the reply instead (each reply runs on to max_tokens)",
+        }.get(param)
+        if effect:
+            warnings.warn(f"{self.name}: the server refuses the parameter {param!r}: {effect}",
+                          TraversalsWarning, stacklevel=4)
+
+    def _check_reasoning_only(self, choices: list[dict[str, Any]]) -> None:
+        """Raise when a reply's text is empty but its reasoning is not: the server's
+        reasoning parser took the whole reply for thinking (vLLM's, llama.cpp's
+        ``--reasoning-format``), so the answer is nowhere to read."""
+        for ch in choices:
+            msg = ch.get("message")
+            for field in _REASONING_FIELDS:
+                thought = msg.get(field) if isinstance(msg, dict) else None
+                if isinstance(thought, str) and thought.strip():
+                    raise LLMError(
+                        f"{self.name}: the reply has no content, only reasoning (message.{field}, "
+                        f"{len(thought)} characters): the server took the whole reply for the model's "
+                        "thinking; turn the model's thinking off or start the server without a reasoning "
+                        "parser (vLLM: no --reasoning-parser; llama.cpp: --reasoning-format none)"
+                    )
 
     def _choice_text(self, ch: dict[str, Any], data: dict[str, Any]) -> str:
         """A choice's reply text: ``message.content`` (a string, or a list of text parts),
@@ -262,13 +333,11 @@ class OpenAICompatibleLLM:
         else:
             base = seed if seed is not None else random.randrange(2**31)
             if n == 1 or self.supports_n is not False:
-                got, usage = await self._chat(
+                got, usage = await self._first_samples(
                     prompt, prefix, n, temperature, max_tokens, stop, base
                 )
                 texts.extend(got[:n])
                 usages.append(usage)
-                if n > 1:
-                    self.supports_n = len(got) >= n
             if len(texts) < n:  # the server ignored n: top up with concurrent requests
                 offset = len(texts)
                 results = await asyncio.gather(
@@ -301,6 +370,31 @@ class OpenAICompatibleLLM:
             completion_tokens=completion_tokens,
             computed_prompt_tokens=computed,
         )
+
+    async def _first_samples(
+        self,
+        prompt: str,
+        prefix: str,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        stop: Sequence[str] | None,
+        seed: int,
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The first request of a sampling call, ``n`` samples asked at once. A server that
+        refuses ``n`` > 1 (Groq, Anthropic: HTTP 400) is asked for one, and :attr:`supports_n`
+        records what the server did, so the caller tops the samples up."""
+        try:
+            got, usage = await self._chat(prompt, prefix, n, temperature, max_tokens, stop, seed)
+        except LLMError as e:
+            if n == 1 or isinstance(e, LLMUnavailable) or not _REFUSED.search(str(e)):
+                raise
+            got, usage = await self._chat(prompt, prefix, 1, temperature, max_tokens, stop, seed)
+            self.supports_n = False  # asked for one sample, the server answered: n was the trouble
+            return got, usage
+        if n > 1:
+            self.supports_n = len(got) >= n
+        return got, usage
 
     # ------------------------------------------------------------------ scoring
 
@@ -358,7 +452,7 @@ class OpenAICompatibleLLM:
         distribution *after* it, so it fails this check.)"""
         if self.completion_template is None:
             self.can_score = False
-            self.scoring_reason = "no completion_template (e.g. 'chatml') configured"
+            self.scoring_reason = _NO_TEMPLATE
             return False
         probe = ", ".join(str(i) for i in range(1, 9))
         try:
@@ -366,7 +460,7 @@ class OpenAICompatibleLLM:
         except (LLMError, ScoringNotSupported) as e:
             if "HTTP 404" in str(e):  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
                 return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
-            return self._scoring_off(f"/completions with echo+logprobs failed: {e}")
+            return self._scoring_off(f"/completions with echo+logprobs failed: {_unnamed(e, self.name)}")
         values = [float(x) for x in lps if isinstance(x, (int, float))]
         if len(values) < 4 or len(offsets) != len(lps):
             return self._scoring_off("the server does not echo prompt logprobs")
@@ -422,6 +516,37 @@ class OpenAICompatibleLLM:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _without(body: dict[str, Any], params: set[str]) -> dict[str, Any]:
+    """``body`` without the refused ``params``: ``max_tokens`` becomes
+    ``max_completion_tokens``, the others are left out."""
+    out = {k: v for k, v in body.items() if k not in params}
+    if "max_tokens" in params and "max_tokens" in body:
+        out["max_completion_tokens"] = body["max_tokens"]
+    return out
+
+
+def _refused_param(error: LLMError, body: dict[str, Any]) -> str | None:
+    """The request parameter a 400/422 ``error`` says the server does not support, if it is
+    one a request can do without (``seed``, ``stop``) or rename (``max_tokens``)."""
+    m = _REFUSED.search(str(error))
+    if isinstance(error, LLMUnavailable) or m is None:
+        return None
+    detail = m.group(1)
+    if not _UNSUPPORTED.search(detail):  # e.g. "'max_tokens' ... is too large": the request's own
+        return None
+    for param in ("seed", "stop", "max_tokens"):
+        if param in body and re.search(_QUOTED.format(param), detail):
+            if param == "max_tokens" and "max_completion_tokens" not in detail:
+                continue
+            return param
+    return None
+
+
+def _unnamed(error: Exception, name: str) -> str:
+    """``error``'s message without a leading ``name: `` (it is said once already)."""
+    return str(error).removeprefix(f"{name}: ")
 
 
 def _bare(text: str) -> str:

@@ -1,0 +1,321 @@
+"""OpenAICompatibleLLM against a real HTTP server on 127.0.0.1 (stdlib, in a thread) that
+answers the way vLLM, Ollama, llama.cpp's server and hosted APIs do when something is
+wrong: each case ends in the right behaviour (a retry, a fallback, a parameter left out)
+or in one named, one-line error that names the server and says what to do."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
+from traversals.llm.openai import OpenAICompatibleLLM
+
+#: (status, body: dict = JSON, str = text, None = close without answering, headers)
+Reply = tuple[int, Any, dict[str, str]]
+Respond = Callable[[str, dict[str, Any]], Reply]
+
+
+def chat(*texts: str | None, finish: str = "stop", **message: Any) -> dict[str, Any]:
+    return {
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": t, **message}, "finish_reason": finish}
+            for i, t in enumerate(texts)
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2},
+    }
+
+
+def error(message: Any, **extra: Any) -> dict[str, Any]:
+    return {"error": {"message": message, **extra}}
+
+
+class Server:
+    """A misbehaving OpenAI-compatible server: ``respond(path, body)`` decides each reply;
+    ``requests`` records (path, body) of every request."""
+
+    def __init__(self) -> None:
+        self.respond: Respond = lambda path, body: (200, chat("ok"), {})
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                outer.requests.append((self.path, body))
+                status, payload, headers = outer.respond(self.path, body)
+                if payload is None:  # a crashed worker: the connection closes, no answer
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                data = (json.dumps(payload) if isinstance(payload, dict) else payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json" if isinstance(payload, dict) else
+                                 headers.pop("content-type", "text/plain"))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def params(self, key: str) -> list[Any]:
+        return [body.get(key) for _, body in self.requests]
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.stop()
+
+
+async def no_sleep(_: float) -> None:
+    pass
+
+
+def client(server: Server, path: str = "/v1", **kw: Any) -> OpenAICompatibleLLM:
+    kw.setdefault("max_retries", 2)
+    kw.setdefault("sleep", no_sleep)
+    return OpenAICompatibleLLM(server.root + path, "m", api_key=kw.pop("api_key", "sk-test"), timeout=5, **kw)
+
+
+# --- the failure matrix: the right class, the server named, what to do, bounded requests ----
+
+CONTEXT_LLAMA_CPP = error("the request exceeds the available context size, try increasing it",
+                          type="exceed_context_size_error", code=400)
+CONTEXT_OPENAI = error("This model's maximum context length is 4096 tokens. However, your messages resulted in "
+                       "5012 tokens. Please reduce the length of the messages.", code="context_length_exceeded")
+CONTEXT_VLLM = {"object": "error", "type": "BadRequestError", "code": 400,
+                "message": "'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum context "
+                           "length is 2048 tokens and your request has 1900 input tokens (256 > 2048 - 1900)."}
+NGINX_502 = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+
+MATRIX = [
+    # (id, path, reply, error class, the message says, requests made with max_retries=2)
+    ("context-llama.cpp", "/v1", (400, CONTEXT_LLAMA_CPP, {}), LLMError, "this request: a prompt of", 1),
+    ("context-openai", "/v1", (400, CONTEXT_OPENAI, {}), LLMError, "this request: a prompt of", 1),
+    ("context-vllm", "/v1", (400, CONTEXT_VLLM, {}), LLMError, "this request: a prompt of", 1),
+    ("401", "/v1", (401, error("Incorrect API key provided"), {}), LLMUnavailable, "check the API key", 1),
+    ("403", "/v1", (403, error("forbidden"), {}), LLMUnavailable, "check the API key", 1),
+    ("404-model", "/v1", (404, {"object": "error", "message": "The model `m` does not exist.", "code": 404}, {}),
+     LLMUnavailable, "check the base URL and the model name", 1),
+    ("404-no-v1", "", (404, "404 page not found", {}), LLMUnavailable, "base URL usually ends with /v1", 1),
+    ("429", "/v1", (429, error("Rate limit reached"), {}), LLMUnavailable, "gave up after 3 attempts", 3),
+    ("429-retry-after", "/v1", (429, error("slow down"), {"retry-after": "0"}), LLMUnavailable,
+     "gave up after 3 attempts", 3),
+    ("500", "/v1", (500, error("CUDA out of memory"), {}), LLMUnavailable, "HTTP 500: CUDA out of memory", 3),
+    ("502-html", "/v1", (502, NGINX_502, {"content-type": "text/html"}), LLMUnavailable,
+     "an HTML page: 502 Bad Gateway", 3),
+    ("503", "/v1", (503, "Service Unavailable", {}), LLMUnavailable, "HTTP 503", 3),
+    ("no-answer", "/v1", (200, None, {}), LLMUnavailable, "cannot reach", 3),
+    ("not-json", "/v1", (200, "OK", {}), LLMError, "returned non-JSON ('OK')", 1),
+    ("html-200", "", (200, "<!DOCTYPE html><html><title>Open WebUI</title></html>", {"content-type": "text/html"}),
+     LLMError, "the API root (e.g. .../v1)", 1),
+    ("no-choices", "/v1", (200, {"choices": []}, {}), LLMError, "reply has no choices", 1),
+    ("error-in-200", "/v1", (200, error("model is loading"), {}), LLMError, "model is loading", 1),
+    ("reasoning-out-of-tokens", "/v1", (200, chat(None, finish="length", reasoning_content="Hmm, " * 50), {}),
+     LLMError, "reached max_tokens", 1),
+]
+
+
+@pytest.mark.parametrize("path,reply,cls,says,requests", [m[1:] for m in MATRIX], ids=[m[0] for m in MATRIX])
+async def test_a_failing_server_is_one_named_line_after_bounded_attempts(server, path, reply, cls, says, requests):
+    server.respond = lambda p, b: (reply[0], reply[1], dict(reply[2]))
+    llm = client(server, path)
+    with pytest.raises(cls) as ei:
+        await llm.generate("Who directed Inception?", max_tokens=64)
+    msg = str(ei.value)
+    assert says in msg and msg.startswith("openai:m: ") and "\n" not in msg and "sk-test" not in msg
+    if cls is LLMError:
+        assert not isinstance(ei.value, LLMUnavailable)  # the question's own error: an evaluation goes on
+    assert len(server.requests) == requests
+    await llm.close()
+
+
+async def test_a_transient_429_is_waited_out(server):
+    replies = iter([(429, error("Rate limit reached"), {"retry-after": "1"}), (503, "loading", {}),
+                    (200, chat("Christopher Nolan"), {})])
+    server.respond = lambda p, b: next(replies)
+    waits: list[float] = []
+
+    async def sleep(d: float) -> None:
+        waits.append(d)
+
+    llm = client(server, sleep=sleep, backoff_base=0.25)
+    assert (await llm.generate("Who directed Inception?")).texts == ["Christopher Nolan"]
+    assert waits[0] == 1.0 and 0.125 <= waits[1] <= 0.5  # Retry-After honoured, then backoff
+    await llm.close()
+
+
+async def test_a_reply_cut_at_max_tokens_keeps_its_text(server):
+    server.respond = lambda p, b: (200, chat("ANSWER: Christopher", finish="length"), {})
+    llm = client(server)
+    assert (await llm.generate("q", max_tokens=3)).texts == ["ANSWER: Christopher"]
+    await llm.close()
+
+
+# --- parameters a server refuses: left out, renamed, or asked differently ---------------
+
+
+async def test_a_server_refusing_n_is_asked_for_one_sample_at_a_time(server):
+    """Groq and Anthropic's OpenAI-compatible API answer n > 1 with HTTP 400."""
+    def respond(path: str, body: dict[str, Any]) -> Reply:
+        if body.get("n", 1) != 1:
+            return 400, error("'n' : number must be at most 1", type="invalid_request_error"), {}
+        return 200, chat(f"sample {body['seed']}"), {}
+
+    server.respond = respond
+    llm = client(server)
+    got = await llm.generate("q", n=3, temperature=1.0, seed=7)
+    assert got.texts == ["sample 7", "sample 8", "sample 9"] and llm.supports_n is False
+    assert server.params("n") == [3, None, None, None]
+    await llm.generate("q", n=2, temperature=1.0, seed=1)  # later calls: straight to one sample each
+    assert server.params("n")[4:] == [None, None]
+    await llm.close()
+
+
+async def test_a_request_refused_for_another_reason_is_not_taken_for_n(server):
+    server.respond = lambda p, b: (400, CONTEXT_OPENAI, {})
+    llm = client(server)
+    with pytest.raises(LLMError, match="maximum context length"):
+        await llm.generate("q", n=3, temperature=1.0)
+    assert llm.supports_n is None and len(server.requests) == 2  # with n, then once without
+    await llm.close()
+
+
+MISTRAL_SEED = {"object": "error", "type": "invalid_request_message_error",
+                "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"],
+                                        "msg": "Extra inputs are not permitted", "input": 7}]}}
+
+
+async def test_a_server_refusing_seed_gets_requests_without_it_and_a_warning(server):
+    """Mistral's API has no `seed` (it is `random_seed`) and refuses unknown fields with 422."""
+    server.respond = lambda p, b: (422, MISTRAL_SEED, {}) if "seed" in b else (200, chat("ok"), {})
+    llm = client(server)
+    with pytest.warns(TraversalsWarning, match="refuses the parameter 'seed'.*does not repeat"):
+        assert (await llm.generate("q", temperature=1.0, seed=7)).texts == ["ok"]
+    assert server.params("seed") == [7, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        assert (await llm.generate("q", temperature=1.0, seed=8)).texts == ["ok"]
+    assert server.params("seed") == [7, None, None] and llm.refused_params == {"seed"}
+    await llm.close()
+
+
+async def test_openai_reasoning_models_get_max_completion_tokens_and_no_stop(server):
+    """o1/o3/gpt-5 refuse `max_tokens` (asking for `max_completion_tokens`) and `stop`."""
+    def respond(path: str, body: dict[str, Any]) -> Reply:
+        if "max_tokens" in body:
+            return 400, error("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                              "Use 'max_completion_tokens' instead.", param="max_tokens"), {}
+        if "stop" in body:
+            return 400, error("Unsupported parameter: 'stop' is not supported with this model.", param="stop"), {}
+        return 200, chat("ANSWER: Nolan\nObservation: more"), {}
+
+    server.respond = respond
+    llm = client(server)
+    with pytest.warns(TraversalsWarning, match="'stop'.*applied to the reply instead"):
+        got = await llm.generate("q", max_tokens=64, stop=["\nObservation"])
+    assert got.texts == ["ANSWER: Nolan"]  # the stop applied here
+    assert server.requests[-1][1]["max_completion_tokens"] == 64 and len(server.requests) == 3
+    await llm.generate("q", max_tokens=32, stop=["\n"])
+    assert len(server.requests) == 4 and server.requests[-1][1]["max_completion_tokens"] == 32
+    await llm.close()
+
+
+async def test_a_context_error_naming_max_tokens_changes_no_parameter(server):
+    """vLLM's context-length 400 quotes 'max_tokens' and 'max_completion_tokens': it is the
+    prompt's size, not a parameter the server refuses."""
+    server.respond = lambda p, b: (400, CONTEXT_VLLM, {})
+    llm = client(server)
+    with pytest.raises(LLMError, match="maximum context length"):
+        await llm.generate("q", max_tokens=256)
+    assert len(server.requests) == 1 and llm.refused_params == set()
+    await llm.close()
+
+
+# --- replies with no text -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_a_reply_that_is_all_reasoning_is_an_error_not_an_empty_answer(server, field):
+    """vLLM's reasoning parser with thinking turned off (or a model that never closes
+    </think>) returns content null and the whole reply as reasoning."""
+    server.respond = lambda p, b: (200, chat(None, **{field: "The director is Nolan. ANSWER: Nolan"}), {})
+    llm = client(server)
+    with pytest.raises(LLMError, match=rf"no content, only reasoning \(message.{field}.*reasoning-parser"):
+        await llm.generate("q")
+    await llm.close()
+
+
+async def test_reasoning_beside_the_content_is_left_out(server):
+    server.respond = lambda p, b: (200, chat("Nolan", reasoning="Let me think."), {})
+    llm = client(server)
+    assert (await llm.generate("q")).texts == ["Nolan"]
+    await llm.close()
+
+
+# --- scoring: log-probabilities missing, null, or shaped differently -------------------
+
+ECHO_TOKENS = ["1", ",", " 2", ",", " 3", ",", " 4", ",", " 5", ",", " 6", ",", " 7", ",", " 8", "\n"]
+
+
+def completions(logprobs: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "text": "\n", "logprobs": logprobs, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": len(ECHO_TOKENS) - 1, "completion_tokens": 1}}
+
+
+LOGPROBS = [
+    ("missing", {"choices": [{"index": 0, "text": "\n", "finish_reason": "length"}]}, False),
+    ("null", completions(None), False),
+    ("chat-content-null", completions({"content": None}), False),
+    ("generated-only", completions({"tokens": ["\n"], "token_logprobs": [-0.1]}), False),
+    ("no-top_logprobs", completions({"tokens": ECHO_TOKENS, "token_logprobs": [None] + [-0.01] * 15}), True),
+    ("chat-format", completions({"content": [{"token": t, "logprob": -0.01} for t in ECHO_TOKENS]}), True),
+]
+
+
+@pytest.mark.parametrize("reply,scores", [c[1:] for c in LOGPROBS], ids=[c[0] for c in LOGPROBS])
+async def test_logprobs_of_any_shape_score_or_fall_back_to_sampling(server, reply, scores):
+    server.respond = lambda p, b: (200, reply if p.endswith("/completions") and "prompt" in b else chat("ok"), {})
+    llm = client(server, completion_template="chatml")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert await llm.probe_scoring() is scores
+    assert llm.can_score is scores
+    if not scores:
+        [w] = seen
+        assert issubclass(w.category, TraversalsWarning) and "sampled decoding instead" in str(w.message)
+        assert str(w.message).count("openai:m") == 1  # the name said once, not nested
+        with pytest.raises(ScoringNotSupported):
+            await llm.score("q", ["a"])
+    assert (await llm.generate("q")).texts == ["ok"]  # generation works either way
+    await llm.close()
+
+
+async def test_constrained_decoding_without_a_template_says_which_flag_is_missing(server):
+    llm = client(server)
+    assert "--llm-template" in llm.scoring_reason and "chatml" in llm.scoring_reason
+    with pytest.raises(ScoringNotSupported, match="--llm-template"):
+        await llm.score("q", ["a"])
+    assert server.requests == []
+    await llm.close()
