@@ -123,3 +123,17 @@ def test_remote_kg_options_refuses_a_bad_timeout(tmp_path):
     # Namespaces made before the flag existed keep the back ends' defaults.
     old = argparse.Namespace(no_cache=True, user_agent=None)
     assert remote_kg_options(old, environ={"XDG_CACHE_HOME": str(tmp_path)})["timeout"] is None
+
+
+def test_endpoints_differing_in_path_or_graph_case_are_two_kgs() -> None:
+    """A URL's path and query are case-sensitive (GraphDB's /repositories/Movies and
+    /repositories/movies, ?default-graph-uri=urn:A and urn:a): they were lower-cased before
+    being compared, and the second KG was refused as "the same KG given twice"."""
+    two = open_kgs(["http://h:7200/repositories/Movies", "http://h:7200/repositories/movies"])
+    assert [k.endpoint_url for k in two] == ["http://h:7200/repositories/Movies", "http://h:7200/repositories/movies"]
+    graphs = open_kgs(["http://h/sparql?default-graph-uri=urn:A", "http://h/sparql?default-graph-uri=urn:a"])
+    assert len({k.name for k in graphs}) == 2
+    for twice in (["HTTP://H:7200/repositories/Movies/", "sparql:http://h:7200/repositories/Movies"],
+                  ["http://h/sparql?default-graph-uri=urn:A", "http://H/sparql?default-graph-uri=urn:A"]):
+        with pytest.raises(BadInput, match="the same KG given twice"):
+            open_kgs(twice)

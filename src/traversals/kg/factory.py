@@ -148,12 +148,26 @@ def _identity(spec: str) -> str:
     low = spec.lower()
     if low.startswith("sparql:"):
         spec, low = spec[len("sparql:"):].strip(), low[len("sparql:"):].strip()
-    if low in ("demo", "wikidata") or low.startswith(("http://", "https://")):
-        return low.rstrip("/") if low.startswith("http") else low
+    if low in ("demo", "wikidata"):
+        return low
+    if low.startswith(("http://", "https://")):
+        return _url_identity(spec)
     try:
         return str(Path(spec).expanduser().resolve())
     except (OSError, RuntimeError):
         return spec
+
+
+def _url_identity(url: str) -> str:
+    """An endpoint URL as one KG: scheme and host in lower case (they are
+    case-insensitive), the path without a trailing slash, the query string as given (a
+    path or ``?default-graph-uri=`` differing in case names another repository or graph)."""
+    scheme, rest = url.split("://", 1)
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    host, tail = rest[:cut], rest[cut:]
+    path, query = tail.split("?", 1) if "?" in tail else (tail, None)
+    path = path.rstrip("/")
+    return f"{scheme.lower()}://{host.lower()}{path}" + (f"?{query}" if query is not None else "")
 
 
 def _backend_options(name: str | None, remote: RemoteOptions) -> _BackendOptions:
