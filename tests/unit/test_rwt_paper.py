@@ -70,3 +70,18 @@ async def test_each_search_says_how_it_stopped():
     assert walked.trace["hops"] == 2 and walked.stopped == walked.trace["stopped"] == "max_hops"
     dead = await rwt(HopBeamSearch, kg, max_hops=3).ask("r3 of [Q]?", topic_entities=["Q"])
     assert dead.trace["hops"] == 2 and dead.stopped == "exhausted"
+
+
+async def test_ties_go_to_the_relation_offered_first():
+    # equal priors, equal values: MCTS expands and walks the first offered relation first,
+    # beam keeps the state made first, and the answer is the first of equally valued states
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("A", "r3", "C"), ("B", "r4", "D")])
+    one = await rwt(MonteCarloTreeSearch, kg, guesses="X, B: Y, C: Z]", max_hops=2, simulations=1).ask(
+        "?", topic_entities=["Q"])
+    walked = [n for n in one.trace["nodes"] if n["value"] is not None]
+    assert [n["action"]["relation"]["key"] for n in walked] == ["r1"] and one.text == "A"
+    beam = await rwt(HopBeamSearch, kg, guesses="X, B: Y, C: Z]", max_hops=2, beam_width=1, beam_branch=2).ask(
+        "?", topic_entities=["Q"])
+    second = [n for n in beam.trace["nodes"] if n["depth"] == 2]
+    assert [n["action"]["relation"]["key"] for n in second] == ["r3"]  # from A, the state made first
+    assert beam.text == "A"  # A, B and C valued alike: the shallower, then the first made

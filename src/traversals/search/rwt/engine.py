@@ -1,12 +1,13 @@
 """What RwT's two searches share: linking the question, expanding a state (its relations
 and their priors), evaluating a state (walk the relation, Eq. 4), and the answer.
 
-The answer is the entities of the best-valued state reached (its value ``V̂``; the root,
-the question's own entities, never answers). Algorithm 1 reads the best path out of the
-tree hop by hop until a terminal state; with a value that rates how well a state's
-entities fit the question, the best state is where that path should stop, so we return
-it directly — this also lets a 1-hop question stop after one hop when the search may
-walk three.
+The answer is the entities of the best-valued state reached (its own value ``V̂``, or a
+trained model's value as an answer; the root, the question's own entities, never
+answers). Algorithm 1 reads the tree level by level, ranking paths by their ``Q``, and
+returns the top-1 of the last level; with a value that rates how well a state's entities
+fit the question, the best state is where the path should stop, so we return it directly
+— this also lets a 1-hop question stop after one hop when the search may walk three. Not
+by ``Q``: it averages a state with what was explored below it.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class RwTConfig:
     c_puct: float = 1.25
     lam: float = 0.15  # λ, the critical model's weight in Eq. 4
     max_actions: int = 30  # relations offered per state (the KG interface's most frequent first)
-    beam_width: int = 3  # HBS: B1, states kept per hop
-    beam_branch: int = 3  # HBS: B2, relations tried per state
+    beam_width: int = 3  # HBS: B1, states kept per hop (the paper's Table 6 finds 3 the best trade-off)
+    beam_branch: int = 3  # HBS: B2, relations tried per state (the paper: 5; fewer states valued per hop)
     max_answer_entities: int = 10
     constrained: bool = True  # score relations by log-probability when the LLM can
 

@@ -227,7 +227,8 @@ class Trainer:
             if synonyms:
                 model.meta["synonyms"] = synonyms
             held_trees = []
-            for q in heldout:  # searched with the new model, as inference would
+            for q in heldout:  # searched with the new model (a share epsilon of the relations still at
+                # random, as in training: inference has none), then read by its stop head
                 tree = Tree(q)
                 await self.grow(q, model, random.Random(cfg.seed), tree)
                 held_trees.append(tree)
