@@ -562,3 +562,28 @@ async def test_the_factory_opens_stores_read_only(tmp_path):
     rw = OxigraphKG.open(store_dir)
     assert (await one(rw, "Drama")).label == "Drama"
     await rw.close()
+
+
+def _named_graph_store(directory: Path, *, default_too: bool) -> None:
+    """A store as ``oxigraph load`` leaves an N-Quads file: the triples in named graphs."""
+    store = ox.Store(str(directory))
+    x, knows, y = (ox.NamedNode(f"http://ex.org/{n}") for n in ("x", "knows", "y"))
+    label = ox.NamedNode(iris.RDFS_LABEL)
+    graph = ox.NamedNode("urn:g1")
+    store.extend([ox.Quad(x, label, ox.Literal("Xavier"), graph), ox.Quad(x, knows, y, graph)])
+    if default_too:
+        store.add(ox.Quad(y, label, ox.Literal("Yolanda")))
+    store.flush()
+    del store
+
+
+def test_a_store_with_its_triples_in_named_graphs_is_refused_not_empty(tmp_path, caplog):
+    """It opened as a KG without one entity (the KG reads the default graph): every
+    question found nothing, silently."""
+    _named_graph_store(tmp_path / "quads", default_too=False)
+    with pytest.raises(BadInput, match=r"1 named graph\(s\) and its default graph is empty.*--union-default-graph"):
+        open_kg(str(tmp_path / "quads"))
+    _named_graph_store(tmp_path / "mixed", default_too=True)
+    kg = open_kg(str(tmp_path / "mixed"))
+    assert [e.label for e in kg.search_sync("Yolanda")] == ["Yolanda"]
+    assert "named graph(s) are not read" in caplog.text

@@ -388,6 +388,9 @@ class OxigraphKG:
         written into it. ``read_only=True`` (what :func:`~traversals.kg.factory.open_kg`
         uses) never writes to the directory, takes no lock and may share the store with
         other readers; a store being written by another process must not be opened so.
+        The KG reads the store's default graph: a store whose triples are all in named
+        graphs (``oxigraph load`` of an N-Quads or TriG file) is refused with
+        :class:`BadInput` saying so (``from_file`` merges a file's graphs instead).
         """
         d = Path(directory)
         if not d.is_dir():
@@ -404,6 +407,7 @@ class OxigraphKG:
             store = ox.Store.read_only(str(d)) if read_only else ox.Store(str(d))
         except OSError as exc:
             raise KGUnavailable(f"cannot open the Oxigraph store in {d}: {exc}") from exc
+        _check_default_graph(store, d)
         kg = cls(store, name=name or d.resolve().name, _location=str(d))
         kg._read_only = read_only
         return kg
@@ -905,8 +909,25 @@ def is_store_dir(directory: str | os.PathLike[str]) -> bool:
     return (d / "CURRENT").is_file() and any(d.glob("MANIFEST-*"))
 
 
-def _is_empty(store: ox.Store) -> bool:
-    return next(iter(store.quads_for_pattern(None, None, None)), None) is None
+def _check_default_graph(store: ox.Store, directory: Path) -> None:
+    """:class:`BadInput` for a store whose triples are all in named graphs (``oxigraph
+    load`` of an N-Quads or TriG file keeps their graphs): the KG reads the default graph,
+    so it would open as a KG without a single entity; a warning when only some are."""
+    graphs = sum(1 for _ in store.named_graphs())
+    if not graphs:
+        return
+    if _is_empty(store, ox.DefaultGraph()):
+        raise BadInput(
+            f"{directory}: the store keeps its triples in {graphs} named graph(s) and its default "
+            f"graph is empty, which is the graph a KG reads; give the N-Quads/TriG file itself as "
+            f"--kg (its named graphs are merged), or serve the store with `oxigraph serve "
+            f"--union-default-graph` and give its URL"
+        )
+    log.warning("%s: the triples in %d named graph(s) are not read, only the default graph's", directory, graphs)
+
+
+def _is_empty(store: ox.Store, graph: ox.DefaultGraph | None = None) -> bool:
+    return next(iter(store.quads_for_pattern(None, None, None, graph)), None) is None
 
 
 def _new_store(directory: Path) -> ox.Store:
