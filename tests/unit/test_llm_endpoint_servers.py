@@ -319,3 +319,21 @@ async def test_constrained_decoding_without_a_template_says_which_flag_is_missin
         await llm.score("q", ["a"])
     assert server.requests == []
     await llm.close()
+
+
+async def test_a_probe_refused_by_status_still_falls_back_to_sampling(server):
+    """A gateway may refuse /completions (403) and serve /chat/completions."""
+    server.respond = lambda p, b: (403, error("endpoint not allowed"), {}) if p.endswith("/v1/completions") else \
+        (200, chat("ok"), {})
+    llm = client(server, completion_template="chatml")
+    with pytest.warns(TraversalsWarning, match="HTTP 403: endpoint not allowed"):
+        assert await llm.probe_scoring() is False
+    assert (await llm.generate("q")).texts == ["ok"]
+    await llm.close()
+
+
+def test_a_model_name_written_after_a_space_is_the_model():
+    from traversals.llm.factory import open_llm
+
+    llm = open_llm("openai: qwen2.5:7b ", url="http://127.0.0.1:9/v1")
+    assert llm.model == "qwen2.5:7b" and llm.name == "openai:qwen2.5:7b"

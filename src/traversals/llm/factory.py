@@ -91,6 +91,7 @@ def open_llm(
     if kind == "openai":
         from traversals.llm.openai import OpenAICompatibleLLM
 
+        arg = arg.strip()  # "openai: gpt-4o" would ask the server for the model " gpt-4o"
         if not arg:
             raise BadInput("openai needs a model name: --llm openai:MODEL")
         url = (url or "").strip()  # a value pasted with its newline
