@@ -29,8 +29,9 @@ Generation posts ``{base_url}/chat/completions`` with the prompt as one user mes
   (``reasoning_content``/``reasoning``: the server's reasoning parser took the whole reply
   for thinking); a 400 for a prompt too long for the context names the prompt's size.
 - **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
-  finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM,
-  llama-cpp-python's server) *and* a ``completion_template`` is known to render the chat
+  finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM;
+  llama.cpp's ``llama-server`` refuses ``echo``, llama-cpp-python's server 0.3.x misaligns
+  them and fails the probe) *and* a ``completion_template`` is known to render the chat
   prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
   ``{prompt}``). :meth:`score` then sums the echoed log-probabilities of each option's
   tokens; otherwise it raises :class:`ScoringNotSupported`. Echoed log-probabilities
