@@ -55,6 +55,30 @@ def test_an_endpoint_urls_own_parameters_go_with_every_query() -> None:
         assert len(params["query"]) == 1 and params["query"][0].startswith("SELECT")
 
 
+def test_a_long_url_of_its_own_makes_a_query_go_by_post() -> None:
+    """GET or POST is chosen by the whole query string: a query that fits alone but not
+    beside a long ``default-graph-uri`` would overrun a server's URL limit as a GET."""
+    from traversals.kg.sparql import MAX_GET_QUERY
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return _empty_results(request)
+
+    query = "SELECT * WHERE { ?s ?p ?o } # " + "x" * (MAX_GET_QUERY - 200)
+
+    async def run(endpoint: str) -> None:
+        http = HttpClient(transport=httpx.MockTransport(handler))
+        await SparqlKG(endpoint, http=http).select(query)
+        await http.aclose()
+
+    asyncio.run(run("http://sparql.test/query"))
+    asyncio.run(run("http://sparql.test/query?default-graph-uri=urn%3A" + "g" * 400))
+    assert [r.method for r in seen] == ["GET", "POST"]
+    assert _sent_params(seen[1])["default-graph-uri"] == ["urn:" + "g" * 400]
+
+
 def test_a_query_parameter_in_the_url_is_replaced_not_doubled() -> None:
     seen: list[httpx.Request] = []
 

@@ -53,7 +53,7 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pyoxigraph
 
@@ -381,7 +381,8 @@ class SparqlKG:
                 self.stats.cache_hits += 1
                 return parse_results(body, where)
         headers = {"Accept": SPARQL_JSON}
-        if len(urlencode({"query": query})) <= MAX_GET_QUERY:
+        # the whole query string counts: the endpoint URL's own parameters (a default-graph-uri) go with it
+        if len(urlencode({"query": query})) + len(urlsplit(self.endpoint_url).query) <= MAX_GET_QUERY:
             response = await self.http.get(
                 self.endpoint_url, params={"query": query}, headers=headers, what="SPARQL endpoint"
             )
