@@ -40,4 +40,5 @@ async def test_beam_search_with_the_real_model(SHARED, default_model_path, embed
     assert answer.decoding == "constrained" and answer.usage.llm_calls >= 3  # guesses, priors, a value
     assert "The Gumball Rally" in answer.text
     assert {e.relation.id for e in answer.supporting_edges} == {"directed_by"}
+    assert answer.trace["hops"] == 1 and answer.stopped == "max_hops"  # one hop walked, as many as allowed
     assert "The Gumball Rally" in embedded and len(embedded) > 1  # the reached film beside the LLM's guesses
