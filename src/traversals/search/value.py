@@ -40,10 +40,13 @@ def confirmed_by_kg(node: Node) -> bool:
     return any(path[-1].target not in root for path in answer_paths(node))
 
 
-_NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\d.])")
+#: a rating in [0, 1]: "0.8", "1.0", ".7", "1" — not part of a longer number ("10", "0.8.1",
+#: "1.05"), but a full stop after it ends a sentence: "should be 0.8." reads 0.8
+_NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?!\d|\.\d)")
 
 
 def parse_rating(text: str, *, last: bool = False) -> float | None:
+    """The first (``last``: the last) rating in ``text``, None when there is none."""
     found = _NUMBER.findall(text)
     if not found:
         return None
