@@ -1,8 +1,15 @@
 """Tree-of-Traversals against the paper (Algorithm 1, Appendix B.1, F.4/F.5): regressions
 found in a review of the search against the paper's method."""
 
+from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.machine import Machine, Node, State
+from traversals.search.policy import Policy
+from traversals.search.subgraph import Subgraph
 from traversals.search.value import parse_rating
 
+from .kgdouble import dylan_kg
 from .test_search import scripted, solver
 
 
@@ -17,3 +24,16 @@ def test_a_rating_that_ends_a_sentence_is_read():
 async def test_an_answer_rated_with_a_full_stop_after_its_score_ends_the_search():
     answer = await solver(scripted(answer_value="0.9."), k=1).ask("Who is Bob Dylan's maternal grandmother?")
     assert answer.text == "Florence Stone" and answer.value == 0.9 and answer.stopped == "threshold"
+
+
+async def test_oversampling_counts_one_entity_set_written_in_two_orders_once():
+    # App. B.1: sample 2k, keep the first k *unique* actions. "Q62519478, Q392" selects
+    # what "Q392, Q62519478" selected: it is a duplicate, and the next distinct one is kept
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan, beatrice = kg.entities["Q392"], kg.entities["Q62519478"]
+    node = Node(id=0, state=State.SELECTING_ENTITIES, subgraph=Subgraph().with_entities([dylan, beatrice]))
+    llm = ScriptedLLM(rules=[("entities to expand:", ["Q392, Q62519478", "Q62519478, Q392", "Q392", "Q392"])])
+    proposal = await Policy(llm, machine, constrained=False).propose("q", node, 2, Usage())
+    assert [a.entities for a in proposal.actions] == [(dylan, beatrice), (dylan,)]
+    assert [c.n for c in llm.generate_calls] == [4]

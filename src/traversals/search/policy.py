@@ -20,12 +20,22 @@ import asyncio
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
 from .choices import calibrated_probs, geometric_mean, option_probs, pick
-from .machine import Action, ActionType, Machine, Node, State, allowed_default_actions, last_thought, repeats_thought
+from .machine import (
+    Action,
+    ActionType,
+    Machine,
+    Node,
+    State,
+    allowed_default_actions,
+    entity_key,
+    last_thought,
+    repeats_thought,
+)
 from .provenance import answerable_facts, reached_groups
 from .subgraph import MAX_SHOWN, Fact, shown
 from .templates import render
@@ -228,6 +238,13 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     ]
     named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
     return named[0] if len(named) == 1 else answer
+
+
+def choice_key(action: Action) -> tuple:
+    """What makes two sampled actions the same choice (diversity oversampling keeps the
+    first k unique ones, App. B.1): a selection of entities is a set — "Q1, Q2" and
+    "Q2, Q1" select the same entities and would expand alike."""
+    return (replace(action, entities=()), frozenset(entity_key(e) for e in action.entities))
 
 
 class Policy:
@@ -564,7 +581,7 @@ class Policy:
                 a = await self._free_text(prompt, node, kind, usage, temperature=temperature)
             if a.type is ActionType.INVALID:
                 invalid.append(a)
-            elif a not in actions:
+            elif all(choice_key(a) != choice_key(b) for b in actions):
                 actions.append(a)
             if len(actions) == k:
                 break
