@@ -775,3 +775,18 @@ async def test_a_hubs_edges_fall_back_to_the_servers_rows_when_the_ordered_choic
     labels = [e.object.label.casefold() for e in got.edges]
     assert labels == sorted(labels)
     assert elapsed < 5, elapsed
+
+
+def test_kg_browse_commands_against_the_real_server(oxigraph, capsys) -> None:
+    """``traversals kg relations | edges`` by label (no IRI: a label then) on a real
+    endpoint, a label full of SPARQL syntax included."""
+    from traversals.cli import main
+
+    assert main(["kg", "relations", "Charles Bail", "--kg", oxigraph.url, "--no-cache"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("2 relation(s)") and {line.split()[0] for line in out[1:]} == {"~directed_by", "~written_by"}
+    assert main(["kg", "edges", "Charles Bail", "~directed_by", "--kg", oxigraph.url, "--no-cache", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert sorted(e["label"] for e in got["entities"]) == ["Cleopatra Jones and the Casino of Gold", "The Gumball Rally"]
+    assert main(["kg", "relations", HOSTILE_NAME, "--kg", oxigraph.url, "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split() == ["has_genre", "has", "genre"]

@@ -8,6 +8,11 @@
     relation, ready for ``oxigraph load`` or any SPARQL server
     (:func:`traversals.kg.formats.write_ntriples`).
 
+``traversals kg search TEXT``, ``kg relations ENTITY``, ``kg edges ENTITY RELATION`` (each with ``--kg SPEC``)
+    Browse a KG as the search sees it (:mod:`traversals.search.browse`): the entities a
+    mention links to, an entity's relations with their keys, the edges along one. ENTITY is
+    an id, or a label that names one entity. ``--json`` prints the JSON the MCP tools return.
+
 Extending: write ``_add_<name>(kg_sub)`` that adds a parser to the ``kg``
 sub-parsers and sets ``func`` (a callable taking the parsed args and returning an exit
 code), then append it to :data:`KG_SUBCOMMANDS`. The CLI calls
@@ -17,6 +22,8 @@ code), then append it to :data:`KG_SUBCOMMANDS`. The CLI calls
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 from typing import Callable
 
 from . import formats
@@ -61,13 +68,108 @@ def _add_convert(kg_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_convert)
 
 
+def _browse_flags(p: argparse.ArgumentParser) -> None:
+    from ..options import add_kg_flags
+    from .factory import SPEC_HELP
+
+    p.add_argument("--kg", action="append", metavar="SPEC", help=f"{SPEC_HELP}; repeatable (default: demo)")
+    add_kg_flags(p)
+    p.add_argument("--json", action="store_true", help="print the JSON object (what the MCP tools return)")
+
+
+def _browse(args: argparse.Namespace) -> int:
+    return asyncio.run(_browse_async(args))
+
+
+async def _browse_async(args: argparse.Namespace) -> int:
+    from ..options import remote_kg_options
+    from ..search import browse
+    from ..search.kgset import KGSet
+    from .factory import open_kgs
+
+    kgset = KGSet(open_kgs(list(args.kg or ["demo"]), **remote_kg_options(args)))
+    try:
+        if args.kg_command == "search":
+            got = await browse.find(kgset, args.text, limit=args.limit)
+            lines = [_entity_line(e) for e in got["entities"]] or [f"no entity's label matches {args.text!r}"]
+        else:
+            entity = await _resolve(kgset, args.entity, args.in_kg)
+            if args.kg_command == "relations":
+                got = await browse.relations(kgset, entity)
+                width = max((len(r["key"]) for r in got["relations"]), default=0)
+                lines = [f"{entity.label}  {entity.id}  ({entity.kg}): {len(got['relations'])} relation(s)"]
+                lines += [f"  {r['key']:<{width}}  {r['label']}" for r in got["relations"]]
+                lines += [f"  ... and {got['omitted']} more (the search lists the most frequent)"] * bool(got["omitted"])
+            else:
+                got = await browse.edges(kgset, entity, args.relation)
+                lines = [f"{entity.label} --{args.relation}--> {len(got['entities'])} entit{'y' if len(got['entities']) == 1 else 'ies'}"]
+                lines += ["  " + _entity_line(e) for e in got["entities"]]
+                lines += [f"  ... and {got['omitted']} more edge(s) the search does not see"] * bool(got["omitted"])
+    finally:
+        await kgset.close()
+    print(json.dumps(got, ensure_ascii=False, indent=1) if args.json else "\n".join(lines))
+    return 0
+
+
+def _entity_line(e: dict) -> str:
+    desc = f" - {e['description']}" if e.get("description") else ""
+    return f"{e['label']}{desc}  {e['id']}  ({e['kg']})"
+
+
+async def _resolve(kgset, text: str, kg: str | None):
+    """The entity ``text`` names: an id the KG has relations for, else the one entity whose
+    label it is (case and spacing aside); several or none is a :class:`BadInput` listing them."""
+    from ..errors import BadInput
+    from ..llm.base import Usage
+    from ..search import browse
+    from ..search.machine import normalise_label
+
+    entity = browse.entity_ref(kgset, text, kg)
+    try:
+        if (await kgset.get_relations([entity], Usage())).items:
+            return entity
+    except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
+        pass
+    found = await kgset.search(text, Usage(), limit=20)
+    exact = [e for e in found if normalise_label(e.label) == normalise_label(text) and (kg is None or e.kg == kg)]
+    if len(exact) == 1:
+        return exact[0]
+    if exact:
+        listed = "; ".join(f"{e.id} ({e.kg})" for e in exact[:10])
+        raise BadInput(f"{len(exact)} entities are labelled {text!r}: give one's id ({listed})")
+    hint = f"; near: {', '.join(e.label for e in found[:5])}" if found else ""
+    raise BadInput(f"no entity has the id or the label {text!r}, or it has no relation{hint} "
+                   "(traversals kg search TEXT lists candidates)")
+
+
+def _add_browse(kg_sub: argparse._SubParsersAction) -> None:
+    search = kg_sub.add_parser("search", help="the entities a mention links to, as the search finds them",
+                               description="Entities whose label matches TEXT (exact, then case-insensitive, then "
+                               "partial), in every KG: what a [bracketed] mention of a question links to.")
+    search.add_argument("text", metavar="TEXT")
+    search.add_argument("--limit", type=int, default=5, metavar="N", help="at most N entities (default 5, up to 50)")
+    relations = kg_sub.add_parser("relations", help="an entity's relations and their keys, as the search lists them",
+                                  description="The relations of ENTITY in both directions, the most frequent first, "
+                                  "each with the key `kg edges` takes (~KEY walks a relation backwards).")
+    edges = kg_sub.add_parser("edges", help="the edges along one relation of an entity, as the search sees them",
+                              description="The entities ENTITY reaches along RELATION (a key `kg relations` printed), "
+                              "cut where the search cuts them.")
+    for p in (relations, edges):
+        p.add_argument("entity", metavar="ENTITY", help="an entity id, or a label that names one entity")
+        p.add_argument("--in-kg", default=None, metavar="NAME", help="with several --kg: the KG the entity is in")
+    edges.add_argument("relation", metavar="RELATION", help="a relation key from `traversals kg relations`")
+    for p in (search, relations, edges):
+        _browse_flags(p)
+        p.set_defaults(func=_browse)
+
+
 #: Functions that each add one ``kg`` sub-command; append to extend.
-KG_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_convert]
+KG_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_convert, _add_browse]
 
 
 def add_kg_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``kg`` and its sub-commands to the top-level sub-parsers."""
-    kg = subparsers.add_parser("kg", help="knowledge-graph tools (convert ...)")
+    kg = subparsers.add_parser("kg", help="knowledge-graph tools: convert a triple file; search, relations, edges")
     kg_sub = kg.add_subparsers(dest="kg_command", metavar="COMMAND", required=True)
     for add in KG_SUBCOMMANDS:
         add(kg_sub)

@@ -1,0 +1,71 @@
+"""``traversals kg search | relations | edges``: a KG browsed as the search sees it, on the
+embedded store (a Turtle file with hostile labels) and the built-in demo KG."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from traversals.cli import main
+
+TTL = """@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:inception rdfs:label "Inception" ; ex:directedBy ex:nolan .
+ex:nolan rdfs:label "Christopher \\"Chris\\" Nolan" .
+ex:heat rdfs:label "Heat" ; ex:directedBy ex:mann .
+ex:heat2 rdfs:label "heat" .
+ex:mann rdfs:label "Michael Mann" .
+ex:directedBy rdfs:label "directed by" .
+"""
+
+
+@pytest.fixture
+def kg(tmp_path):
+    path = tmp_path / "films.ttl"
+    path.write_text(TTL)
+    return str(path)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_search_relations_and_edges_by_label_then_by_id(kg, capsys):
+    code, out, _ = run(capsys, "kg", "search", 'Christopher "Chris" Nolan', "--kg", kg)
+    assert code == 0 and out.splitlines()[0] == 'Christopher "Chris" Nolan  http://example.org/nolan  (films)'
+    code, out, _ = run(capsys, "kg", "relations", "Inception", "--kg", kg)
+    assert code == 0 and out.splitlines() == [
+        "Inception  http://example.org/inception  (films): 1 relation(s)",
+        "  directedBy  directed by",  # the key the search offers the LLM: the IRI's local name
+    ]
+    key = json.loads(run(capsys, "kg", "relations", "Inception", "--kg", kg, "--json")[1])["relations"][0]["key"]
+    assert key == "directedBy"
+    code, out, _ = run(capsys, "kg", "edges", "http://example.org/inception", key, "--kg", kg)
+    assert code == 0 and out.splitlines()[1].startswith('  Christopher "Chris" Nolan  http://example.org/nolan')
+    # backwards, by the inverse key, from the director to his film
+    back = json.loads(run(capsys, "kg", "relations", "http://example.org/nolan", "--kg", kg, "--json")[1])
+    assert [r["key"] for r in back["relations"]] == [f"~{key}"]
+    got = json.loads(run(capsys, "kg", "edges", "http://example.org/nolan", f"~{key}", "--kg", kg, "--json")[1])
+    assert [e["label"] for e in got["entities"]] == ["Inception"] and got["omitted"] == 0
+
+
+def test_an_ambiguous_or_unknown_entity_and_an_unknown_relation_are_one_line(kg, capsys):
+    code, _, err = run(capsys, "kg", "relations", "HEAT", "--kg", kg)
+    assert code == 2 and "2 entities are labelled 'HEAT': give one's id" in err and "http://example.org/heat2" in err
+    code, _, err = run(capsys, "kg", "relations", "Incepton", "--kg", kg)
+    assert code == 2 and "no entity has the id or the label 'Incepton'" in err
+    code, _, err = run(capsys, "kg", "edges", "Inception", "P25", "--kg", kg)
+    assert code == 2 and "has no relation 'P25'; list its relations for their keys" in err
+    assert err.count("\n") == 1
+
+
+def test_the_demo_kg_by_default_and_the_json_of_the_mcp_tools(capsys):
+    code, out, _ = run(capsys, "kg", "edges", "Bob Dylan", "P25", "--json")
+    got = json.loads(out)
+    assert code == 0 and [e["label"] for e in got["entities"]] == ["Beatrice Stone"]
+    assert got["edges"][0]["relation"] == {"id": "P25", "label": "mother"}
+    code, out, _ = run(capsys, "kg", "search", "nobody at all", "--kg", "demo")
+    assert code == 0 and out.strip() == "no entity's label matches 'nobody at all'"
