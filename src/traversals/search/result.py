@@ -32,9 +32,11 @@ class Answer:
     #: the KG entities the question was linked to (None: the strategy opens no KG, as cot);
     #: an empty list means the search started from nothing the KG knows
     linked_entities: list[Entity] | None = None
-    #: why the search stopped, for strategies that stop on a value threshold (tree, chain):
-    #: "threshold" (an answer was rated over τ), "max_expansions" or "frontier_empty" (no
-    #: answer was: the one returned is the best-rated of those below τ); None: not said
+    #: why the search stopped. tree, chain: "threshold" (an answer was rated over τ),
+    #: "max_expansions" or "frontier_empty" (no answer was: the one returned is the
+    #: best-rated of those below τ); mcts: "simulations" (all used) or "exhausted" (nothing
+    #: left to explore); beam: "max_hops" or "exhausted" (RwT has no threshold: it answers
+    #: its best-valued state); None: not said (cot)
     stopped: str | None = None
     #: the whole search tree: {"question", "answer", "nodes": [{id, parent, depth, state,
     #: action, value, ...}]}
