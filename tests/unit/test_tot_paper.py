@@ -37,3 +37,17 @@ async def test_oversampling_counts_one_entity_set_written_in_two_orders_once():
     proposal = await Policy(llm, machine, constrained=False).propose("q", node, 2, Usage())
     assert [a.entities for a in proposal.actions] == [(dylan, beatrice), (dylan,)]
     assert [c.n for c in llm.generate_calls] == [4]
+
+
+async def test_an_invalid_forced_answer_is_retried_with_sampling_not_greedily_again():
+    # past max depth the only action is ANSWER; the greedy reply names another action
+    # (an invalid node), and its retry samples, as every invalid node's retry does —
+    # greedily it would write the same reply and the search would end with no answer
+    def forced(prompt, prefix, n, t):
+        return " Florence Stone" if t > 0 else " THINK: I should look further"
+
+    llm = scripted(default="THINK: the mother's mother", extra=[("The search is over", forced)])
+    answer = await solver(llm, k=1, max_depth=1).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone"
+    assert [c.temperature for c in llm.generate_calls if "The search is over" in c.prompt] == [0.0, 1.0]
+    assert [n["invalid"] for n in answer.trace["nodes"] if n["depth"] == 2] == [True]

@@ -301,7 +301,9 @@ class Policy:
         if force_answer or self.machine.must_answer(node):
             if self.constrained:
                 return Proposal(await self._grounded_answers(query, prompt, node, usage, forced=True))
-            return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=0.0)])
+            # one greedy answer; the retry of an invalid one samples (greedy, it would repeat it)
+            forced = self.diverse_temperature if node.invalid else 0.0
+            return Proposal([await self._free_text(prompt, node, ActionType.ANSWER, usage, temperature=forced)])
         if self.constrained:
             return await self._constrained(query, prompt, node, k, usage, temperature)
         return await self._sampled(prompt, node, k, usage, temperature)
