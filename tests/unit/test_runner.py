@@ -690,7 +690,11 @@ def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path,
             "--no-progress", "--value-model", str(model)]
     assert main(args) == 0
     assert isinstance(seen[0], ValueModel) and seen[0].weights == {"stop|bias": 0.5}  # read once, passed on
-    assert len(json.loads((out / "run.json").read_text())["value_model_sha256"]) == 64
+    import hashlib
+
+    # the hash of the bytes the run read, not of a second read of the file
+    assert json.loads((out / "run.json").read_text())["value_model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert seen[0].sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
     ValueModel({"stop|bias": 0.7}).save(model)  # retrained in place
     capsys.readouterr()
     assert main([*args[:5], "2", *args[6:], "--resume"]) == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import hashlib
 import os
 import shlex
 import sys
@@ -160,8 +159,8 @@ async def _eval(args: argparse.Namespace) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
-    if search.value_model:
-        config["value_model_sha256"] = hashlib.sha256(Path(search.value_model).read_bytes()).hexdigest()
+    if value_model is not None:  # the bytes the run uses, read once
+        config["value_model_sha256"] = value_model.sha256
     for key in unread_settings(strategy):  # the strategy's defaults, never used: not recorded as if used
         config.pop(key, None)
     rwt = strategy in ("mcts", "beam")

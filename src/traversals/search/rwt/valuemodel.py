@@ -43,6 +43,7 @@ films") taught to mean the entity did it. New models are version 7 (:data:`FEATU
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -280,6 +281,9 @@ class ValueModel:
     meta: dict = field(default_factory=dict)
     #: where the model was read from (:meth:`load`), for messages
     source: str = field(default="", compare=False)
+    #: SHA-256 of the file's bytes as :meth:`load` read them ("" when not read from a file):
+    #: what a run records, so a model retrained in place is told apart
+    sha256: str = field(default="", compare=False)
     #: check the relations rated against the model's (:meth:`_check_schema`); off while
     #: training, once settled, or once a KG's own list settled it (:meth:`check_kg`)
     check_schema: bool = field(default=True, compare=False)
@@ -389,14 +393,16 @@ class ValueModel:
     def load(cls, path: str | Path) -> "ValueModel":
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
+            raw = p.read_bytes()
+            data = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             raise BadInput(f"value model {p} not found (train one with `traversals train-value`)") from None
         except (OSError, ValueError) as e:
             raise BadInput(f"value model {p} is not readable JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BadInput(_not_a_model(p, data.get("format") if isinstance(data, dict) else None))
-        model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p), source=str(p))
+        model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p), source=str(p),
+                    sha256=hashlib.sha256(raw).hexdigest())
         if model.version > FEATURES:
             raise BadInput(f"value model {p} uses feature set {model.version}; this traversals reads up to "
                            f"{FEATURES} (upgrade traversals, or train the model again)")
