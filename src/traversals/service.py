@@ -73,6 +73,9 @@ OVERRIDES: dict[str, tuple[type, ...]] = {
     "seed": (int,),
     "simulations": (int,),
 }
+#: seconds shutdown waits, once the server has cancelled what still ran, for those requests
+#: to send their 503 and stop their searches, before the LLM and KGs are closed
+SHUTDOWN_DRAIN_SECONDS = 5.0
 REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", "stream", *OVERRIDES}
 
 
@@ -245,6 +248,7 @@ def create_app(
     try:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
+        from starlette.middleware import Middleware
         from starlette.requests import Request
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
@@ -323,6 +327,8 @@ def create_app(
         except asyncio.CancelledError:  # uvicorn cancels what still runs when --shutdown-timeout is over
             return error(ShuttingDown("the server is shutting down; the search was stopped before its answer"))
 
+    in_flight = _InFlight()
+
     @asynccontextmanager
     async def lifespan(app):
         if prepare is not None:
@@ -330,6 +336,10 @@ def create_app(
         try:
             yield
         finally:
+            # uvicorn cancels the requests still running when --shutdown-timeout is over, then
+            # shuts down at once: let them send their 503 before the process exits, and stop
+            # their searches before the LLM and KGs close under them
+            await in_flight.drained(SHUTDOWN_DRAIN_SECONDS)
             if close_on_shutdown:
                 await close_all(llm, kgs, embedder)
 
@@ -339,9 +349,84 @@ def create_app(
             Route("/v1/info", info, methods=["GET"]),
             Route("/v1/ask", ask, methods=["POST"]),
         ],
+        middleware=[Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+
+
+class _InFlight:
+    """How many HTTP requests are being answered (their response sent in full or not)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle: asyncio.Event | None = None
+
+    def enter(self) -> None:
+        self.count += 1
+        if self._idle is not None:
+            self._idle.clear()
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for no request in flight; whether none is."""
+        if self.count == 0:
+            return True
+        self._idle = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            logging.getLogger("traversals.service").warning(
+                "%d request(s) still in flight after %g s of shutdown; closing anyway", self.count, timeout)
+        return self.count == 0
+
+
+class _CountInFlight:
+    """ASGI middleware: counts each HTTP request in ``in_flight`` until its response is done,
+    and ends a stream the server cancelled (shutting down) with an ``error`` event, as a JSON
+    reply cancelled so gets its 503, instead of an exception and a cut-off stream."""
+
+    def __init__(self, app: Any, *, in_flight: _InFlight) -> None:
+        self.app = app
+        self.in_flight = in_flight
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        stream = {"open": False}
+
+        async def watch(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                stream["open"] = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                                     for k, v in message.get("headers", []))
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                stream["open"] = False
+            await send(message)
+
+        self.in_flight.enter()
+        try:
+            await self.app(scope, receive, watch)
+        except asyncio.CancelledError:
+            if not stream["open"]:
+                raise
+            await _end_stream(send)
+        finally:
+            self.in_flight.leave()
+
+
+async def _end_stream(send: Any) -> None:
+    """The last event of a stream stopped by the server shutting down."""
+    exc = ShuttingDown("the server is shutting down; the search was stopped before its answer")
+    event = _sse("error", {**_error_body(exc), "status": status_for(exc)})
+    try:
+        await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
+    except Exception:  # the connection is gone already: nobody to tell  # noqa: BLE001
+        logging.getLogger("traversals.service").info("a stream stopped by the shutdown could not be told so")
 
 
 async def _answer_within(request: Any, work: Awaitable[Any], *, timeout: float | None, poll: float) -> Any:

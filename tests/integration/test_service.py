@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -150,3 +151,78 @@ async def test_a_client_that_hangs_up_cancels_its_search(caplog):
     finally:
         server.should_exit = True
         await serving
+
+
+#: a server (uvicorn.run, as `traversals serve` runs it) whose searches never end on their own
+_SLOW_SERVER = """
+import asyncio, sys
+import uvicorn
+from traversals.llm.scripted import ScriptedLLM
+from traversals.service import ServiceLimits, create_app
+
+class NoKG:
+    name = "kb"
+    async def close(self):
+        pass
+
+class SlowSolver:
+    name = "tree"
+    async def ask(self, question, *, topic_entities=None):
+        print("searching", flush=True)
+        await asyncio.sleep(60)
+
+app = create_app(ScriptedLLM([]), [NoKG()], solver_factory=lambda *a, **kw: SlowSolver(),
+                 limits=ServiceLimits(max_queue=4, retry_after=3))
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", timeout_graceful_shutdown=0.5)
+"""
+
+
+@pytest.mark.server
+@pytest.mark.timeout(60)
+def test_questions_in_flight_when_the_server_stops_get_a_503_not_a_dropped_connection(tmp_path):
+    """SIGTERM with one question searching and one waiting: once --shutdown-timeout is over
+    both get 503 ShuttingDown (as docs/service.md says), before the process exits."""
+    script = tmp_path / "slow_server.py"
+    script.write_text(_SLOW_SERVER)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+
+        async def read_stream(c: httpx.AsyncClient) -> tuple[int, str]:
+            async with c.stream("POST", base + "/v1/ask", json={"question": "s", "stream": True}) as r:
+                return r.status_code, (await r.aread()).decode()
+
+        async def ask_then_stop() -> tuple[list, Any]:
+            async with httpx.AsyncClient(timeout=20) as c:
+                asks = [asyncio.create_task(c.post(base + "/v1/ask", json={"question": q})) for q in ("a", "b")]
+                streamed = asyncio.create_task(read_stream(c))
+                await asyncio.sleep(0.5)
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.gather(*asks, return_exceptions=True), await streamed
+
+        replies, (stream_status, stream_text) = asyncio.run(ask_then_stop())
+        output = proc.stdout.read().decode()
+        proc.wait(20)  # uvicorn re-raises the SIGTERM once it has shut down: -15
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    for r in replies:
+        assert isinstance(r, httpx.Response), f"no reply: {r!r}; server output: {output}"
+        assert r.status_code == 503 and r.headers["retry-after"] == "3"
+        assert r.json()["error"]["type"] == "ShuttingDown"
+    # the stream had started (200): it ends with the error event, not cut off
+    assert stream_status == 200
+    last = stream_text.strip().split("\n\n")[-1]
+    assert last.startswith("event: error\n")
+    assert json.loads(last.split("data: ", 1)[1]) == {
+        "type": "ShuttingDown", "message": "the server is shutting down; the search was stopped before its answer",
+        "status": 503}
+    assert "Traceback" not in output and "Exception in ASGI application" not in output

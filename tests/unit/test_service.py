@@ -463,3 +463,35 @@ async def test_a_client_gone_while_sending_its_body_is_a_499_in_the_log_not_an_e
     assert sent[0]["status"] == 499
     assert "the client disconnected while sending its request (499)" in caplog.text
     assert "unexpected error" not in caplog.text
+
+
+async def test_shutdown_lets_a_cancelled_question_send_its_503_before_the_llm_closes():
+    """uvicorn cancels the questions still running when its shutdown timeout is over and
+    goes straight on to the lifespan's shutdown, then exits: the shutdown waits for them."""
+    started, order = asyncio.Event(), []
+    llm = ScriptedLLM([])
+
+    async def close():
+        order.append("llm closed")
+
+    llm.close = close
+    app = create_app(llm, [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started))
+    delivered = False
+
+    async def receive():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": b'{"question": "slow"}', "more_body": False}
+        await asyncio.Event().wait()
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            order.append(message["status"])
+
+    async with app.router.lifespan_context(app):
+        task = asyncio.create_task(app(ASK_SCOPE, receive, send))
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+    assert order == [503, "llm closed"]
+    await task
