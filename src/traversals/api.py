@@ -73,6 +73,12 @@ class SearchConfig:
     #: value. None: k and at least 3 with a value model, 1 with the LLM value
     answers: int | None = None
     simulations: int = 16  # mcts: simulations per question
+    #: mcts/beam: the most hops a path walks (T)
+    max_hops: int = 3
+    #: beam: states kept per hop (B1) and relations tried from each (B2); the paper's Table 6
+    #: sweeps B1 = 1..5 with B2 = 5
+    beam_width: int = 3
+    beam_branch: int = 3
     #: mcts/beam: the critical model's sentence embeddings (:func:`~traversals.embed.open_embedder`:
     #: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical";
     #: "openai:MODEL", an embeddings endpoint, whose URL and key are not part of the config:
@@ -122,7 +128,8 @@ def build_solver(
     if not 0.0 <= cfg.threshold < math.inf:  # over 1: no answer stops the search early (allowed)
         raise BadInput(f"--threshold is a value of 0 or more (in [0, 1] to stop at an answer), got {cfg.threshold}")
     for flag, n in (("--max-depth", cfg.max_depth), ("--max-expansions", cfg.max_expansions),
-                    ("--simulations", cfg.simulations)):
+                    ("--simulations", cfg.simulations), ("--max-hops", cfg.max_hops),
+                    ("--beam-width", cfg.beam_width), ("--beam-branch", cfg.beam_branch)):
         if n < 1:
             raise BadInput(f"{flag} must be at least 1, got {n}")
     if cfg.kg_timeout is not None and not cfg.kg_timeout > 0:
@@ -139,8 +146,9 @@ def build_solver(
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
         rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
-        return cls(llm, kgset, RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations),
-                   rollout=rollout, critical=critical, on_event=on_event)
+        rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=cfg.max_hops,
+                            beam_width=cfg.beam_width, beam_branch=cfg.beam_branch)
+        return cls(llm, kgset, rwt_cfg, rollout=rollout, critical=critical, on_event=on_event)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")

@@ -26,8 +26,8 @@ from .kg.factory import SPEC_HELP
 from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags, remote_kg_options,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags, remote_kg_options,
 )
 from .validate import unicode_text
 
@@ -51,6 +51,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.8, metavar="X",
                    help="stop when an answer's value exceeds this (τ; default 0.8, the paper's)")
     p.add_argument("--simulations", type=int, default=16, metavar="N", help="mcts: simulations per question (default 16)")
+    add_rwt_flags(p, defaults=True)
     add_tree_flags(p)
     add_decoding_flag(p)
     add_value_flags(p)
@@ -87,6 +88,9 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         value_reasoning=args.value_reasoning,
         seed=args.seed,
         simulations=args.simulations,
+        max_hops=args.max_hops,
+        beam_width=args.beam_width,
+        beam_branch=args.beam_branch,
         value_model=args.value_model,
         screen_dead_ends=args.screen_dead_ends,
         prior_weight=args.prior_weight,

@@ -71,6 +71,20 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """RwT's search sizes (``ask``/``serve``/``mcp`` show the defaults; ``eval`` leaves them
+    unset, so :class:`~traversals.api.SearchConfig` fills them and run.json records them)."""
+    from .api import SearchConfig
+
+    d = SearchConfig()
+    p.add_argument("--max-hops", type=int, default=d.max_hops if defaults else None, metavar="N",
+                   help=f"mcts/beam: the most hops a path walks (T; default {d.max_hops})")
+    p.add_argument("--beam-width", type=int, default=d.beam_width if defaults else None, metavar="N",
+                   help=f"beam: states kept per hop (B1; default {d.beam_width})")
+    p.add_argument("--beam-branch", type=int, default=d.beam_branch if defaults else None, metavar="N",
+                   help=f"beam: relations tried from each state (B2; default {d.beam_branch}; the paper's Table 6 uses 5)")
+
+
 TREE_SEARCH = ("tree", "chain")  # Tree-of-Traversals, and its k = 1 Chain-of-Traversals
 RWT = ("mcts", "beam")  # Reasoning with Trees
 
@@ -87,7 +101,11 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--max-expansions": TREE_SEARCH,
     "--threshold": TREE_SEARCH,
     "--seed": TREE_SEARCH,  # TreeConfig.seed, the policy's RNG (RwT decodes greedily); eval's is not --sample-seed
-    "--simulations": ("mcts",),  # beam walks hop by hop, B1 = B2 = 3
+    "--simulations": ("mcts",),  # beam walks hop by hop
+    # add_rwt_flags
+    "--max-hops": RWT,
+    "--beam-width": ("beam",),
+    "--beam-branch": ("beam",),
     # add_tree_flags
     "--screen-dead-ends": TREE_SEARCH,
     "--prior-weight": TREE_SEARCH,
@@ -115,8 +133,8 @@ STRATEGY_NATURE = {
     "tree": "tree searches by its own expansions, without RwT's simulations or critical model",
     "chain": "chain searches by its own expansions, without RwT's simulations or critical model",
     "cot": "cot asks the LLM alone: no KG, no search, nothing rated",
-    "mcts": "mcts walks relations by the LLM's prior, up to 3 hops, for --simulations rounds",
-    "beam": "beam walks relations by the LLM's prior, 3 hops of 3 states and 3 relations each",
+    "mcts": "mcts walks relations by the LLM's prior, up to --max-hops hops, for --simulations rounds",
+    "beam": "beam walks relations by the LLM's prior, --max-hops hops of --beam-width states and --beam-branch relations each",
 }
 
 

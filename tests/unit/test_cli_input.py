@@ -115,6 +115,9 @@ def run(command: list[str], strategy: str, flags: list[str], capsys) -> str:
     ("tree", ["--simulations", "64"], "mcts"),
     ("tree", ["--embedder-url", "http://127.0.0.1:9/v1"], "mcts/beam"),
     ("chain", ["--embedder", "lexical"], "mcts/beam"),
+    ("tree", ["--max-hops", "2"], "mcts/beam"),
+    ("mcts", ["--beam-width", "5"], "beam"),
+    ("chain", ["--beam-branch", "5"], "beam"),
 ])
 def test_a_flag_the_strategy_does_not_read_is_refused_before_anything_runs(command, strategy, flags, readers, capsys):
     """Ignored, it would change nothing while eval's run.json records it as used."""
@@ -137,7 +140,8 @@ def test_a_seed_rwt_does_not_read_is_refused_and_every_unused_flag_named(command
     ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "constrained",
                "--seed", "5"]),
     ("mcts", ["--simulations", "4", "--embedder", "lexical", "--decoding", "constrained", "--value-model", "m.json"]),
-    ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1"]),
+    ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1", "--beam-width", "1",
+              "--beam-branch", "5", "--max-hops", "2"]),
 ])
 def test_flags_the_strategy_reads_are_accepted(command, strategy, flags, capsys):
     assert PAST_THE_FLAGS[command[0]] in run(command, strategy, flags, capsys)

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from traversals.api import SearchConfig, build_solver
+from traversals.errors import BadInput
 from traversals.kg.base import Entity
 from traversals.kg.factory import open_kgs
 from traversals.llm.scripted import ScriptedLLM
@@ -156,6 +157,22 @@ async def test_the_strategies_are_offered_by_build_solver():
     for name, cls in (("mcts", MonteCarloTreeSearch), ("beam", HopBeamSearch)):
         s = build_solver(name, llm(), open_kgs(["demo"]), SearchConfig(simulations=3))
         assert isinstance(s, cls)
+
+
+async def test_the_search_sizes_reach_the_search_and_a_beam_of_one_walks_one_state_a_hop():
+    """--max-hops, --beam-width, --beam-branch (the paper's Table 6 sweeps B1 with B2 = 5)."""
+    cfg = SearchConfig(embedder="lexical", max_hops=2, beam_width=1, beam_branch=5)
+    beam = build_solver("beam", llm(), open_kgs(["demo"]), cfg)
+    assert (beam.config.max_hops, beam.config.beam_width, beam.config.beam_branch) == (2, 1, 5)
+    answer = await beam.ask(QUESTION, topic_entities=["Bob Dylan"])
+    depths = [n["depth"] for n in answer.trace["nodes"]]
+    assert max(depths) <= 2 and depths.count(1) == 5  # B2 relations tried from the one state of hop 0
+    parents_of_hop_2 = {n["parent"] for n in answer.trace["nodes"] if n["depth"] == 2}
+    assert len(parents_of_hop_2) <= 1  # B1 = 1: one state kept a hop
+    mcts = build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig(embedder="lexical", max_hops=1, simulations=4))
+    assert max(n["depth"] for n in (await mcts.ask(QUESTION, topic_entities=["Bob Dylan"])).trace["nodes"]) == 1
+    with pytest.raises(BadInput, match="--beam-branch must be at least 1"):
+        build_solver("beam", llm(), open_kgs(["demo"]), SearchConfig(embedder="lexical", beam_branch=0))
 
 
 async def test_a_relation_walked_back_reaches_only_what_the_path_has_not_met(tmp_path):

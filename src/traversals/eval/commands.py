@@ -15,8 +15,8 @@ from ..api import SearchConfig
 from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_tree_flags, add_value_flags, open_embedder_from_args,
-    SEARCH_FLAG_STRATEGIES, flag_dest, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags,
+    open_embedder_from_args, SEARCH_FLAG_STRATEGIES, flag_dest, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
     remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
@@ -59,6 +59,7 @@ def add_eval_commands(subparsers: Any) -> None:
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
     ev.add_argument("--threshold", type=float, default=None, metavar="X", help="answer threshold τ (default 0.8)")
     ev.add_argument("--simulations", type=int, default=None, metavar="N", help="mcts: simulations per question (default 16)")
+    add_rwt_flags(ev, defaults=False)
     ev.add_argument("--seed", type=int, default=None, metavar="N",
                     help="tree/chain: the search's random seed, the same for every question (default 0; "
                          "run.json records it as search_seed); not --sample-seed, which picks the questions")
@@ -109,7 +110,8 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "value_reasoning": args.value_reasoning,
-              "simulations": args.simulations, "seed": args.seed, "screen_dead_ends": args.screen_dead_ends,
+              "simulations": args.simulations, "seed": args.seed, "max_hops": args.max_hops,
+              "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
               "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}

@@ -61,6 +61,7 @@ RESUME_MUST_MATCH = (
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
+    "max_hops", "beam_width", "beam_branch",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
