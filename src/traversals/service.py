@@ -58,6 +58,7 @@ from .errors import (
 )
 from .kg.base import KnowledgeGraph
 from .llm.base import LLM
+from .options import SEARCH_FLAG_STRATEGIES
 from .search.result import Solver
 from .validate import unicode_text
 
@@ -199,12 +200,30 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             raise BadInput(f"'{name}' must be between 1 and {cap}")
     if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
         raise BadInput("'threshold' must be between 0 and 1")
+    _refuse_unread(strategy, changes, defaults)
     if strategy == "chain":
         if changes.get("k", 1) != 1:
             raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
         changes["k"] = 1
     config = dataclasses.replace(defaults, **changes)
     return AskRequest(question.strip(), strategy, config, [t.strip() for t in topics] if topics else None, trace, stream)
+
+
+def _refuse_unread(strategy: str, changes: dict[str, Any], defaults: SearchConfig) -> None:
+    """A :class:`BadInput` for settings ``strategy`` does not read, given a value other than
+    the server's default (the rule ``traversals ask`` applies to its flags, from the same
+    table), rather than ignoring them in silence."""
+    unread: dict[tuple[str, ...], list[str]] = {}
+    for name in sorted(changes):
+        readers = SEARCH_FLAG_STRATEGIES["--" + name.replace("_", "-")]
+        if strategy not in readers and changes[name] != getattr(defaults, name):
+            unread.setdefault(readers, []).append(name)
+    if not unread:
+        return
+    clauses = [f"{', '.join(repr(n) for n in names)} {'are' if len(names) > 1 else 'is'} read by {', '.join(readers)}"
+               for readers, names in unread.items()]
+    several = len(unread) > 1 or len(next(iter(unread.values()))) > 1
+    raise BadInput(f"{'; '.join(clauses)}, not by strategy {strategy}; drop {'them' if several else 'it'}")
 
 
 def status_for(exc: BaseException) -> int:

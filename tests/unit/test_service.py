@@ -143,6 +143,31 @@ async def test_bad_requests_get_400_naming_the_problem(body, says):
     assert factory.built == []  # nothing was searched
 
 
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ({"strategy": "tree", "simulations": 50}, "'simulations' is read by mcts, not by strategy tree"),
+        ({"strategy": "cot", "k": 2}, "'k' is read by tree, chain, not by strategy cot"),
+        ({"strategy": "mcts", "max_expansions": 5}, "'max_expansions' is read by tree, chain, not by strategy mcts"),
+        ({"strategy": "beam", "threshold": 0.5, "seed": 3}, "'seed', 'threshold' are read by tree, chain"),
+    ],
+)
+async def test_a_setting_the_requested_strategy_does_not_read_is_refused_not_ignored(body, says):
+    factory = Factory()
+    async with client(factory) as c:
+        r = await c.post("/v1/ask", json={"question": "q", **body})
+    assert r.status_code == 400 and says in r.json()["error"]["message"], r.json()
+    assert factory.built == []
+
+
+async def test_a_setting_equal_to_the_servers_default_is_accepted_with_any_strategy():
+    """A client that always sends the server's defaults (from /v1/info) is not refused."""
+    factory = Factory()
+    async with client(factory, defaults=SearchConfig(threshold=0.8, simulations=16)) as c:
+        r = await c.post("/v1/ask", json={"question": "q", "strategy": "cot", "threshold": 0.8, "simulations": 16})
+    assert r.status_code == 200
+
+
 async def test_an_over_long_question_is_refused():
     async with client(limits=ServiceLimits(max_question_chars=10)) as c:
         r = await c.post("/v1/ask", json={"question": "x" * 11})
