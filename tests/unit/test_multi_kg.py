@@ -273,3 +273,23 @@ async def test_each_question_starts_with_no_links_an_earlier_question_made():
         assert first.usage.kg_calls > 0
         assert again.usage.kg_calls == first.usage.kg_calls, strategy
         assert again.text == first.text and len(again.trace["nodes"]) == len(first.trace["nodes"]), strategy
+
+
+async def test_what_a_link_step_links_does_not_depend_on_what_a_sibling_linked_first():
+    """Sibling expansions link their entities concurrently: the cut of a step (at most
+    ``max_links_per_step``) is taken before the entities linked already are left out, so
+    the same step links the same entities whichever sibling's call finished first."""
+    wiki = DictKG([("Q1", "P1", "Q2"), ("Q1", "P1", "Q3"), ("Q1", "P1", "Q4")],
+                  labels={"Q1": "A", "Q2": "B", "Q3": "C", "Q4": "D"}, name="wiki")
+    mb = DictKG([("mb-b", "r", "mb-x"), ("mb-c", "r", "mb-x"), ("mb-d", "r", "mb-x")],
+                labels={"mb-b": "B", "mb-c": "C", "mb-d": "D", "mb-x": "X"}, name="mb")
+    b, c, d = (wiki.entities[q] for q in ("Q2", "Q3", "Q4"))
+
+    async def linked(first: list) -> set[str]:
+        kgs = KGSet([wiki, mb], max_links_per_step=2)
+        if first:
+            await kgs.link(first, Usage())  # a sibling's step that finished first
+        await kgs.link([b, c, d], Usage())
+        return {e.label for e in (b, c, d) if kgs.copies(e, mb)}
+
+    assert await linked([]) == await linked([b]) == {"B", "C"}

@@ -368,9 +368,12 @@ class KGSet:
         (in place of the label search)."""
         if not self.multi:
             return
-        todo = list({(e.kg, e.id): e for e in entities if (e.kg, e.id) not in self._links}.values())
+        # the cut is taken before what is linked already is left out, so which entities a
+        # call links does not depend on what a sibling's concurrent call linked first
+        todo = list({(e.kg, e.id): e for e in entities}.values())
         cut = self.max_links_per_step if limit == -1 else limit
         todo = todo if cut is None else todo[: max(0, cut)]
+        todo = [e for e in todo if (e.kg, e.id) not in self._links]
         if not todo:
             return
         # the ids each entity goes by: its own, and those its own KG states are the same
