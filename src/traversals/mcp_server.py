@@ -83,9 +83,10 @@ def create_mcp_server(
         raise BadInput("the MCP server needs the MCP SDK: pip install 'traversals[mcp]'") from exc
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
-    # the same range checks as serve
-    ServiceLimits(max_concurrency=max_concurrency, max_queue=max_queue, timeout=timeout)
-    searches = asyncio.Semaphore(max_concurrency)
+    # built once, with the same range checks as serve; the tools read their limits from it
+    limits = ServiceLimits(max_concurrency=max_concurrency, max_queue=max_queue, timeout=timeout,
+                           max_question_chars=max_question_chars)
+    searches = asyncio.Semaphore(limits.max_concurrency)
     admitted = 0  # answer_question calls searching or waiting for a search slot
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -145,7 +146,11 @@ def create_mcp_server(
         """Relations of an entity in both directions, the most frequent first; `omitted` counts
         those past the list (kg_edges takes their keys too). Pass a relation's `key` to kg_edges;
         a key starting with ~ walks the relation backwards (who has this entity as its value)."""
-        rels = await call(kgset.get_relations([entity(entity_id, kg)], Usage()))
+        subject = entity(entity_id, kg)
+        rels = await call(kgset.get_relations([subject], Usage()))
+        if not rels.items and not rels.omitted:  # every entity is in a triple, one way or the other
+            raise ToolError(f"{subject.id!r} has no relations in kg {subject.kg}: is it an id from kg_search, "
+                            "kg_relations or kg_edges (not a label), of this kg?")
         keys = kgset.option_keys(rels.items)
         return {
             "relations": [{"key": k, "label": r.display, "kg": r.kg} for k, r in zip(keys, rels.items)],
@@ -183,25 +188,25 @@ def create_mcp_server(
         if chosen not in STRATEGIES:
             raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
         question = text_arg(question, "question")
-        if len(question) > max_question_chars:
-            raise ToolError(f"question is longer than {max_question_chars} characters; ask it shorter")
+        if len(question) > limits.max_question_chars:
+            raise ToolError(f"question is longer than {limits.max_question_chars} characters; ask it shorter")
         config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
         solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
         nonlocal admitted
-        if admitted >= max_concurrency + max_queue:  # no await since the check: no other call slips in
-            running = min(admitted, max_concurrency)
+        if admitted >= limits.max_concurrency + limits.max_queue:  # no await since the check: no other call slips in
+            running = min(admitted, limits.max_concurrency)
             raise ToolError(
                 f"the server is busy: {running} search(es) running and {admitted - running} call(s) waiting, "
-                f"the most its max_queue ({max_queue}) lets wait; call again when a search has finished, "
+                f"the most its max_queue ({limits.max_queue}) lets wait; call again when a search has finished, "
                 "or start the server with a larger max_queue (traversals mcp --max-queue N)"
             )
         admitted += 1
         try:
             async with searches:
                 try:
-                    answer = await call(asyncio.wait_for(solver.ask(question), timeout))
+                    answer = await call(asyncio.wait_for(solver.ask(question), limits.timeout))
                 except asyncio.TimeoutError:
-                    raise ToolError(f"the search took longer than {timeout:g} s (the server's --timeout); ask a "
+                    raise ToolError(f"the search took longer than {limits.timeout:g} s (the server's --timeout); ask a "
                                     "simpler question, or strategy 'chain'") from None
         finally:  # answered, failed, or the caller gave up waiting
             admitted -= 1

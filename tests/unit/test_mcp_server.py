@@ -181,3 +181,22 @@ async def test_the_default_queue_is_small_and_max_queue_0_takes_one_call_at_a_ti
     assert [r.is_error for r in out].count(True) == 2 and len(llm.generate_calls) == 1
     with pytest.raises(Exception, match="max_queue .* must be a whole number of at least 0"):
         server(default_strategy="cot", max_queue=-1)
+
+
+async def test_an_id_no_kg_knows_is_a_tool_error_not_an_empty_list():
+    """An agent that pastes a label or a mistyped id learns it is not an id, rather than
+    reading 'no relations' as a fact about the entity."""
+    async with Client(server()) as c:
+        r = await c.call_tool("kg_relations", {"entity_id": "Bob Dylan"})
+        known = await c.call_tool("kg_relations", {"entity_id": "Q392"})
+    assert r.is_error and "'Bob Dylan' has no relations in kg demo" in r.content[0].text
+    assert "kg_search" in r.content[0].text
+    assert not known.is_error and known.structured_content["relations"]
+
+
+@pytest.mark.parametrize("chars", [0, -1, 2.5, True])
+def test_a_question_cap_that_refuses_every_question_stops_the_server_from_starting(chars):
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput, match="max_question_chars must be a whole number of at least 1"):
+        server(max_question_chars=chars)
