@@ -140,7 +140,7 @@ async def test_report_on_runs_without_traces(tmp_path):
     run.mkdir()
     (run / "results.jsonl").write_text(json.dumps({"id": "x:1", "answer": "A", "gold": [["A"]], "em_in": 1.0, "hits@1": 1.0}) + "\n")
     text = write_report([run]).read_text()
-    assert "n=1" in text and text.count("No data") == 2
+    assert "n=1" in text and text.count("No data") == 3  # value plot, stops, backtracking
     assert load_run(run).dataset == "x"  # no run.json: the ids name the dataset
     with pytest.raises(BadInput, match="not a run directory"):
         write_report([tmp_path / "nothing"])
@@ -360,3 +360,27 @@ def test_runs_alike_are_told_apart_by_their_folders(tmp_path):
     assert "| x | dev" not in text and "| x |  | cot | m | 2 | 1 | 50.0 |" in text  # the error row: n=2, 1 error
     # the error row is compared as wrong, as the table's 50.0 counts it: chain's win
     assert "| x | chain vs cot | 2 | 1 | 1 | 0 | 0 | 1.000 |" in text
+
+
+def test_the_report_says_how_often_each_way_of_stopping_was_right(tmp_path):
+    from traversals.eval.report import stop_table
+
+    run = tmp_path / "tree"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "metaqa-1hop", "strategy": "tree", "selected": 5}))
+    (run / "results.jsonl").write_text(
+        _row("q:0", "A", "A", 1.0, stopped="threshold", value=0.9)
+        + _row("q:1", "B", "B", 1.0, stopped="threshold", value=0.85)
+        + _row("q:2", "C", "D", 0.0, stopped="threshold", value=0.82)
+        + _row("q:3", "E", "F", 0.0, stopped="max_expansions", value=0.4)
+        + json.dumps({"id": "q:4", "question": "q:4", "answer": None, "gold": [["G"]], "error": "LLMError: x",
+                      "stopped": None}) + "\n")
+    rows = stop_table(load_run(run))
+    assert [(r.stopped, r.n, round(r.hits_at_1, 3)) for r in rows] == [("threshold", 3, 0.667), ("max_expansions", 1, 0.0)]
+    assert rows[0].mean_value == pytest.approx((0.9 + 0.85 + 0.82) / 3)
+    text = write_report([run]).read_text()
+    assert "## How the searches stopped" in text and "| threshold | 3 | 66.7 | 0.86 |" in text
+    cot = tmp_path / "cot"
+    cot.mkdir()
+    (cot / "results.jsonl").write_text(_row("q:0", "A", "A", 1.0))
+    assert "No data: no result row says how its search stopped" in write_report([cot]).read_text()

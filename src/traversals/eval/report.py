@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
 from .metrics import em_in, hits_at_1
-from .runner import RESULTS, RUN, TRACES, Summary, read_results, safe_id, summarize
+from .runner import RESULTS, RUN, TRACES, Summary, _num, read_results, safe_id, summarize
 from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
@@ -421,6 +421,33 @@ def choice_table(run: Run) -> list[ChoiceRow]:
 # --------------------------------------------------------------------------- plots
 
 
+@dataclass
+class StopRow:
+    """The questions of a run whose search stopped one way (``Answer.stopped``)."""
+
+    stopped: str
+    n: int
+    hits_at_1: float
+    mean_value: float | None
+
+
+def stop_table(run: Run) -> list[StopRow]:
+    """A run's answered questions grouped by how their search stopped, most frequent first:
+    tree/chain "threshold" (an answer was rated over τ) against "max_expansions" and
+    "frontier_empty" (none was), RwT's "simulations", "exhausted", "max_hops". How often
+    each is right says how far a stop can be trusted. Empty when no row says (cot, old runs)."""
+    groups: dict[str, list[dict]] = {}
+    for r in run.rows:
+        if not r.get("error") and isinstance(r.get("stopped"), str):
+            groups.setdefault(r["stopped"], []).append(r)
+    out = []
+    for how, rows in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        values = [float(r["value"]) for r in rows if isinstance(r.get("value"), (int, float))]
+        out.append(StopRow(how, len(rows), sum(_num(r.get("hits@1")) for r in rows) / len(rows),
+                           sum(values) / len(values) if values else None))
+    return out
+
+
 def _figure(width: float = 6.4, height: float = 4.2):
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
@@ -662,6 +689,25 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     else:
         value_png.unlink(missing_ok=True)  # a stale plot from an earlier report
         lines.append("No data: no trace has a proposed answer with a value, so no plot was drawn.")
+    lines.append("")
+
+    # how the searches stopped
+    lines += ["## How the searches stopped", ""]
+    srows = [[r.label, r.dataset, row.stopped, str(row.n), _pct(row.hits_at_1),
+              "–" if row.mean_value is None else f"{row.mean_value:.2f}"]
+             for r in runs for row in stop_table(r)]
+    if srows:
+        lines += [
+            "Answered questions by how their search ended: `threshold`, an answer rated over τ "
+            "(tree, chain); `max_expansions` or `frontier_empty`, none was and the best-rated "
+            "of the rest was returned; RwT's `simulations`, `exhausted` or `max_hops`. Hits@1 "
+            "per group says how far each kind of stop can be trusted.",
+            "",
+        ]
+        lines += _table(["run", "dataset", "stopped", "questions", "Hits@1 %", "mean value"], srows)
+    else:
+        lines.append("No data: no result row says how its search stopped (cot runs, and runs made before "
+                     "results recorded it).")
     lines.append("")
 
     # backtracking counterfactual
