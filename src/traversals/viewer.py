@@ -15,7 +15,9 @@ An evaluation run directory becomes an index page (one row per question: answer,
 Hits@1, value, costs; failures are easy to scan) linking to one page per question.
 
 No JavaScript, no external assets: the pages open from disk and can be attached to an
-issue. Every string from the KG or the LLM is escaped.
+issue. Every string from the KG or the LLM is escaped, and so is every other field of a trace (a
+hand-edited one may hold markup where numbers belong); a trace damaged in its fields is one
+clear error (a run lists its question without a page), not a traceback.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ def _e(x: Any) -> str:
 
 
 def _fmt_value(v: Any) -> str:
-    return "–" if v is None else f"{float(v):.3f}"
+    """A value to three decimals; anything but a number (a hand-edited trace) as text, escaped."""
+    if v is None:
+        return "–"
+    return f"{v:.3f}" if isinstance(v, (int, float)) else _e(v)
 
 
 def answer_node_id(trace: dict) -> int | None:
@@ -113,14 +118,14 @@ def _search_stats(n: dict) -> str:
 def _node_details(n: dict) -> list[str]:
     out = []
     if n.get("priors"):
-        ranked = sorted(n["priors"].items(), key=lambda kv: -kv[1])
-        out.append("options: " + ", ".join(f"{_e(k)} <span class=val>{v:.3f}</span>" for k, v in ranked))
+        ranked = sorted(n["priors"].items(), key=lambda kv: -kv[1] if isinstance(kv[1], (int, float)) else 0.0)
+        out.append("options: " + ", ".join(f"{_e(k)} <span class=val>{_fmt_value(v)}</span>" for k, v in ranked))
     if n.get("new_edges"):
         out.append("new edges:<br>" + "<br>".join(_edge(e) for e in n["new_edges"]))
     if n.get("selected"):
         out.append("selected: " + _e(", ".join(n["selected"])))
     if n.get("relation_options") is not None:
-        out.append(f"relation options offered: {int(n['relation_options'])}")
+        out.append(f"relation options offered: {_e(n['relation_options'])}")
     parts = [f"{name} <span class=val>{_fmt_value(n[key])}</span>"  # RwT: the two parts of V̂ (Eq. 4)
              for key, name in (("rollout", "roll-out"), ("critical", "critical")) if n.get(key) is not None]
     if parts:
@@ -157,7 +162,7 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
     if n.get("invalid"):
         classes.append("invalid")
     u = n.get("usage") or {}
-    expansion = f' · expanded {n["expansion"]}.' if n.get("expansion") else ""
+    expansion = f' · expanded {_e(n["expansion"])}.' if n.get("expansion") else ""
     stats = _search_stats(n)
     answer_value = ("" if n.get("answer_value") is None
                     else f' · <span class="val">answer value {_fmt_value(n["answer_value"])}</span>')
@@ -165,8 +170,9 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
         f'<span class="line"><span class="st st-{_e(n.get("state"))}">{_e(n.get("state"))}</span>'
         f'#{n["id"]} {_action_summary(n.get("action"))} · <span class="val">value {_fmt_value(n.get("value"))}</span>'
         f'{answer_value}{" · " + stats if stats else ""}'
-        f'<span class="cost">{expansion} · {u.get("llm_calls", 0)} LLM calls, '
-        f'{u.get("computed_prompt_tokens", u.get("prompt_tokens", 0))} tokens computed, {u.get("kg_calls", 0)} KG calls</span></span>'
+        f'<span class="cost">{expansion} · {_e(u.get("llm_calls", 0))} LLM calls, '
+        f'{_e(u.get("computed_prompt_tokens", u.get("prompt_tokens", 0)))} tokens computed, '
+        f'{_e(u.get("kg_calls", 0))} KG calls</span></span>'
     )
     details = _node_details(n)
     body = line if not details else (
@@ -210,10 +216,10 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
     meta = [f'answer <b>{_e(trace.get("answer"))}</b>', f'value {_fmt_value(trace.get("value"))}']
     if result is not None:
         meta.append("gold " + _e(" | ".join("/".join(g) if isinstance(g, list) else str(g) for g in result.get("gold", []))))
-        meta.append(f'Hits@1 {result.get("hits@1", "–")}')
+        meta.append(f'Hits@1 {_e(result.get("hits@1", "–"))}')
     meta += [f'{_e(trace.get("strategy", ""))} · {_e(trace.get("decoding", ""))} decoding']
     if "expansions" in trace:
-        meta.append(f'{trace["expansions"]} expansions, stopped: {_e(trace.get("stopped"))}')
+        meta.append(f'{_e(trace["expansions"])} expansions, stopped: {_e(trace.get("stopped"))}')
     if "simulations" in trace:  # mcts
         meta.append(f'{_e(trace["simulations"])} simulations')
     if "hops" in trace:  # beam
@@ -226,8 +232,8 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
                     + (_e(", ".join(map(str, trace["guesses"]))) or "none"))
     u = trace.get("usage") or {}
     if u:
-        meta.append(f'{u.get("llm_calls", 0)} LLM calls · {u.get("prompt_tokens", 0)} prompt tokens sent, '
-                    f'{u.get("computed_prompt_tokens", "–")} computed · {u.get("kg_calls", 0)} KG calls')
+        meta.append(f'{_e(u.get("llm_calls", 0))} LLM calls · {_e(u.get("prompt_tokens", 0))} prompt tokens sent, '
+                    f'{_e(u.get("computed_prompt_tokens", "–"))} computed · {_e(u.get("kg_calls", 0))} KG calls')
     parts.append('<p class="meta">' + "<br>".join(meta) + "</p>")
     if trace.get("linked_entities"):
         parts.append('<p class="meta">linked: ' + ", ".join(
@@ -260,8 +266,22 @@ def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a node without an id)")
     default = Path(trace_path).with_suffix(".html")
     out = default if out is None else (out / default.name if out.is_dir() else out)  # --out DIR: DIR/TRACE.html
-    _write(out, render_trace(trace))
+    page = _render_checked(trace)
+    if page is None:
+        raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a field of the wrong "
+                       "shape, or a tree too deep to draw)")
+    _write(out, page)
     return out
+
+
+def _render_checked(trace: dict, **kwargs: Any) -> str | None:
+    """:func:`render_trace`, or None when the trace is damaged in a way the checks of its
+    outline do not see (a field of another type, as a hand-edited trace may have; a chain
+    of nodes thousands deep)."""
+    try:
+        return render_trace(trace, **kwargs)
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError):
+        return None
 
 
 def _write(path: Path, text: str) -> None:
@@ -314,7 +334,10 @@ def write_run_view(run_dir: Path, out_dir: Path | None = None) -> Path:
                 isinstance(n, dict) and isinstance(n.get("id"), int) for n in trace.get("nodes", [])):
             continue  # a damaged trace: the question is listed without a link, as `report` reads it as none
         page = Path(rel).with_suffix(".html").name
-        _write(out_dir / page, render_trace(trace, result=r, back_link="index.html"))
+        html_page = _render_checked(trace, result=r, back_link="index.html")
+        if html_page is None:
+            continue  # damaged in its fields: listed without a link too
+        _write(out_dir / page, html_page)
         links[r["id"]] = page
     summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
     summary = summary if isinstance(summary, dict) else None

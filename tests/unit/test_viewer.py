@@ -232,3 +232,41 @@ def test_view_writes_where_out_says_and_a_damaged_run_is_one_line_or_shown_witho
     assert "Q1?</td>" in page and '<a href="q2.html">Q2?</a>' in page
     done = subprocess.run([*exe, "view", str(run), "--out", str(t)], capture_output=True, text=True)
     assert done.returncode == 2 and "is a file" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_numbers_of_a_hand_edited_trace_are_escaped_too():
+    """Counts and values are numbers in a trace the search wrote; a trace edited by hand
+    (or attached to an issue by someone else) may hold markup there as well."""
+    evil_usage = {"llm_calls": EVIL, "prompt_tokens": EVIL, "computed_prompt_tokens": EVIL, "kg_calls": EVIL}
+    t = trace(answer_node=2, expansions=EVIL, usage=evil_usage, value=EVIL)
+    t["nodes"][1].update(usage=evil_usage, expansion=EVIL, value=EVIL, relation_options=EVIL, priors={"a": EVIL})
+    page = render_trace(t, result={"gold": [["Ann"]], "hits@1": EVIL})
+    assert "<script>" not in page
+    assert "value Bob &quot;The Bard&quot; &lt;script&gt;" in page  # a value that is not a number is shown as text
+
+
+def test_a_trace_whose_fields_have_the_wrong_shape_is_one_line_not_a_traceback(tmp_path):
+    exe = [sys.executable, "-m", "traversals.cli"]
+    damaged = [
+        {"question": "q", "nodes": [{"id": 0, "usage": [1]}]},
+        {"question": "q", "nodes": [{"id": 0, "action": "SELECT"}]},
+        {"question": "q", "nodes": [{"id": 0, "parent": [1]}]},
+        {"question": "q", "nodes": [{"id": 0, "new_edges": [{"subject": 1}]}]},
+        {"question": "q", "answer_node": [1], "nodes": [{"id": 0}]},
+        {"question": "q", "config": [1], "nodes": []},
+        {"question": "q", "nodes": [{"id": i, "parent": i - 1 if i else None} for i in range(3000)]},
+    ]
+    for i, t in enumerate(damaged):
+        path = tmp_path / f"t{i}.json"
+        path.write_text(json.dumps(t))
+        done = subprocess.run([*exe, "view", str(path)], capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (t, done.stderr[-300:])
+        assert f"{path} is not a trace written by --trace or traversals eval" in done.stderr
+    # in a run, such a trace is listed without its page, as a trace that is not JSON is
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    (run / "traces" / "q1.json").write_text(json.dumps(damaged[0]))
+    row = {"id": "d:1", "question": "Q1?", "answer": "Ann", "gold": [["Ann"]], "hits@1": 1.0, "trace": "traces/q1.json"}
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    index = write_run_view(run)
+    assert "Q1?</td>" in index.read_text() and not (run / "view" / "q1.html").exists()
