@@ -18,6 +18,8 @@ share.
 - **secrets**: no message holds the API key or a password in the URL, even when a server
   or ``httpx`` quotes them; a key with surrounding whitespace (a pasted line) is stripped,
   one with a character no header can carry is refused before any request;
+- **redirects** are not followed (a POST may turn into a GET, the key go to another host):
+  ``unavailable``, naming the URL the endpoint points to;
 - **odd bodies**: an HTML page (a proxy's error page, a web UI at the wrong URL) is named by
   its title, a body in another charset than UTF-8 is read by its declared charset, and a
   reply streamed as server-sent events though not asked for goes to ``merge_stream`` (or is
@@ -244,6 +246,8 @@ class JsonPoster:
                     f"{self.name}: cannot reach {shown} after {attempt + 1} attempts: "
                     f"{type(e).__name__}: {self.redact(str(e)) or 'connection failed'}"
                 ) from None
+            if 300 <= resp.status_code < 400:
+                raise self._redirected(resp, shown, path)
             if resp.status_code < 400:
                 return self._reply(resp, shown)
             if resp.status_code in RETRY_STATUS and attempt < self.max_retries:
@@ -257,6 +261,18 @@ class JsonPoster:
                 attempt += 1
                 continue
             raise self._failure(resp, shown, attempt, size)
+
+    def _redirected(self, resp: httpx.Response, shown: str, path: str) -> Exception:
+        """The ``unavailable`` error of a redirect, which is not followed (a POST may become a
+        GET, the API key go to another host): it names where the endpoint points instead."""
+        where = resp.headers.get("location")
+        msg = f"{self.name}: POST {shown} -> HTTP {resp.status_code}: "
+        if not where:
+            return self.unavailable(msg + "redirected without saying where (no Location header); check the base URL")
+        where = self.redact(str(resp.request.url.join(where)))
+        base = where[: -len(path)] if path and where.endswith(path) else None
+        hint = f"base URL {base}" if base else "check the base URL"
+        return self.unavailable(f"{msg}redirected to {where} (use the URL it points to: {hint})")
 
     def _reply(self, resp: httpx.Response, shown: str) -> dict[str, Any]:
         """The JSON object of a successful response (module doc: odd bodies)."""

@@ -352,3 +352,22 @@ def test_client_survives_a_new_event_loop() -> None:
     assert asyncio.run(http.get(URL)).text == "ok"  # a second asyncio.run, as a CLI might do
     asyncio.run(http.aclose())
     assert len(seen) == 2
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_an_endpoint_that_redirects_is_unavailable_naming_where_to(status):
+    """The OpenAI-compatible client (http_json) does not follow a redirect (a POST may turn
+    into a GET, the key go to another host): it names the URL to use instead, and every
+    request would fail the same way, so it is not one question's error."""
+    from traversals.errors import LLMError, LLMUnavailable
+    from traversals.http_json import JsonPoster
+
+    transport, seen = scripted(httpx.Response(status, headers={"location": "https://llm.test/v1/chat/completions"}))
+    poster = JsonPoster("http://llm.test/v1", name="openai", error=LLMError, unavailable=LLMUnavailable,
+                        transport=transport, sleep=Sleeps())
+    with pytest.raises(LLMUnavailable) as err:
+        await poster.post("/chat/completions", {"model": "m"})
+    assert len(seen) == 1
+    assert str(err.value) == (
+        f"openai: POST http://llm.test/v1/chat/completions -> HTTP {status}: redirected to "
+        "https://llm.test/v1/chat/completions (use the URL it points to: base URL https://llm.test/v1)")
