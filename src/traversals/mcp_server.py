@@ -30,8 +30,9 @@ from typing import Any, Sequence
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
 from .embed import Embedder, open_embedder
 from .errors import BadInput, TraversalsError
-from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph, Relation
-from .llm.base import LLM, Usage
+from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph
+from .llm.base import LLM
+from .search import browse
 from .search.kgset import KGSet
 from .service import ServiceLimits
 from .validate import unicode_text
@@ -47,10 +48,6 @@ INSTRUCTIONS = (
     "the answer, and repeat from the entities reached. Or call answer_question to let the "
     "server's Tree-of-Traversals search answer it, with the supporting edges."
 )
-
-
-def _entity_json(e: Entity) -> dict[str, Any]:
-    return {"id": e.id, "label": e.label, "description": e.description, "kg": e.kg}
 
 
 def create_mcp_server(
@@ -99,7 +96,6 @@ def create_mcp_server(
         build_solver("tree", llm, kgs, defaults, embedder=embedder, value_model=value_model)
     except BadInput as exc:
         raise BadInput(f"the server's default search settings: {exc}") from None
-    names = [kg.name for kg in kgs]
 
     def text_arg(value: str, what: str) -> str:
         """``value`` stripped; a tool error if it is empty or not valid Unicode (a lone
@@ -114,10 +110,10 @@ def create_mcp_server(
     def entity(entity_id: str, kg: str | None) -> Entity:
         if not entity_id or not entity_id.strip():
             raise ToolError("entity_id must be an entity id from kg_search, kg_relations or kg_edges")
-        entity_id = text_arg(entity_id, "entity_id")
-        if kg is not None and kg not in names:
-            raise ToolError(f"unknown kg {kg!r}; this server has {', '.join(names)}")
-        return Entity(id=entity_id, label=entity_id, kg=kg or names[0])
+        try:
+            return browse.entity_ref(kgset, text_arg(entity_id, "entity_id"), kg)
+        except BadInput as exc:  # a KG this server does not have
+            raise ToolError(str(exc)) from None
 
     async def call(coro: Any) -> Any:
         try:
@@ -138,46 +134,19 @@ def create_mcp_server(
     @server.tool(structured_output=True)
     async def kg_search(text: str, limit: int = 5) -> dict[str, Any]:
         """Entities whose label matches `text` (exact, then case-insensitive, then partial), in every KG."""
-        found = await call(kgset.search(text_arg(text, "text"), Usage(), limit=max(1, min(limit, 50))))
-        return {"entities": [_entity_json(e) for e in found]}
+        return await call(browse.find(kgset, text_arg(text, "text"), limit=limit))
 
     @server.tool(structured_output=True)
     async def kg_relations(entity_id: str, kg: str | None = None) -> dict[str, Any]:
         """Relations of an entity in both directions, the most frequent first; `omitted` counts
         those past the list (kg_edges takes their keys too). Pass a relation's `key` to kg_edges;
         a key starting with ~ walks the relation backwards (who has this entity as its value)."""
-        subject = entity(entity_id, kg)
-        rels = await call(kgset.get_relations([subject], Usage()))
-        if not rels.items and not rels.omitted:  # every entity is in a triple, one way or the other
-            raise ToolError(f"{subject.id!r} has no relations in kg {subject.kg}: is it an id from kg_search, "
-                            "kg_relations or kg_edges (not a label), of this kg?")
-        keys = kgset.option_keys(rels.items)
-        return {
-            "relations": [{"key": k, "label": r.display, "kg": r.kg} for k, r in zip(keys, rels.items)],
-            "omitted": rels.omitted,
-        }
+        return await call(browse.relations(kgset, entity(entity_id, kg)))
 
     @server.tool(structured_output=True)
     async def kg_edges(entity_id: str, relation: str, kg: str | None = None) -> dict[str, Any]:
         """Edges along `relation` (a key from kg_relations) from the entity, and the entities they reach."""
-        subject = entity(entity_id, kg)
-
-        def pick(rels: Any) -> Relation | None:
-            return next((r for k, r in zip(kgset.option_keys(rels.items), rels.items) if k == relation.strip()), None)
-
-        rels = await call(kgset.get_relations([subject], Usage()))
-        chosen = pick(rels)
-        if chosen is None and rels.omitted:  # a relation past the listed ones is still the entity's
-            rels = await call(kgset.get_relations([subject], Usage(), limit=rels.omitted + len(rels.items)))
-            chosen = pick(rels)
-        if chosen is None:
-            raise ToolError(f"{entity_id} has no relation {relation!r}; call kg_relations for its keys")
-        got = await call(kgset.get_edges([subject], chosen, Usage()))
-        return {
-            "edges": [e.to_json() for e in got.edges],
-            "entities": [_entity_json(e) for e in got.new_entities],
-            "omitted": got.omitted,
-        }
+        return await call(browse.edges(kgset, entity(entity_id, kg), relation))
 
     @server.tool(structured_output=True)
     async def answer_question(question: str, strategy: str | None = None) -> dict[str, Any]:

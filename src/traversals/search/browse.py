@@ -42,6 +42,9 @@ async def relations(kgset: KGSet, entity: Entity) -> dict[str, Any]:
     """The entity's relations in both directions, the most frequent first, each with the key
     :func:`edges` takes; ``omitted`` counts those past the list."""
     rels = await kgset.get_relations([entity], Usage())
+    if not rels.items and not rels.omitted:  # every entity is in a triple, one way or the other
+        raise BadInput(f"{entity.id!r} has no relations in kg {entity.kg}: is it an id (not a label) of this kg? "
+                       "Search its label for its id (kg_search, traversals kg search)")
     keys = kgset.option_keys(rels.items)
     return {
         "relations": [{"key": k, "label": r.display, "kg": r.kg} for k, r in zip(keys, rels.items)],
