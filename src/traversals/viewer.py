@@ -220,10 +220,11 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
     meta += [f'{_e(trace.get("strategy", ""))} · {_e(trace.get("decoding", ""))} decoding']
     if "expansions" in trace:
         meta.append(f'{_e(trace["expansions"])} expansions, stopped: {_e(trace.get("stopped"))}')
+    rwt_stop = f', stopped: {_e(trace["stopped"])}' if trace.get("stopped") and "expansions" not in trace else ""
     if "simulations" in trace:  # mcts
-        meta.append(f'{_e(trace["simulations"])} simulations')
-    if "hops" in trace:  # beam
-        meta.append(f'{_e(trace["hops"])} hops')
+        meta.append(f'{_e(trace["simulations"])} simulations{rwt_stop}')
+    elif "hops" in trace:  # beam
+        meta.append(f'{_e(trace["hops"])} hops{rwt_stop}')
     if trace.get("rollout") or trace.get("embedder"):
         meta.append(f'roll-out model {_e(trace.get("rollout", "–"))} · critical model embedder '
                     f'{_e(trace.get("embedder", "–"))}')

@@ -159,7 +159,8 @@ async def test_an_mcts_page_shows_the_search_statistics_and_folds_relations_neve
     page = render_trace(t)
     nodes = {n["id"]: n for n in t["nodes"]}
     best = nodes[t["answer_node"]]
-    assert "6 simulations" in page and "roll-out model LLMRollout · critical model embedder lexical" in page
+    assert f"6 simulations, stopped: {t['stopped']}" in page and t["stopped"] in ("simulations", "exhausted")
+    assert "roll-out model LLMRollout · critical model embedder lexical" in page
     assert "the critical model's reference): Florence Stone, Beatrice Stone, Abram Zimmerman" in page
     assert {"on-path", "answer-node"} <= classes_of(page, best["id"])
     assert (f'hop 2 · prior {best["prior"]:.3f} · visits {best["visits"]} · Q {best["q"]:.3f}' in line_of(page, best["id"]))
@@ -174,7 +175,7 @@ async def test_an_mcts_page_shows_the_search_statistics_and_folds_relations_neve
 async def test_a_beam_page_shows_hops_and_priors_but_no_visits_beam_does_not_count():
     answer = await rwt_search(HopBeamSearch, beam_width=2, beam_branch=2, max_hops=2).ask(GRANDMOTHER, topic_entities=["Bob Dylan"])
     page = render_trace(answer.trace)
-    assert "2 hops" in page and "visits" not in page and "never walked" not in page
+    assert "2 hops, stopped: max_hops" in page and "visits" not in page and "never walked" not in page
     for n in answer.trace["nodes"][1:]:
         assert f'hop {n["depth"]} · prior {n["prior"]:.3f}' in line_of(page, n["id"])
 
