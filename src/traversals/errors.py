@@ -6,6 +6,10 @@ from __future__ import annotations
 class TraversalsError(Exception):
     """Base class of every error this library raises on purpose."""
 
+    #: when the error is an HTTP endpoint's refusal: its status and its own message (one line)
+    status: int | None = None
+    detail: str = ""
+
 
 class BadInput(TraversalsError):
     """A user-supplied value (flag, spec, file) cannot be used."""

@@ -3,8 +3,9 @@
 share.
 
 - **retries**: 408/409/429/5xx answers and connection errors are retried with exponential
-  backoff and jitter, honouring ``Retry-After`` (capped at ``backoff_max``), up to
-  ``max_retries`` times; a connect timeout is retried, a read timeout is not;
+  backoff and jitter, honouring ``retry-after-ms`` or ``Retry-After`` (capped at
+  ``backoff_max``), up to ``max_retries`` times; a connect timeout is retried, a read
+  timeout is not, and neither is a 5xx that says the input is too long (llama.cpp's server);
 - **errors**: one line naming the URL and, for an HTTP error, the endpoint's own error
   message. Which classes are raised is the caller's: ``unavailable`` when no request can
   succeed now -- the endpoint cannot be reached, refuses the credentials (401/403: "check
@@ -12,7 +13,9 @@ share.
   retry -- so that an evaluation stops instead of recording every question as an error;
   ``error`` for what is this request's own (a timeout, another 4xx, a reply that is not a
   JSON object). A 400 that names an unknown model is ``unavailable`` too; one that says the
-  input is too long gets the caller's ``size`` note (how long this request's input was);
+  input is too long (400/413/422/500, in OpenAI's, vLLM's, llama.cpp's, TGI's or Groq's
+  words) is ``error`` with the caller's ``size`` note (how long this request's input was).
+  An HTTP refusal carries its ``status`` and the server's ``detail`` on the exception;
 - **time limit**: ``timeout`` bounds a whole attempt, not only each read, so a server that
   trickles its reply cannot hold a request for longer;
 - **secrets**: no message holds the API key or a password in the URL, even when a server
@@ -39,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from .errors import TraversalsError
 from .retry import backoff_delay, parse_retry_after
 from .validate import http_url
 
@@ -47,9 +51,13 @@ __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
-#: a 400's message that says the input does not fit the model's context
+#: an error message that says the input does not fit the model's context (OpenAI, vLLM,
+#: llama.cpp's "input is too large to process" (a 500), TGI's "`inputs` tokens +
+#: `max_new_tokens` must be <= N" (a 422), Groq's "reduce the length of the messages")
 _TOO_LONG = re.compile(
-    r"context (length|size|window)|maximum context|too long|too many tokens|exceeds? (the )?(available|max)",
+    r"context (length|size|window)|context_length_exceeded|maximum context|too long|too many tokens"
+    r"|exceeds? (the )?(available|max)|input is too large|too large to process|reduce the length"
+    r"|tokens \+ `?max_new_tokens`? must be",
     re.IGNORECASE,
 )
 #: a 400's message that says the model is not served here (OpenRouter, LiteLLM, LM Studio ...)
@@ -124,6 +132,18 @@ def _stream_events(text: str) -> list[dict[str, Any]] | None:
     return events
 
 
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds a 429/5xx asks to wait: ``retry-after-ms`` (OpenAI's, milliseconds) or
+    ``Retry-After`` (seconds or an HTTP date); None when neither says."""
+    try:
+        ms = float(headers.get("retry-after-ms", ""))
+        if ms >= 0 and ms == ms and ms != float("inf"):
+            return ms / 1000
+    except ValueError:
+        pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
 def _header_safe(api_key: str) -> int | None:
     """The position of the first character of ``api_key`` an HTTP header cannot carry
     (a control or non-ASCII character), or ``None``."""
@@ -145,8 +165,8 @@ class JsonPoster:
         base_url: str,
         *,
         name: str,
-        error: type[Exception],
-        unavailable: type[Exception],
+        error: type[TraversalsError],
+        unavailable: type[TraversalsError],
         api_key: str | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
@@ -250,8 +270,8 @@ class JsonPoster:
                 raise self._redirected(resp, shown, path)
             if resp.status_code < 400:
                 return self._reply(resp, shown)
-            if resp.status_code in RETRY_STATUS and attempt < self.max_retries:
-                wait = parse_retry_after(resp.headers.get("retry-after"))
+            if resp.status_code in RETRY_STATUS and attempt < self.max_retries and not self._too_long(resp):
+                wait = _retry_after(resp.headers)
                 delay = (
                     self._backoff(attempt)
                     if wait is None
@@ -295,24 +315,36 @@ class JsonPoster:
             raise self.error(f"{self.name}: POST {shown} returned a JSON {what}, not an object")
         return data
 
-    def _failure(self, resp: httpx.Response, shown: str, attempt: int, size: str | None) -> Exception:
-        """The named error of a response that failed for good."""
+    @staticmethod
+    def _too_long(resp: httpx.Response) -> bool:
+        """Whether a failed response says this request's input is too long (llama.cpp's
+        server says so with a 500: retrying it would only fail again, then stop a run)."""
+        return resp.status_code in (400, 413, 422, 500) and (
+            resp.status_code == 413 or bool(_TOO_LONG.search(error_detail(resp))))
+
+    def _failure(self, resp: httpx.Response, shown: str, attempt: int, size: str | None) -> TraversalsError:
+        """The named error of a response that failed for good, with its ``status`` and the
+        server's ``detail``."""
         status = resp.status_code
         detail = self.redact(error_detail(resp))  # a server may quote the key it refused
         msg = f"{self.name}: POST {shown} -> HTTP {status}: {detail}"
+        err: TraversalsError
         if status in (401, 403):
             hint = "check the API key" if self._has_key else "no API key was sent: set one (the CLI reads $OPENAI_API_KEY)"
-            return self.unavailable(f"{msg} ({hint})")
-        if status == 404:  # a wrong base URL or model: every request would fail
+            err = self.unavailable(f"{msg} ({hint})")
+        elif status == 404:  # a wrong base URL or model: every request would fail
             hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"
-            return self.unavailable(f"{msg} ({hint})")
-        if status in RETRY_STATUS:  # down or overloaded, not this request's fault
-            return self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
-        if status in (400, 422) and _NO_MODEL.search(detail):
-            return self.unavailable(f"{msg} (check the model name)")
-        if size and (status == 413 or (status in (400, 422) and _TOO_LONG.search(detail))):
-            return self.error(f"{msg} (this request: {size})")
-        return self.error(msg)
+            err = self.unavailable(f"{msg} ({hint})")
+        elif self._too_long(resp):  # this request's own, whatever the status says
+            err = self.error(f"{msg} (this request: {size})" if size else msg)
+        elif status in RETRY_STATUS:  # down or overloaded, not this request's fault
+            err = self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
+        elif status in (400, 422) and _NO_MODEL.search(detail):
+            err = self.unavailable(f"{msg} (check the model name)")
+        else:
+            err = self.error(msg)
+        err.status, err.detail = status, detail
+        return err
 
     async def aclose(self) -> None:
         await self._client.aclose()

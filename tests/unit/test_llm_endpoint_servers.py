@@ -107,6 +107,12 @@ CONTEXT_OPENAI = error("This model's maximum context length is 4096 tokens. Howe
 CONTEXT_VLLM = {"object": "error", "type": "BadRequestError", "code": 400,
                 "message": "'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum context "
                            "length is 2048 tokens and your request has 1900 input tokens (256 > 2048 - 1900)."}
+CONTEXT_LLAMA_CPP_500 = error("input is too large to process. increase the physical batch size", type="server_error",
+                              code=500)
+CONTEXT_TGI = {"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 "
+                        "`inputs` tokens and 256 `max_new_tokens`", "error_type": "validation"}
+CONTEXT_GROQ = error("Please reduce the length of the messages or completion.", type="invalid_request_error",
+                     code="context_length_exceeded")
 NGINX_502 = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
 
 MATRIX = [
@@ -114,6 +120,10 @@ MATRIX = [
     ("context-llama.cpp", "/v1", (400, CONTEXT_LLAMA_CPP, {}), LLMError, "this request: a prompt of", 1),
     ("context-openai", "/v1", (400, CONTEXT_OPENAI, {}), LLMError, "this request: a prompt of", 1),
     ("context-vllm", "/v1", (400, CONTEXT_VLLM, {}), LLMError, "this request: a prompt of", 1),
+    # llama.cpp's server says a prompt past its batch is too large with a 500: the request's own, not retried
+    ("context-llama.cpp-500", "/v1", (500, CONTEXT_LLAMA_CPP_500, {}), LLMError, "this request: a prompt of", 1),
+    ("context-tgi", "/v1", (422, CONTEXT_TGI, {}), LLMError, "this request: a prompt of", 1),
+    ("context-groq", "/v1", (400, CONTEXT_GROQ, {}), LLMError, "this request: a prompt of", 1),
     ("401", "/v1", (401, error("Incorrect API key provided"), {}), LLMUnavailable, "check the API key", 1),
     ("403", "/v1", (403, error("forbidden"), {}), LLMUnavailable, "check the API key", 1),
     ("404-model", "/v1", (404, {"object": "error", "message": "The model `m` does not exist.", "code": 404}, {}),
@@ -163,6 +173,29 @@ async def test_a_transient_429_is_waited_out(server):
     llm = client(server, sleep=sleep, backoff_base=0.25)
     assert (await llm.generate("Who directed Inception?")).texts == ["Christopher Nolan"]
     assert waits[0] == 1.0 and 0.125 <= waits[1] <= 0.5  # Retry-After honoured, then backoff
+    await llm.close()
+
+
+async def test_openais_retry_after_ms_is_honoured(server):
+    replies = iter([(429, error("Rate limit reached"), {"retry-after-ms": "250", "retry-after": "1"}),
+                    (200, chat("Christopher Nolan"), {})])
+    server.respond = lambda p, b: next(replies)
+    waits: list[float] = []
+
+    async def sleep(d: float) -> None:
+        waits.append(d)
+
+    llm = client(server, sleep=sleep)
+    assert (await llm.generate("Who directed Inception?")).texts == ["Christopher Nolan"] and waits == [0.25]
+    await llm.close()
+
+
+async def test_a_refusal_carries_the_servers_status_and_message(server):
+    server.respond = lambda p, b: (422, error("temperature must be > 0"), {})
+    llm = client(server)
+    with pytest.raises(LLMError) as ei:
+        await llm.generate("q", max_tokens=8)
+    assert (ei.value.status, ei.value.detail) == (422, "temperature must be > 0")
     await llm.close()
 
 

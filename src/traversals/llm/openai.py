@@ -75,8 +75,8 @@ _NO_TEMPLATE = ("no completion_template (--llm-template, e.g. 'chatml') configur
                 "the served model's prompt template")
 #: a request parameter a server refused, quoted in its 400/422 message ('seed', "stop", `n`)
 _QUOTED = "[\"'`]{}[\"'`]"
-#: the HTTP status and the server's message of a request the server refused (JsonPoster's format)
-_REFUSED = re.compile(r"-> HTTP (?:400|422): (.*)", re.DOTALL)
+#: the HTTP statuses of a request the server refused for what it holds (JsonPoster sets ``status``)
+_REFUSED = (400, 422)
 #: how a server says it does not take a parameter (OpenAI, Mistral/pydantic, vLLM, Groq ...)
 _UNSUPPORTED = re.compile(r"unsupported|not supported|not permitted|not allowed|unrecognized|unknown|"
                           r"extra_forbidden", re.IGNORECASE)
@@ -388,7 +388,7 @@ class OpenAICompatibleLLM:
         try:
             got, usage = await self._chat(prompt, prefix, n, temperature, max_tokens, stop, seed)
         except LLMError as e:
-            if n == 1 or isinstance(e, LLMUnavailable) or not _REFUSED.search(str(e)):
+            if n == 1 or isinstance(e, LLMUnavailable) or e.status not in _REFUSED:
                 raise
             got, usage = await self._chat(prompt, prefix, 1, temperature, max_tokens, stop, seed)
             self.supports_n = False  # asked for one sample, the server answered: n was the trouble
@@ -459,7 +459,7 @@ class OpenAICompatibleLLM:
         try:
             lps, offsets, tokens, _ = await self._echo_logprobs(probe)
         except (LLMError, ScoringNotSupported) as e:
-            if "HTTP 404" in str(e):  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
+            if getattr(e, "status", None) == 404:  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
                 return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
             return self._scoring_off(f"/completions with echo+logprobs failed: {_unnamed(e, self.name)}")
         values = [float(x) for x in lps if isinstance(x, (int, float))]
@@ -531,10 +531,9 @@ def _without(body: dict[str, Any], params: set[str]) -> dict[str, Any]:
 def _refused_param(error: LLMError, body: dict[str, Any]) -> str | None:
     """The request parameter a 400/422 ``error`` says the server does not support, if it is
     one a request can do without (``seed``, ``stop``) or rename (``max_tokens``)."""
-    m = _REFUSED.search(str(error))
-    if isinstance(error, LLMUnavailable) or m is None:
+    if isinstance(error, LLMUnavailable) or error.status not in _REFUSED:
         return None
-    detail = m.group(1)
+    detail = error.detail
     if not _UNSUPPORTED.search(detail):  # e.g. "'max_tokens' ... is too large": the request's own
         return None
     for param in ("seed", "stop", "max_tokens"):
