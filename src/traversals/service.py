@@ -100,6 +100,11 @@ class BodyTooLarge(BadInput):
     """The request body is over ``ServiceLimits.max_body_bytes`` (HTTP 413)."""
 
 
+class BodyTooSlow(BadInput):
+    """The request body did not arrive within ``ServiceLimits.body_timeout`` (HTTP 408): a
+    client that declares a body and trickles it, or never sends it, would hold a connection."""
+
+
 #: how a limit is named in an error: the ``traversals serve`` flag that sets it, if any
 _LIMIT_NAMES = {"max_concurrency": "max_concurrency (--concurrency)", "max_queue": "max_queue (--max-queue)",
                 "timeout": "timeout (--timeout)"}
@@ -127,13 +132,15 @@ class ServiceLimits:
     #: seconds between checks that the client is still connected (a search whose client
     #: has gone is cancelled)
     disconnect_poll: float = 0.5
+    #: seconds a request's whole body may take to arrive
+    body_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         """A :class:`BadInput` naming the limit (and its ``serve`` flag) for a value that
         would make the server refuse everything, spin, or queue without bound."""
         for f in dataclasses.fields(self):
             value, name = getattr(self, f.name), _LIMIT_NAMES.get(f.name, f.name)
-            if f.name in ("timeout", "disconnect_poll"):
+            if f.name in ("timeout", "disconnect_poll", "body_timeout"):
                 if value is None and f.name == "timeout":
                     continue
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:  # NaN too
@@ -230,6 +237,8 @@ def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: who should act, the caller (4xx) or the operator (5xx)."""
     if isinstance(exc, BodyTooLarge):
         return 413
+    if isinstance(exc, BodyTooSlow):
+        return 408
     if isinstance(exc, BadInput):
         return 400
     if isinstance(exc, (Busy, ShuttingDown, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
@@ -322,7 +331,7 @@ def create_app(
 
     async def ask(request: Request) -> Response:
         try:
-            body = _parse_json(await _read_body(request, limits.max_body_bytes))
+            body = _parse_json(await _read_body(request, limits.max_body_bytes, limits.body_timeout))
             req = parse_ask_request(body, default_strategy, defaults, limits)
             if req.stream:
                 queue: asyncio.Queue = asyncio.Queue()
@@ -471,9 +480,10 @@ async def _answer_within(request: Any, work: Awaitable[Any], *, timeout: float |
     raise RequestTimeout(f"no answer within {timeout:g} s ({time.monotonic() - start:.1f} s spent)")
 
 
-async def _read_body(request: Any, limit: int) -> bytes:
+async def _read_body(request: Any, limit: int, timeout: float = ServiceLimits.body_timeout) -> bytes:
     """The body, refused with :class:`BodyTooLarge` as soon as it is known to be over
-    ``limit`` bytes (by its Content-Length, or while it arrives), not after reading it all."""
+    ``limit`` bytes (by its Content-Length, or while it arrives), not after reading it all,
+    and with :class:`BodyTooSlow` when it has not all arrived after ``timeout`` seconds."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"the request body is {int(declared)} bytes; at most {limit}")
@@ -481,12 +491,19 @@ async def _read_body(request: Any, limit: int) -> bytes:
 
     chunks: list[bytes] = []
     size = 0
-    try:
+
+    async def read() -> None:
+        nonlocal size
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
                 raise BodyTooLarge(f"the request body is over {limit} bytes")
             chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise BodyTooSlow(f"the request body did not arrive within {timeout:g} s ({size} bytes came)") from None
     except ClientDisconnect:  # a 499 for the log, not an "unexpected error" with a traceback
         raise ClientGone("the client disconnected while sending its request") from None
     return b"".join(chunks)

@@ -359,6 +359,24 @@ async def test_a_body_over_the_byte_cap_gets_413_whether_its_length_is_declared_
     assert factory.built == []
 
 
+async def test_a_body_that_trickles_past_the_body_timeout_gets_408_and_starts_no_search():
+    """A client that declares a body and sends it slowly (or never) would hold its
+    connection for ever: --timeout counts only once the body is read."""
+    factory = Factory()
+    async with client(factory, limits=ServiceLimits(body_timeout=0.3)) as c:
+
+        async def slow():
+            yield b'{"question": '
+            await asyncio.sleep(2)
+            yield b'"q"}'
+
+        r = await c.post("/v1/ask", content=slow(), headers={"content-type": "application/json"})
+        ok = await c.post("/v1/ask", json={"question": "q"})
+    assert r.status_code == 408 and r.json()["error"]["type"] == "BodyTooSlow"
+    assert "did not arrive within 0.3 s (13 bytes came)" in r.json()["error"]["message"]
+    assert ok.status_code == 200 and len(factory.built) == 1
+
+
 async def test_json_nested_too_deeply_is_a_400_not_a_500():
     async with client() as c:
         r = await c.post("/v1/ask", content=b"[" * 20_000 + b"]" * 20_000,
@@ -387,6 +405,7 @@ async def test_topic_entities_are_capped_in_number_and_length():
         ({"disconnect_poll": float("nan")}, "disconnect_poll must be"),
         ({"max_k": 2.5}, "max_k must be a whole number"),
         ({"max_body_bytes": 0}, "max_body_bytes must be"),
+        ({"body_timeout": 0}, "body_timeout must be a number of seconds over 0"),
     ],
 )
 def test_limits_that_would_break_the_server_are_refused_naming_the_flag(kwargs, says):
