@@ -396,9 +396,23 @@ async def test_a_repeated_thought_is_invalid_and_constrained_decoding_never_thin
     thought = answer.trace["nodes"][1]
     kg = dylan_kg()
     machine = Machine(KGSet([kg]))
-    node = await machine.transition(machine.root(Subgraph()), Action(ActionType.THINK, "x"), Usage())
+    dylan = (await kg.search("Bob Dylan"))[0]
+    node = await machine.transition(machine.root(Subgraph((dylan,))), Action(ActionType.THINK, "x"), Usage())
     assert allowed_default_actions(node) == (ActionType.EXPAND_KG, ActionType.ANSWER)
     assert thought["action"]["type"] == "THINK"
+
+
+async def test_a_question_linked_to_nothing_is_not_offered_an_expansion():
+    """With no entity in the subgraph an EXPAND_KG could only be an invalid node: the LLM
+    is offered THINK and ANSWER (it answers from what it knows, as CoT does)."""
+    from traversals.search.policy import allowed_default_actions
+
+    machine = Machine(KGSet([dylan_kg()]))
+    assert allowed_default_actions(machine.root(Subgraph())) == (ActionType.THINK, ActionType.ANSWER)
+    llm = scripted(default="ANSWER: Beatrice Stone")
+    answer = await solver(llm, k=1).ask("who is nobody's mother?", topic_entities=["Nobody Here"])
+    assert answer.linked_entities == [] and not any(n["invalid"] for n in answer.trace["nodes"])
+    assert "Choose the next action: THINK or ANSWER." in [c.prompt for c in llm.generate_calls if DEFAULT in c.prompt][0]
 
 
 async def test_diversity_oversampling_keeps_the_first_k_unique_options():

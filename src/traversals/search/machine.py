@@ -63,11 +63,12 @@ def entity_key(e: Entity) -> tuple[str, str]:
 def allowed_default_actions(node: "Node") -> tuple[ActionType, ...]:
     """THINK, EXPAND_KG, ANSWER — but no THINK right after a THINK (small models
     otherwise repeat one thought until max depth instead of acting), and no EXPAND_KG
-    when every entity of the subgraph is exhausted (it could only lead to a dead end)."""
+    when every entity of the subgraph is exhausted, or there is none (the question linked to
+    nothing in the KG): it could only lead to a dead end, an invalid node."""
     out = DEFAULT_ACTIONS
     if node.action is not None and node.action.type is ActionType.THINK:
         out = tuple(a for a in out if a is not ActionType.THINK)
-    if node.subgraph.entities and all(entity_key(e) in node.exhausted for e in node.subgraph.entities):
+    if all(entity_key(e) in node.exhausted for e in node.subgraph.entities):
         out = tuple(a for a in out if a is not ActionType.EXPAND_KG)
     return out
 
