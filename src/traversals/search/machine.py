@@ -554,7 +554,8 @@ class Machine:
                 if all((r.key, r.kg) in done for r in node.relation_options):
                     child.exhausted = node.exhausted | {entity_key(only)}
             child.subgraph = node.subgraph.extend(facts, omitted)
-            child.new_facts = tuple(f for f in facts if f not in set(node.subgraph.facts))
+            known = set(node.subgraph.facts)
+            child.new_facts = tuple(f for f in facts if f not in known)
             await self.kgs.link([f.target for f in child.new_facts], usage)
             dead = await self._dead_ends(child, usage)
             if dead:
