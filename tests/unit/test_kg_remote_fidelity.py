@@ -4,6 +4,7 @@ as the embedded store does (in-process transports, no sockets)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 import httpx
@@ -20,6 +21,17 @@ def _empty_results(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json=body)
 
 
+def _recorder() -> tuple[list[httpx.Request], Callable[[httpx.Request], httpx.Response]]:
+    """The requests an endpoint gets (filled as they come), and its handler: empty results."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return _empty_results(request)
+
+    return seen, handler
+
+
 def _sent_params(request: httpx.Request) -> dict[str, list[str]]:
     """The protocol parameters of a request: the URL's, and a POST form's."""
     params = parse_qs(request.url.query.decode())
@@ -33,11 +45,7 @@ def test_an_endpoint_urls_own_parameters_go_with_every_query() -> None:
     """``?default-graph-uri=…`` names the graph every query reads: it was dropped from
     each GET (httpx replaces a URL's query string with ``params``) and kept on each POST,
     so short queries silently read another graph than long ones."""
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return _empty_results(request)
+    seen, handler = _recorder()
 
     async def run() -> None:
         http = HttpClient(transport=httpx.MockTransport(handler))
@@ -60,11 +68,7 @@ def test_a_long_url_of_its_own_makes_a_query_go_by_post() -> None:
     beside a long ``default-graph-uri`` would overrun a server's URL limit as a GET."""
     from traversals.kg.sparql import MAX_GET_QUERY
 
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return _empty_results(request)
+    seen, handler = _recorder()
 
     query = "SELECT * WHERE { ?s ?p ?o } # " + "x" * (MAX_GET_QUERY - 200)
 
@@ -80,11 +84,7 @@ def test_a_long_url_of_its_own_makes_a_query_go_by_post() -> None:
 
 
 def test_a_query_parameter_in_the_url_is_replaced_not_doubled() -> None:
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return _empty_results(request)
+    seen, handler = _recorder()
 
     async def run() -> None:
         http = HttpClient(transport=httpx.MockTransport(handler))

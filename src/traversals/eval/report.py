@@ -543,6 +543,12 @@ def _labels(runs: Sequence[Run]) -> None:
                 r.label += f" ({r.dir.name})"
 
 
+def _section(title: str, intro: str, header: list[str], rows: list[list[str]], empty: str) -> list[str]:
+    """A report section: its title, then the intro and the table, or ``empty`` with no rows."""
+    body = [intro, "", *_table(header, rows)] if rows else [empty]
+    return [f"## {title}", "", *body, ""]
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
@@ -692,23 +698,17 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     lines.append("")
 
     # how the searches stopped
-    lines += ["## How the searches stopped", ""]
     srows = [[r.label, r.dataset, row.stopped, str(row.n), _pct(row.hits_at_1),
               "–" if row.mean_value is None else f"{row.mean_value:.2f}"]
              for r in runs for row in stop_table(r)]
-    if srows:
-        lines += [
-            "Answered questions by how their search ended: `threshold`, an answer rated over τ "
-            "(tree, chain); `max_expansions` or `frontier_empty`, none was and the best-rated "
-            "of the rest was returned; RwT's `simulations`, `exhausted` or `max_hops`. Hits@1 "
-            "per group says how far each kind of stop can be trusted.",
-            "",
-        ]
-        lines += _table(["run", "dataset", "stopped", "questions", "Hits@1 %", "mean value"], srows)
-    else:
-        lines.append("No data: no result row says how its search stopped (cot runs, and runs made before "
-                     "results recorded it).")
-    lines.append("")
+    lines += _section(
+        "How the searches stopped",
+        "Answered questions by how their search ended: `threshold`, an answer rated over τ "
+        "(tree, chain); `max_expansions` or `frontier_empty`, none was and the best-rated "
+        "of the rest was returned; RwT's `simulations`, `exhausted` or `max_hops`. Hits@1 "
+        "per group says how far each kind of stop can be trusted.",
+        ["run", "dataset", "stopped", "questions", "Hits@1 %", "mean value"], srows,
+        "No data: no result row says how its search stopped (cot runs, and runs made before results recorded it).")
 
     # backtracking counterfactual
     lines += ["## Backtracking counterfactual (paper Fig. 6)", ""]
@@ -748,46 +748,34 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     lines.append("")
 
     # the answer threshold replayed
-    lines += ["## Answer threshold replayed (LLM value)", ""]
     trows = []
     for r in runs:
         for row in threshold_table(r):
             trows.append([f"{r.label} · {r.dataset}", f"{row.threshold:.1f}", str(row.n), _pct(row.hits_at_1),
                           _pct(row.em_in), f"{row.llm_calls:.1f}", str(row.stopped_early)])
-    if trows:
-        lines += [
-            "With the LLM as the value function the answer threshold τ only decides when a search "
-            "stops, so each search is replayed exactly at lower thresholds: it stops after the first "
-            "expansion that produced an answer valued above τ and answers with the best-valued answer "
-            "found by then. LLM calls up to that stop are an estimate (a node rated before it and "
-            "expanded after it counts one call). Each run's last row is its own τ (the run as it is); "
-            "lower τ are listed where some search would have stopped earlier.",
-            "",
-        ]
-        lines += _table(["run", "τ", "n", "Hits@1 %", "EM-in %", "LLM calls", "stopped earlier"], trows)
-    else:
-        lines.append(
-            "Nothing to replay: only tree and chain runs with the LLM as the value function can be "
-            "replayed at another threshold (a trained value's early answers depend on τ)."
-        )
-    lines.append("")
+    lines += _section(
+        "Answer threshold replayed (LLM value)",
+        "With the LLM as the value function the answer threshold τ only decides when a search "
+        "stops, so each search is replayed exactly at lower thresholds: it stops after the first "
+        "expansion that produced an answer valued above τ and answers with the best-valued answer "
+        "found by then. LLM calls up to that stop are an estimate (a node rated before it and "
+        "expanded after it counts one call). Each run's last row is its own τ (the run as it is); "
+        "lower τ are listed where some search would have stopped earlier.",
+        ["run", "τ", "n", "Hits@1 %", "EM-in %", "LLM calls", "stopped earlier"], trows,
+        "Nothing to replay: only tree and chain runs with the LLM as the value function can be "
+        "replayed at another threshold (a trained value's early answers depend on τ).")
 
     # the answer choice replayed
-    lines += ["## Answer choice replayed", ""]
     crows = [[f"{r.label} · {r.dataset}", row.choice + (" (the run's)" if row.own else ""), str(row.n),
               _pct(row.hits_at_1), _pct(row.em_in), str(row.changed)]
              for r in runs for row in choice_table(r)]
-    if crows:
-        lines += [
-            "When no answer's value crossed τ a search returns either the best-valued answer "
-            "(`value`, Algorithm 1) or the answer whose proposals' values sum highest (`support`; "
-            "`--answer-choice`). The choice does not change what a search expands, so each run is "
-            "replayed exactly with both; changed: questions whose answer would differ from the run's.",
-            "",
-        ]
-        lines += _table(["run", "answer choice", "n", "Hits@1 %", "EM-in %", "changed"], crows)
-    else:
-        lines.append("Nothing to replay: only tree and chain runs with traces choose among proposed answers.")
-    lines.append("")
+    lines += _section(
+        "Answer choice replayed",
+        "When no answer's value crossed τ a search returns either the best-valued answer "
+        "(`value`, Algorithm 1) or the answer whose proposals' values sum highest (`support`; "
+        "`--answer-choice`). The choice does not change what a search expands, so each run is "
+        "replayed exactly with both; changed: questions whose answer would differ from the run's.",
+        ["run", "answer choice", "n", "Hits@1 %", "EM-in %", "changed"], crows,
+        "Nothing to replay: only tree and chain runs with traces choose among proposed answers.")
     md.write_text("\n".join(lines), encoding="utf-8")
     return md
