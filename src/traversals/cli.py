@@ -225,14 +225,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from .mcp_server import create_mcp_server
     from .service import ServiceLimits
 
-    ServiceLimits(max_queue=args.max_queue, timeout=args.timeout)  # out of range: one line, before a model loads
+    # out of range: one line, before a model loads
+    ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
     refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
                                default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout,
-                               max_queue=args.max_queue)
+                               max_concurrency=args.concurrency, max_queue=args.max_queue)
     # the MCP SDK logs at INFO on stderr, where httpx would add a line per KG/LLM request
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.transport == "stdio":
@@ -296,8 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--port", type=_port, default=8001, help="streamable-http: port (default 8001)")
     mcp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="answer_question gives up a search after this long (default: no limit)")
+    mcp.add_argument("--concurrency", type=int, default=1,
+                     help="answer_question searches run at once (default 1; more only help with a remote LLM)")
     mcp.add_argument("--max-queue", type=int, default=MCP_MAX_QUEUE,
-                     help=f"answer_question calls that may wait behind the running search; more are refused "
+                     help=f"answer_question calls that may wait behind the running searches; more are refused "
                           f"as busy (default {MCP_MAX_QUEUE})")
     mcp.set_defaults(func=cmd_mcp)
 

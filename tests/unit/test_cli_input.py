@@ -52,7 +52,7 @@ def test_an_llm_url_that_serves_the_embedder_is_accepted():
         open_llm_from_args(args, environ={})
 
 
-@pytest.mark.parametrize("flags", [["--max-queue", "-1"], ["--timeout", "0"]])
+@pytest.mark.parametrize("flags", [["--max-queue", "-1"], ["--timeout", "0"], ["--concurrency", "0"]])
 def test_mcp_limits_out_of_range_are_one_line_before_a_model_loads(flags, capsys):
     assert main(["mcp", "--llm", "local:/nonexistent.gguf", *flags]) == 2
     err = capsys.readouterr().err
