@@ -62,6 +62,9 @@ RESUME_MUST_MATCH = (
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
     "max_hops", "beam_width", "beam_branch",
+    # no flag sets these, but a library caller can and a newer version may change their
+    # defaults: the KG's cuts the LLM sees, the sampling temperature, intermediate values
+    "max_relations", "max_edges", "diverse_temperature", "evaluate_intermediate",
 )  # fmt: skip
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
