@@ -55,3 +55,74 @@ async def test_a_missing_tokenizers_package_says_how_to_install_it(tmp_path, mon
 
     with pytest.raises(EmbedderUnavailable, match=r"pip install 'traversals\[embed\]', or use --embedder lexical"):
         await SentenceBert(tmp_path).embed(["x"])
+
+
+def _tiny_bert(path, *, hidden: int = 4, layers: int = 1) -> None:
+    """A sentence-transformers BERT directory of a few hundred bytes (random weights)."""
+    import json
+    import struct
+
+    import numpy as np
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    path.mkdir()
+    tok = Tokenizer(WordLevel({"[PAD]": 0, "[UNK]": 1, "hello": 2, "world": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.save(str(path / "tokenizer.json"))
+    (path / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_act": "gelu", "num_hidden_layers": layers, "num_attention_heads": 2,
+        "max_position_embeddings": 8}))
+    shapes = {"embeddings.word_embeddings.weight": (4, hidden), "embeddings.position_embeddings.weight": (8, hidden),
+              "embeddings.token_type_embeddings.weight": (2, hidden), "embeddings.LayerNorm.weight": (hidden,),
+              "embeddings.LayerNorm.bias": (hidden,)}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for m in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            shapes[p + m + ".weight"], shapes[p + m + ".bias"] = (hidden, hidden), (hidden,)
+        shapes[p + "intermediate.dense.weight"], shapes[p + "intermediate.dense.bias"] = (2 * hidden, hidden), (2 * hidden,)
+        shapes[p + "output.dense.weight"], shapes[p + "output.dense.bias"] = (hidden, 2 * hidden), (hidden,)
+        for m in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[p + m + ".weight"], shapes[p + m + ".bias"] = (hidden,), (hidden,)
+    rng = np.random.default_rng(0)
+    header, blobs, offset = {}, [], 0
+    for name, shape in shapes.items():
+        data = rng.standard_normal(shape).astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    head = json.dumps(header).encode()
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def _damage_weights_cut(d):
+    w = d / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:-40])
+
+
+def _damage_weights_lack_a_layer(d):
+    (d / "config.json").write_text((d / "config.json").read_text().replace('"num_hidden_layers": 1', '"num_hidden_layers": 2'))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (_damage_weights_cut, r"model.safetensors is damaged or not a safetensors file \(cut short: .*`traversals model fetch NAME`"),
+        (lambda d: (d / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00[]"),
+         r"model.safetensors is damaged or not a safetensors file \(its header is not a JSON object\)"),
+        (_damage_weights_lack_a_layer, r"model.safetensors lacks 16 tensor\(s\) the BERT encoder needs \(first: encoder.layer.1."),
+        (lambda d: (d / "tokenizer.json").write_text("{bad"), r"tokenizer.json is damaged \(the tokenizers package cannot read it"),
+        (lambda d: (d / "config.json").write_text("[1]"), r"config.json is damaged \(not a JSON object\)"),
+        (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), r"config.json is damaged \(no valid num_hidden_layers"),
+        (lambda d: (d / "modules.json").write_text('{"a": 1}'), r"modules.json is damaged \(not a JSON list\)"),
+    ],
+)
+async def test_a_damaged_model_directory_is_one_named_error_not_a_numpy_or_key_error(tmp_path, damage, message):
+    from traversals.errors import EmbedderUnavailable
+
+    _tiny_bert(tmp_path / "m")
+    assert len((await SentenceBert(tmp_path / "m").embed(["hello world"]))[0]) == 4  # intact, it embeds
+    damage(tmp_path / "m")
+    with pytest.raises(EmbedderUnavailable, match=message):
+        await SentenceBert(tmp_path / "m").embed(["hello world"])

@@ -40,31 +40,57 @@ def _need_numpy() -> Any:
     return numpy
 
 
+def _damaged(path: Path, why: str) -> EmbedderUnavailable:
+    return EmbedderUnavailable(
+        f"{path} is damaged or not a safetensors file ({why}); a registry model is fetched again by "
+        f"`traversals model fetch NAME`, a directory of your own needs its model.safetensors replaced"
+    )
+
+
 def read_safetensors(path: Path) -> dict[str, Any]:
-    """The float tensors of a ``.safetensors`` file as NumPy arrays (float32)."""
+    """The float tensors of a ``.safetensors`` file as NumPy arrays (float32); a file cut
+    short or with a malformed header is :class:`EmbedderUnavailable`, never a NumPy error."""
     np = _need_numpy()
     data = path.read_bytes()
     if len(data) < 8:
-        raise EmbedderUnavailable(f"{path} is not a safetensors file (too short)")
+        raise _damaged(path, "too short")
     (n,) = struct.unpack("<Q", data[:8])
     try:
         header = json.loads(data[8 : 8 + n])
     except ValueError as e:
-        raise EmbedderUnavailable(f"{path} is not a safetensors file: {e}") from e
+        raise _damaged(path, f"header: {e}") from e
+    if not isinstance(header, dict):
+        raise _damaged(path, "its header is not a JSON object")
     base = 8 + n
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        dtype = _DTYPES.get(info["dtype"], "skip")
+        dtype = _DTYPES.get(str(info.get("dtype")) if isinstance(info, dict) else "", "skip")
         if dtype == "skip":  # integer buffers such as position_ids
             continue
         if dtype is None:
             raise EmbedderUnavailable(f"{path}: tensor {name} is {info['dtype']}, which is not supported")
-        start, end = info["data_offsets"]
-        out[name] = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
-                                  offset=base + start).reshape(info["shape"]).astype(np.float32)
+        out[name] = _tensor(np, data, base, path, name, info, dtype)
     return out
+
+
+def _tensor(np: Any, data: bytes, base: int, path: Path, name: str, info: dict[str, Any], dtype: str) -> Any:
+    """One tensor of a safetensors file, its offsets and shape checked against the file."""
+    try:
+        start, end = (int(x) for x in info["data_offsets"])
+        shape = [int(x) for x in info["shape"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise _damaged(path, f"tensor {name} has no valid data_offsets and shape") from e
+    itemsize = np.dtype(dtype).itemsize
+    count = 1
+    for dim in shape:
+        count *= dim
+    if not 0 <= start <= end or end - start != count * itemsize:
+        raise _damaged(path, f"tensor {name}'s offsets do not fit its shape")
+    if base + end > len(data):
+        raise _damaged(path, f"cut short: {len(data):,} bytes, tensor {name} ends at byte {base + end:,}")
+    return np.frombuffer(data, dtype=dtype, count=count, offset=base + start).reshape(shape).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -99,13 +125,18 @@ class SentenceBert:
 
     # ------------------------------------------------------------------ loading
 
-    def _json(self, rel: str) -> Any:
+    def _json(self, rel: str, kind: type = dict) -> Any:
+        """``rel``'s JSON (None when the file is absent); one of another type than ``kind``
+        or not JSON at all is a damaged model."""
         assert self.model_dir is not None
         path = self.model_dir / rel
         try:
-            return json.loads(path.read_text("utf-8")) if path.is_file() else None
-        except ValueError as e:
-            raise EmbedderUnavailable(f"{path}: {e}") from e
+            value = json.loads(path.read_text("utf-8")) if path.is_file() else None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise EmbedderUnavailable(f"{path} is damaged (not JSON: {e})") from e
+        if value is not None and not isinstance(value, kind):
+            raise EmbedderUnavailable(f"{path} is damaged (not a JSON {'object' if kind is dict else 'list'})")
+        return value
 
     def _load(self) -> None:
         if self._weights is not None:
@@ -128,39 +159,54 @@ class SentenceBert:
                 f"{self.model_dir}: only BERT models with gelu are supported "
                 f"(model_type {config.get('model_type')!r}, hidden_act {config.get('hidden_act')!r})"
             )
-        pooling = self._json("1_Pooling/config.json") or {"pooling_mode_mean_tokens": True}
-        if pooling.get("pooling_mode_mean_tokens"):
-            mode = "mean"
-        elif pooling.get("pooling_mode_cls_token"):
-            mode = "cls"
-        else:
-            raise EmbedderUnavailable(f"{self.model_dir}: only mean or CLS pooling is supported ({pooling})")
-        modules = self._json("modules.json") or []
+        mode = self._pooling()
+        modules = self._json("modules.json", list) or []
         st_config = self._json("sentence_bert_config.json") or {}
+        shape = self._bert_shape(config, st_config, mode, modules)
         weights_path = self.model_dir / "model.safetensors"
         if not weights_path.is_file():
             raise EmbedderUnavailable(f"{self.model_dir}: no model.safetensors")
         weights = {k.removeprefix("bert."): v for k, v in read_safetensors(weights_path).items()}
+        _check_weights(weights_path, weights, shape.layers)
         np = _need_numpy()
         for name in [k for k in weights if k.startswith("encoder.") and k.endswith(".weight") and weights[k].ndim == 2]:
             weights[name + ".T"] = np.ascontiguousarray(weights.pop(name).T)  # what _dense multiplies by
         tokenizer_path = self.model_dir / "tokenizer.json"
         if not tokenizer_path.is_file():
             raise EmbedderUnavailable(f"{self.model_dir}: no tokenizer.json")
-        tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        max_length = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
-        tokenizer.enable_truncation(max_length=max_length)
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as e:  # the tokenizers package raises a bare Exception
+            raise EmbedderUnavailable(f"{tokenizer_path} is damaged (the tokenizers package cannot read it: {e})") from e
+        tokenizer.enable_truncation(max_length=shape.max_length)
         tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
-        self._shape = BertShape(
-            layers=int(config["num_hidden_layers"]),
-            heads=int(config["num_attention_heads"]),
-            eps=float(config.get("layer_norm_eps", 1e-12)),
-            pooling=mode,
-            normalize=any(str(m.get("type", "")).endswith("Normalize") for m in modules),
-            max_length=max_length,
-        )
+        self._shape = shape
         self._tokenizer = tokenizer
         self._weights = weights
+
+    def _pooling(self) -> str:
+        pooling = self._json("1_Pooling/config.json") or {"pooling_mode_mean_tokens": True}
+        if pooling.get("pooling_mode_mean_tokens"):
+            return "mean"
+        if pooling.get("pooling_mode_cls_token"):
+            return "cls"
+        raise EmbedderUnavailable(f"{self.model_dir}: only mean or CLS pooling is supported ({pooling})")
+
+    def _bert_shape(self, config: dict[str, Any], st_config: dict[str, Any], mode: str, modules: list[Any]) -> BertShape:
+        try:
+            return BertShape(
+                layers=int(config["num_hidden_layers"]),
+                heads=int(config["num_attention_heads"]),
+                eps=float(config.get("layer_norm_eps", 1e-12)),
+                pooling=mode,
+                normalize=any(isinstance(m, dict) and str(m.get("type", "")).endswith("Normalize") for m in modules),
+                max_length=int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512)),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise EmbedderUnavailable(
+                f"{Path(str(self.model_dir)) / 'config.json'} is damaged (no valid num_hidden_layers, num_attention_heads "
+                f"or max_position_embeddings: {e})"
+            ) from e
 
     # ------------------------------------------------------------------ encoding
 
@@ -222,6 +268,29 @@ class SentenceBert:
         if shape.normalize:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
         return pooled
+
+
+#: the tensors of the BERT encoder that :meth:`SentenceBert._encode` reads (``{i}``: a layer)
+_EMBEDDINGS = ("word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
+               "LayerNorm.weight", "LayerNorm.bias")
+_LAYER = tuple(
+    f"{module}.{param}"
+    for module in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                   "intermediate.dense", "output.dense", "attention.output.LayerNorm", "output.LayerNorm")
+    for param in ("weight", "bias")
+)
+
+
+def _check_weights(path: Path, weights: dict[str, Any], layers: int) -> None:
+    """Every tensor the encoder reads is there (else the first text would fail with a KeyError)."""
+    needed = [f"embeddings.{n}" for n in _EMBEDDINGS]
+    needed += [f"encoder.layer.{i}.{n}" for i in range(layers) for n in _LAYER]
+    missing = [n for n in needed if n not in weights]
+    if missing:
+        raise EmbedderUnavailable(
+            f"{path} lacks {len(missing)} tensor(s) the BERT encoder needs (first: {missing[0]}): "
+            f"damaged, or not the model its config.json describes"
+        )
 
 
 def _dense(x: Any, w: dict[str, Any], name: str) -> Any:
