@@ -423,6 +423,27 @@ def _phrasing(key: str, raw: object) -> Phrasing:
     return ph
 
 
+class HopCounts:
+    """The hop counts walks take in turn (1 … ``max_hops``), less those given up: a hop count
+    whose walks failed ``give_up_after`` times in a row. While none is given up the turn is
+    ``made % max_hops + 1``, as it always was (MetaQA's draw never fails a whole draw in a row)."""
+
+    def __init__(self, max_hops: int, give_up_after: int) -> None:
+        self.open = list(range(1, max_hops + 1))
+        self.give_up_after = max(1, give_up_after)
+        self._failed: Counter[int] = Counter()  # hop count -> failures since its last walk
+
+    def next(self, made: int) -> int:
+        """The hop count of the next walk, ``made`` walks made so far."""
+        return self.open[made % len(self.open)]
+
+    def record(self, hops: int, walked: bool) -> None:
+        """A walk of ``hops`` relations was made (``walked``) or failed."""
+        self._failed[hops] = 0 if walked else self._failed[hops] + 1
+        if self._failed[hops] >= self.give_up_after and hops in self.open:
+            self.open.remove(hops)
+
+
 class SyntheticQuestions:
     """Walks over ``kgs`` and questions for them, phrased by ``llm`` (see the module doc)."""
 
@@ -476,7 +497,10 @@ class SyntheticQuestions:
         """Up to ``questions`` walks, hop counts in turn, from a seeded draw of entities; the
         draw is walked again (``passes`` in all, each walk its own seed) while questions are
         wanted, keeping only walks not made before. A walk's index is its entity's position
-        in the draw, plus the draw's size times the pass."""
+        in the draw, plus the draw's size times the pass. A hop count whose walks failed from
+        as many starts in a row as the draw has is given up (:class:`HopCounts`): a KG with no
+        walk of three relations had made its one- and two-hop questions and then, wanting
+        three hops from every later start, none."""
         cfg = self.config
         pool = await self.kgs.sample_entities(cfg.questions * cfg.draws, self.usage, seed=cfg.seed)
         if not pool:
@@ -484,12 +508,15 @@ class SyntheticQuestions:
         self.drawn, self.walked = len(pool), 0
         out: list[tuple[int, PathNode]] = []
         made: set[tuple] = set()
+        hop_counts = HopCounts(cfg.max_hops, give_up_after=len(pool))
         for turn in range(max(1, cfg.passes)):
             for i, start in enumerate(pool):
-                if len(out) >= cfg.questions:
+                if len(out) >= cfg.questions or not hop_counts.open:
                     return out
                 seed = f"{cfg.seed}:{i}" if turn == 0 else f"{cfg.seed}:{i}:{turn}"
-                end = await self.walk(start, len(out) % cfg.max_hops + 1, random.Random(seed))
+                hops = hop_counts.next(len(out))
+                end = await self.walk(start, hops, random.Random(seed))
+                hop_counts.record(hops, end is not None)
                 if end is None:
                     continue
                 key = (start.kg, start.id, tuple(n.relation.key for n in end.path()[1:] if n.relation is not None))

@@ -210,6 +210,8 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet,
           f"({', '.join(f'{n} of {h} hops' for h, n in sorted(hops.items()))}), phrased by {args.llm}: "
           f"{questions_file} (phrasings: {phrasings}; {_relations(maker.reused)} read from it, "
           f"{_relations(maker.phrased)} phrased now)", file=sys.stderr)
+    if len(made) < cfg.questions:
+        print(few_questions(len(made), cfg, maker.drawn, maker.walked), file=sys.stderr)
     if maker.written_for and maker.reused:
         print(f"note: {phrasings} was written for the KG {', '.join(maker.written_for)}: the phrasings of its "
               f"relations with the keys walked here were reused; move it away to have them phrased over this KG",
@@ -221,6 +223,16 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet,
                           "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases,
                           "passes": cfg.passes, "calibrated_check": cfg.calibrated_check}}
     return training, meta, listed
+
+
+def few_questions(made: int, cfg: SyntheticConfig, drawn: int, walked: int) -> str:
+    """The note for a run that made fewer questions than ``--synthetic N`` asked for, in one line."""
+    why = (f"{walked - made} walk{'' if walked - made == 1 else 's'} had no usable phrasing"
+           if walked > made else
+           f"the {drawn} entities drawn, walked {cfg.passes} times, gave no other walk of 1-{cfg.max_hops} relations "
+           f"ending on 1-{cfg.max_answers} entities (a small KG, or relations whose ends are hubs)")
+    return (f"note: only {made} of the {cfg.questions} questions asked for could be made: {why}; a model trained on "
+            "few questions knows few relation paths — read the questions file before trusting it")
 
 
 def _relations(n: int) -> str:
