@@ -348,7 +348,8 @@ def test_runs_alike_are_told_apart_by_their_folders(tmp_path):
         d = tmp_path / name
         d.mkdir()
         (d / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "m"}))
-        (d / "results.jsonl").write_text(_row("x:0", "A", "A", hit) + _row("x:1", "B", "B", 0.0 if err else 1.0, error=err))
+        (d / "results.jsonl").write_text(_row("x:0", "A" if hit else "Z", "A", hit)
+                                         + _row("x:1", "" if err else "B", "B", 0.0 if err else 1.0, error=err))
     text = write_report([tmp_path / "first", tmp_path / "second"], out=tmp_path / "r.md").read_text()
     assert "| chain (first) | 100.0 / 100.0 (n=2) |" in text
     assert "| chain (second) | 50.0 / 50.0 (n=2) |" in text

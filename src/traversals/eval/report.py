@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
-from .metrics import em_in, hits_at_1
+from .metrics import METRICS, em_in, hits_at_1, score
 from .runner import RESULTS, RUN, TRACES, Summary, _num, read_results, safe_id, summarize
 from .stats import paired, wilson_interval
 
@@ -51,6 +51,8 @@ class Run:
     rows: list[dict]
     summary: Summary
     label: str = ""
+    #: rows whose recorded scores differ from the current metrics' (rescored on load)
+    rescored: int = 0
     #: traces read so far (every report section reads them; each file is read once)
     _traces: dict = field(default_factory=dict, repr=False)
 
@@ -106,6 +108,7 @@ def load_run(run_dir: str | Path) -> Run:
             rows.append(r)
     if not rows and not config:
         raise BadInput(f"{d}: {RESULTS} has no results and there is no {RUN} (nothing to report)")
+    rescored = sum(_rescore(r) for r in rows)
     summary = summarize(
         rows,
         dataset=str(config.get("dataset", "")),
@@ -115,7 +118,23 @@ def load_run(run_dir: str | Path) -> Run:
         selected=config.get("selected"),
         out_dir=str(d),
     )
-    return Run(dir=d, config=config, rows=rows, summary=summary)
+    return Run(dir=d, config=config, rows=rows, summary=summary, rescored=rescored)
+
+
+def _rescore(row: dict) -> bool:
+    """Score an answered row with the current metrics (from its ``answer`` and ``gold``), so
+    that runs recorded by different versions of the metrics are compared on one footing and
+    the replayed tables (scored now) agree with the run's own figures. True when a recorded
+    score changed. Error rows and rows without gold keep their recorded zeros."""
+    if row.get("error") or "gold" not in row:
+        return False
+    try:
+        now = score(str(row.get("answer") or ""), row.get("gold"))
+    except (BadInput, TypeError, KeyError):  # a hand-edited gold no metric reads: as recorded
+        return False
+    changed = any(_num(row.get(m)) != now[m] for m in METRICS)
+    row.update(now)
+    return changed
 
 
 # --------------------------------------------------------------------------- trace analysis
@@ -646,6 +665,14 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         "(the rest was reused from its KV cache; 1.00 for an endpoint that does not report it).",
         "",
     ]
+    stale = [r for r in runs if r.rescored]
+    if stale:
+        lines += [
+            "Scores are recomputed from each answer and its gold with the current metrics; these runs' "
+            "`results.jsonl` (and `summary.json`) hold scores of an older version of the metrics: "
+            + ", ".join(f"`{r.dir}` ({r.rescored} of {r.summary.n} answers rescored)" for r in stale) + ".",
+            "",
+        ]
 
     # paired comparisons on shared questions
     lines += ["## Paired comparisons (same questions)", ""]
