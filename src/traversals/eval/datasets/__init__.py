@@ -42,6 +42,12 @@ DATASETS: dict[str, Loader] = {
     "questions": load_questions,  # your own file of questions and answers, over --kg
 }
 
+#: names of benchmarks that are not loaded here and would be mistaken for one that is
+NOT_THESE = {
+    "webqsp": "WebQSP (1,639 test questions with SPARQL parses) is not WebQuestions (2,032); "
+              "no WebQSP loader exists: use 'questions' with your own copy of it",
+}
+
 #: accepted alternative spellings
 ALIASES = {
     "qald-10": "qald10",
@@ -49,13 +55,14 @@ ALIASES = {
     "2wikimultihop": "2wikimultihopqa",
     "musicbrainz": "musicbrainz-x-wikidata",
     "music-x-wiki": "musicbrainz-x-wikidata",
-    "webqsp": "webquestions",
     "custom": "questions",
 }
 
 
 def canonical_name(name: str) -> str:
     key = name.strip().lower()
+    if key in NOT_THESE:
+        raise BadInput(f"unknown dataset {name!r}: {NOT_THESE[key]}")
     key = ALIASES.get(key, key)
     if key not in DATASETS:
         raise BadInput(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
