@@ -57,7 +57,7 @@ def test_json_csv_and_tsv_files_and_a_folder_with_a_split(tmp_path):
     ("b.jsonl", '{"answers": ["x"]}\n', "b.jsonl line 1: no 'question' text"),
     ("c.jsonl", '["who"]\n', "c.jsonl line 1: a question is an object"),
     ("d.jsonl", '{"id": 1, "question": "a"}\n{"id": "1", "question": "b"}\n', "d.jsonl line 2: id '1' again (first at"),
-    ("e.jsonl", '{"question": "a", "answers": 3}\n', "'answers' must be a list"),
+    ("e.jsonl", '{"question": "a", "answers": true}\n', "'answers' must be a list"),
     ("f.jsonl", '{"question": "a", "answers": [{"aliases": ["x"]}]}\n', "an answer is a string, a list of spellings"),
     ("g.jsonl", '{"question": "a", "topic_entities": [1]}\n', "'topic_entities' must be a list of entity names"),
     ("h.json", '{"q": []}', 'a list of questions (or {"questions": [...]}) expected'),
@@ -103,3 +103,24 @@ def test_train_value_on_too_few_of_your_own_questions_says_to_lower_skip_before_
                  "--out", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err
     assert "questions: --skip 100 passes over all its 1 questions" in err and "lower --skip" in err
+
+
+def test_a_json_number_is_an_answer(tmp_path):
+    """"How many ..." and "which year ..." answers are natural JSON numbers: they were
+    refused as not a string."""
+    from traversals.eval.datasets import load_dataset
+    from traversals.eval.metrics import em_in
+
+    f = tmp_path / "mine.jsonl"
+    f.write_text('{"question": "how many films did [X] direct", "answers": [3, ["1976", 1976.0]]}\n'
+                 '{"question": "when was [Y] born", "answer": 1976}\n'
+                 '{"question": "is [Z] a film", "answers": [true]}\n')
+    import pytest
+
+    from traversals.errors import BadInput
+    with pytest.raises(BadInput, match="line 3: an answer is a string"):  # a boolean is no number
+        load_dataset("questions", f)
+    f.write_text("\n".join(f.read_text().splitlines()[:2]) + "\n")
+    q1, q2 = load_dataset("questions", f).questions
+    assert q1.gold_json() == [["3"], ["1976", "1976.0"]] and q2.gold_json() == [["1976"]]
+    assert em_in("He directed 3 films", q1.gold_json()) == 0.5 and em_in("in 1976", q2.gold_json()) == 1.0

@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -94,15 +95,26 @@ def _json(text: str, where: str) -> Any:
         raise BadInput(f"{where}: not JSON ({e})") from None
 
 
+def _number_text(item: Any) -> Any:
+    """A JSON number given as an answer (``"answers": [3]``, ``"answer": 1976``) as its text;
+    anything else as it is."""
+    if isinstance(item, int) and not isinstance(item, bool):
+        return str(item)
+    if isinstance(item, float) and math.isfinite(item):
+        return repr(item)
+    return item
+
+
 def _gold(raw: Any, where: str) -> list[Gold]:
     if raw is None:
         return []
+    raw = _number_text(raw)
     if isinstance(raw, (str, dict)):
         raw = [raw]
     if not isinstance(raw, list):
         raise BadInput(f"{where}: 'answers' must be a list of answers, got {type(raw).__name__}")
     gold: list[Gold] = []
-    for item in raw:
+    for item in map(_number_text, raw):
         if isinstance(item, str) and not item.strip():
             continue  # an empty CSV/TSV cell
         try:
