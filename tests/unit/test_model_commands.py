@@ -190,7 +190,8 @@ def test_an_unwritable_cache_is_one_line_not_a_traceback(reg, monkeypatch, capsy
     assert "Traceback" not in err
     assert err.strip() == (
         f"traversals: error: cannot fetch fake-model into the model cache {reg.cache}: "
-        f"Is a directory ({reg.cache / '.fake.gguf.lock'})"
+        f"Is a directory ({reg.cache / '.fake.gguf.lock'}); point $TRAVERSALS_CACHE (or --cache-dir) at a "
+        "writable directory with room for the model"
     )
     blocked = reg.cache / "sub"
     blocked.write_text("a file")

