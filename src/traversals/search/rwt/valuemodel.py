@@ -49,6 +49,7 @@ import math
 import os
 import random
 import re
+import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,7 +63,8 @@ from .state import PathNode
 
 FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+#: scripts written without spaces between words (Han, kana): each character is a word of its own
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 ENT = "qentity"  # what the question's own entity names become
 FEATURES = 7  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
@@ -86,6 +88,32 @@ def singular(word: str) -> str:
     if word.endswith(("sses", "shes", "ches", "xes")):
         return word[:-2]
     return word[:-1]
+
+
+@lru_cache(maxsize=1)
+def _word_pattern() -> re.Pattern[str]:
+    """A word of a question or a relation label, in any script: letters and digits with the
+    combining marks inside them ("für", "गया"), one apostrophe and letters after it ("don't"),
+    or one character of a script without spaces ("出生地" is three). On lower-cased ASCII it
+    reads what ``[a-z0-9]+(?:'[a-z]+)?`` read (the MetaQA model's words are unchanged); that
+    pattern had read "arbeitet für" as "arbeitet", "f", "r", and a Chinese question as no
+    word at all."""
+    marks, start = [], None
+    for cp in range(0x10000 + 1):
+        is_mark = cp < 0x10000 and unicodedata.category(chr(cp)).startswith("M")
+        if is_mark and start is None:
+            start = cp
+        elif not is_mark and start is not None:
+            marks.append(f"\\u{start:04x}-\\u{cp - 1:04x}")
+            start = None
+    mark = "[" + "".join(marks) + "]"
+    letter, alnum = f"[^\\W\\d_{_UNSPACED}]", f"[^\\W_{_UNSPACED}]"
+    return re.compile(f"[{_UNSPACED}]|{alnum}(?:{alnum}|{mark})*(?:'{letter}(?:{letter}|{mark})*)?")
+
+
+def words_of(text: str) -> list[str]:
+    """The lower-cased words of ``text`` (:func:`_word_pattern`), composed characters first (NFC)."""
+    return _word_pattern().findall(unicodedata.normalize("NFC", text).lower())
 
 
 def normalise(words: Sequence[str], version: int, lexicon: Mapping[str, Sequence[str]] | None = None,
@@ -130,7 +158,7 @@ def relation_lexicon(labels: Mapping[str, str]) -> dict[str, list[str]]:
     """Relation id -> the words of its (forward) label that no other relation's label has,
     in the singular ("release year" -> ``release``, ``year``; "has imdb votes" -> ``vote``,
     not ``imdb``, which "has imdb rating" shares); words under three letters are left out."""
-    words = {rid: [singular(w) for w in _WORD.findall(label.replace("_", " ").lower())
+    words = {rid: [singular(w) for w in words_of(label.replace("_", " "))
                    if w not in _LABEL_STOPWORDS and len(w) >= 3]
              for rid, label in labels.items()}
     shared = Counter(w for ws in words.values() for w in set(ws))
@@ -222,7 +250,7 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
     text = re.sub(r"\[[^\]]*\]", f" {ENT} ", question)
     for m in sorted((m for m in mentions if m.strip()), key=len, reverse=True):
         text = re.sub(re.escape(m), f" {ENT} ", text, flags=re.IGNORECASE)
-    words = _WORD.findall(text.lower())
+    words = words_of(text)
     return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
 
 
