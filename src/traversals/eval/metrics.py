@@ -271,6 +271,10 @@ def is_no_answer(prediction: object) -> bool:
 
 
 _YES, _NO = frozenset({"yes", "true"}), frozenset({"no", "false"})
+#: after ``no``, words that make it a determiner, not the answer no: ``No answer``, ``No
+#: information`` are abstentions (as ``Cannot find answer`` is), not a no
+_ABSTAIN_NOUNS = frozenset({"answer", "answers", "idea", "information", "info", "data", "result", "results",
+                            "record", "records", "evidence", "match", "matches"})
 
 
 def _gold_polarity(labels: list[frozenset[Alt]]) -> bool | None:
@@ -285,9 +289,12 @@ def _gold_polarity(labels: list[frozenset[Alt]]) -> bool | None:
 
 def polarity(prediction: object) -> bool | None:
     """The answer a yes/no prediction gives: its first ``yes``/``no``/``true``/``false``
-    word (after ``not``, ``true``/``false`` flips); None when it has none."""
+    word (after ``not``, ``true``/``false`` flips; a ``no`` that starts ``no answer``, ``no
+    information`` ... is an abstention, not a no); None when it has none."""
     tokens = normalize(prediction).split()
     for i, t in enumerate(tokens):
+        if t == "no" and i + 1 < len(tokens) and tokens[i + 1] in _ABSTAIN_NOUNS:
+            continue  # "No answer found": an abstention, no polarity
         if t in _YES or t in _NO:
             said = t in _YES
             return not said if t in ("true", "false") and i and tokens[i - 1] == "not" else said
