@@ -436,3 +436,28 @@ async def test_prompt_longer_than_context_is_an_error(default_model_path):
     with pytest.raises(LLMError, match="context window"):
         await llm.generate("word " * 400)
     await llm.close()
+
+
+@needs_llama
+@pytest.mark.model
+async def test_a_chat_template_jinja2_cannot_compile_is_one_named_error_and_no_call_reloads_after_close(
+    default_model_path,
+):
+    """A GGUF whose template uses syntax jinja2 does not know (here given as the override)
+    is LLMUnavailable saying what to pass, on every call (was a jinja2 TemplateSyntaxError,
+    then an AssertionError); and after close no call, format_prompt included, loads it again."""
+    from traversals.llm.local import LlamaCppLLM
+
+    llm = LlamaCppLLM(default_model_path, n_ctx=256, n_seq=1, chat_template="{% if %}")
+    for _ in range(2):
+        with pytest.raises(LLMUnavailable, match=r"chat template .* does not compile with jinja2: TemplateSyntaxError.*"
+                                                 r"pass chat_template="):
+            await llm.generate("hi", max_tokens=1)
+    assert llm._llm is None
+    await llm.close()
+    await llm.close()  # twice is fine
+    with pytest.raises(LLMError, match="is closed"):
+        llm.format_prompt("hi")
+    with pytest.raises(LLMError, match="is closed"):
+        await llm.generate("hi", max_tokens=1)
+    assert llm._llm is None

@@ -221,9 +221,17 @@ class LlamaCppLLM:
                 "fetched: `traversals model status` checks the cache and `traversals model fetch NAME` replaces "
                 "a damaged file"
             ) from e
+        try:
+            self._formatter = self._make_formatter(llm)
+        except Exception as e:  # jinja2 cannot compile the GGUF's template (llama.cpp-only syntax ...)
+            llm.close()
+            raise LLMUnavailable(
+                f"cannot use model {self.model_path}: its chat template (GGUF tokenizer.chat_template) does not "
+                f"compile with jinja2: {type(e).__name__}: {e}; pass chat_template= (a Jinja2 chat template) "
+                "to open_llm or LlamaCppLLM, or use another GGUF of the model"
+            ) from e
         self.load_seconds = time.perf_counter() - t0
         self._llm = llm
-        self._setup_template()
         if self.n_seq > 1:
             self._enable_multi_seq()
 
@@ -252,10 +260,10 @@ class LlamaCppLLM:
         llm._requires_eval = True
         self._n_seq_ctx = self.n_seq
 
-    def _setup_template(self) -> None:
+    def _make_formatter(self, llm: Any) -> Callable[[str], str]:
+        """The prompt renderer of the loaded ``llm`` (its BOS handling noted on ``self``)."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        llm = self._llm
         bos_id, eos_id = llm.token_bos(), llm.token_eos()
         self._bos = llm._model.token_get_text(bos_id) if bos_id != -1 else ""
         eos = llm._model.token_get_text(eos_id) if eos_id != -1 else ""
@@ -278,7 +286,7 @@ class LlamaCppLLM:
                 )
                 return out + "<|im_start|>assistant\n"
 
-        self._formatter = render
+        return render
 
     def _messages(self, prompt: str) -> list[ChatCompletionRequestMessage]:
         msgs: list[ChatCompletionRequestMessage] = []
@@ -291,6 +299,8 @@ class LlamaCppLLM:
 
     def format_prompt(self, prompt: str, prefix: str = "") -> str:
         """The exact text the model sees (needs the model loaded for its template)."""
+        if self._closed:
+            raise LLMError(f"{self.name} is closed")
         self._ensure_loaded()
         assert self._formatter is not None
         return self._formatter(prompt) + prefix
