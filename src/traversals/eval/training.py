@@ -87,6 +87,18 @@ def training_questions(questions: Sequence[Question], skip: int, limit: int, see
     return sample_questions(questions, skip + limit, seed)[skip:]
 
 
+def with_gold(questions: Sequence[Question]) -> tuple[list[Question], int]:
+    """The questions that have gold answers, and how many had none: a question without answers
+    rewards every state 0, so training on it teaches that every path is wrong (a user's own
+    file may hold such questions, ``eval`` answers them). :class:`BadInput` when none has."""
+    kept = [q for q in questions if any(g.alternatives for g in q.gold)]
+    if questions and not kept:
+        raise BadInput(f"none of the {len(questions)} training questions has gold answers, and train-value learns "
+                       "from them: give each question its answers (docs/evaluation.md, \"Your own questions\"), "
+                       "or train without labels with --synthetic N --kg SPEC")
+    return kept, len(questions) - len(kept)
+
+
 def gold_reward(gold: object):
     """F1 of a state's entity labels (as one answer list) against ``gold``."""
 
@@ -320,6 +332,7 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             unlinked = ""
         else:
             linked = []
+            picked, no_gold = with_gold(picked)
             named = sum(bool(q.topic_entities or bracketed_mentions(q.text)) for q in picked)
             if picked and not named:
                 raise BadInput(f"none of the {len(picked)} training questions names an entity to link: train-value "
@@ -336,7 +349,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                                "no entity's label matches their mentions")
             source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
                       "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
-            unlinked = f" ({len(picked) - len(linked)} not linked) from {', '.join(args.datasets)}"
+            left = f"; {no_gold} without gold answers, not trained on" if no_gold else ""
+            unlinked = f" ({len(picked) - len(linked)} not linked{left}) from {', '.join(args.datasets)}"
         random.Random(args.seed).shuffle(linked)
         # at least one question is trained on: 0.75 of 2 had held out both and written an empty model
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
