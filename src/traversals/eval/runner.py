@@ -46,6 +46,7 @@ RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 RUN = "run.json"
 TRACES = "traces"
+LOCK = ".lock"
 
 #: Errors that say the infrastructure is down, not that a question is hard: the run stops
 #: (nothing is recorded for the question) so that it can be resumed once it is back.
@@ -228,6 +229,35 @@ def _rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+class RunLock:
+    """An exclusive lock on a run directory (``flock`` on ``.lock``), held while a run writes.
+
+    Two ``eval`` invocations on one ``--out`` would answer the same questions twice, and a
+    ``--retry-errors`` that rewrites ``results.jsonl`` would lose the other's appends (its
+    descriptor still points at the replaced file). The operating system drops the lock when
+    its process dies, ``kill -9`` included, so a crashed run never leaves a stale lock."""
+
+    def __init__(self, out: Path):
+        self.fd = -1
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            return
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise BadInput(f"--out {out}: another eval is writing this run directory right now; wait for it "
+                           "to finish (or stop it), then --resume") from None
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the descriptor releases the lock
+            self.fd = -1
 
 
 class ResultsFile:
@@ -504,123 +534,127 @@ async def run_eval(
     except OSError as e:  # a file of that name, a path through a file, no permission
         raise BadInput(f"--out {out}: cannot make the run directory ({e.strerror or type(e).__name__})") from None
 
-    if resume and run_path.exists():
-        try:
-            old = json.loads(run_path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise BadInput(f"{run_path} is not valid JSON ({e})") from e
-        _check_resume(old, cfg, run_path)
-        cfg["started"] = old.get("started", now)
-        cfg["resumed"] = [*old.get("resumed", []), now]
-        cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
-        cfg["resumed_code"] = [*old.get("resumed_code", []), code]
-        if "command" in old:
-            cfg["command"] = old["command"]
-    else:
-        cfg["started"] = now
-        cfg["code"] = code
-
-    size = results_path.stat().st_size if resume and results_path.exists() else 0
-    rows = read_results(results_path, repair=True) if resume else []
-    cut = size - (results_path.stat().st_size if results_path.exists() else 0) if resume else 0
-    retried = [r for r in rows if r.get("error")] if resume and retry_errors else []
-    if retried:
-        rows = [r for r in rows if not r.get("error")]
-        _rewrite_results(results_path, rows)
-    done = {r["id"] for r in rows}
-    todo = [q for q in selection if q.id not in done]
-    write_json_atomic(run_path, cfg)
-    if resume and progress:
-        print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
-              f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
-              + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else ""),
-              file=sys.stderr)
-
-    info = {
-        "selected": len(selection),
-        "dataset": dataset.name,
-        "split": dataset.split,
-        "strategy": str(cfg.get("strategy", "")),
-        "llm": str(cfg.get("llm", "")),
-        "out_dir": str(out),
-    }
-
-    def finish() -> Summary:
-        summary = summarize(read_results(results_path), **info)
-        write_json_atomic(out / SUMMARY, summary.to_json())
-        return summary
-
-    if not todo:
-        return finish()
-
-    solver = await _make_solver(solver_factory)
-    strategy = str(cfg.get("strategy", "") or getattr(solver, "name", ""))
-    results = ResultsFile(results_path)
-    chosen = set(selected_ids)
-    bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in chosen])
-    pending = iter(todo)
-    state: dict[str, Any] = {"stop": False, "abort": None, "streak": 0}
-
-    async def answer(q: Question) -> dict:
-        trace_rel = f"{TRACES}/{safe_id(q.id)}.json"
-        t0 = time.perf_counter()
-        try:
-            ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
-        except ABORT_ERRORS:
-            raise
-        except Exception as e:  # noqa: BLE001 - recorded as an error row, the run goes on
-            elapsed = time.perf_counter() - t0
-            row = error_row(q, e, elapsed, strategy, trace_rel)
-            tb = "".join(traceback.format_exception(e)) if not isinstance(e, TraversalsError) else ""
-            write_json_atomic(
-                out / trace_rel,
-                {"id": q.id, "question": q.text, "gold": q.gold_json(), "error": row["error"], "traceback": tb},
-            )
-            return row
-        elapsed = time.perf_counter() - t0
-        row = answer_row(q, ans, elapsed, trace_rel)
-        trace = dict(getattr(ans, "trace", None) or {})
-        trace.setdefault("question", q.text)
-        trace.setdefault("answer", row["answer"])
-        trace.setdefault("nodes", [])
-        write_json_atomic(out / trace_rel, {"id": q.id, "gold": q.gold_json(), **trace})
-        return row
-
-    async def worker() -> None:
-        for q in pending:  # one shared iterator: each question is taken by one worker
-            if state["stop"]:
-                return
-            try:
-                row = await answer(q)
-            except ABORT_ERRORS as e:
-                state["stop"] = True
-                state["abort"] = state["abort"] or e
-                return
-            results.append(row)
-            bar.update(row)
-            state["streak"] = state["streak"] + 1 if row.get("error") else 0
-            if max_consecutive_errors and state["streak"] >= max_consecutive_errors and not state["stop"]:
-                state["stop"] = True
-                state["abort"] = state["abort"] or RunStopped(
-                    f"{state['streak']} questions in a row failed (the last: {row['error'][:200]}), so the "
-                    "cause is not the questions: the run stopped rather than record every question as an "
-                    "error. Fix the cause, then resume with --retry-errors to answer those questions again"
-                )
-                return
-
-    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
+    lock = RunLock(out)  # one invocation at a time per run directory
     try:
-        await asyncio.gather(*tasks)
+        if resume and run_path.exists():
+            try:
+                old = json.loads(run_path.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise BadInput(f"{run_path} is not valid JSON ({e})") from e
+            _check_resume(old, cfg, run_path)
+            cfg["started"] = old.get("started", now)
+            cfg["resumed"] = [*old.get("resumed", []), now]
+            cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
+            cfg["resumed_code"] = [*old.get("resumed_code", []), code]
+            if "command" in old:
+                cfg["command"] = old["command"]
+        else:
+            cfg["started"] = now
+            cfg["code"] = code
+
+        size = results_path.stat().st_size if resume and results_path.exists() else 0
+        rows = read_results(results_path, repair=True) if resume else []
+        cut = size - (results_path.stat().st_size if results_path.exists() else 0) if resume else 0
+        retried = [r for r in rows if r.get("error")] if resume and retry_errors else []
+        if retried:
+            rows = [r for r in rows if not r.get("error")]
+            _rewrite_results(results_path, rows)
+        done = {r["id"] for r in rows}
+        todo = [q for q in selection if q.id not in done]
+        write_json_atomic(run_path, cfg)
+        if resume and progress:
+            print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
+                  f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
+                  + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else ""),
+                  file=sys.stderr)
+
+        info = {
+            "selected": len(selection),
+            "dataset": dataset.name,
+            "split": dataset.split,
+            "strategy": str(cfg.get("strategy", "")),
+            "llm": str(cfg.get("llm", "")),
+            "out_dir": str(out),
+        }
+
+        def finish() -> Summary:
+            summary = summarize(read_results(results_path), **info)
+            write_json_atomic(out / SUMMARY, summary.to_json())
+            return summary
+
+        if not todo:
+            return finish()
+
+        solver = await _make_solver(solver_factory)
+        strategy = str(cfg.get("strategy", "") or getattr(solver, "name", ""))
+        results = ResultsFile(results_path)
+        chosen = set(selected_ids)
+        bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in chosen])
+        pending = iter(todo)
+        state: dict[str, Any] = {"stop": False, "abort": None, "streak": 0}
+
+        async def answer(q: Question) -> dict:
+            trace_rel = f"{TRACES}/{safe_id(q.id)}.json"
+            t0 = time.perf_counter()
+            try:
+                ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
+            except ABORT_ERRORS:
+                raise
+            except Exception as e:  # noqa: BLE001 - recorded as an error row, the run goes on
+                elapsed = time.perf_counter() - t0
+                row = error_row(q, e, elapsed, strategy, trace_rel)
+                tb = "".join(traceback.format_exception(e)) if not isinstance(e, TraversalsError) else ""
+                write_json_atomic(
+                    out / trace_rel,
+                    {"id": q.id, "question": q.text, "gold": q.gold_json(), "error": row["error"], "traceback": tb},
+                )
+                return row
+            elapsed = time.perf_counter() - t0
+            row = answer_row(q, ans, elapsed, trace_rel)
+            trace = dict(getattr(ans, "trace", None) or {})
+            trace.setdefault("question", q.text)
+            trace.setdefault("answer", row["answer"])
+            trace.setdefault("nodes", [])
+            write_json_atomic(out / trace_rel, {"id": q.id, "gold": q.gold_json(), **trace})
+            return row
+
+        async def worker() -> None:
+            for q in pending:  # one shared iterator: each question is taken by one worker
+                if state["stop"]:
+                    return
+                try:
+                    row = await answer(q)
+                except ABORT_ERRORS as e:
+                    state["stop"] = True
+                    state["abort"] = state["abort"] or e
+                    return
+                results.append(row)
+                bar.update(row)
+                state["streak"] = state["streak"] + 1 if row.get("error") else 0
+                if max_consecutive_errors and state["streak"] >= max_consecutive_errors and not state["stop"]:
+                    state["stop"] = True
+                    state["abort"] = state["abort"] or RunStopped(
+                        f"{state['streak']} questions in a row failed (the last: {row['error'][:200]}), so the "
+                        "cause is not the questions: the run stopped rather than record every question as an "
+                        "error. Fix the cause, then resume with --retry-errors to answer those questions again"
+                    )
+                    return
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            bar.close()
+            results.close()
+            summary = finish()
+        if state["abort"] is not None:
+            raise state["abort"]
+        return summary
     finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        bar.close()
-        results.close()
-        summary = finish()
-    if state["abort"] is not None:
-        raise state["abort"]
-    return summary
+        lock.release()
 
 
 def resume_hint(out_dir: str | Path, argv: Sequence[str] | None = None) -> str:
