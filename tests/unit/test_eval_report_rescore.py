@@ -35,3 +35,15 @@ def test_scores_recorded_by_an_older_metric_are_recomputed_and_the_report_says_s
     assert "| chain | 66.7 / 66.7 (n=3) |" in text
     assert "| x | chain vs cot | 3 | 2 | 0 | 0 | 1 | 1.000 |" in text  # not 0 | 0 | 2: same footing
     assert f"`{old}` (2 of 3 answers rescored)" in text and f"`{new}`" not in text.split("older version")[1]
+
+
+def test_a_small_p_value_is_not_printed_as_zero(tmp_path):
+    """40 questions only one run gets right: p = 2 · 0.5^40, printed 0.000 before."""
+    for name, right in (("a", True), ("b", False)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "run.json").write_text(json.dumps({"dataset": "x", "strategy": name, "llm": "m"}))
+        (d / "results.jsonl").write_text("".join(
+            _row(f"x:{i}", "A" if right else "B", [["A"]], 1.0 if right else 0.0) for i in range(40)))
+    text = write_report([tmp_path / "a", tmp_path / "b"], out=tmp_path / "r.md").read_text()
+    assert "| x | a vs b | 40 | 0 | 40 | 0 | 0 | 1.8e-12 |" in text

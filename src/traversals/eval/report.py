@@ -532,6 +532,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def _p_value(p: float) -> str:
+    """A p-value to three decimals, or in scientific notation below 0.001 (never ``0.000``:
+    an exact test's p is never 0)."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
 def _rate(x: float, n: int) -> str:
     """A run's mean in percent, or – when it has no results yet (not a score of 0)."""
     return _pct(x) if n else "–"
@@ -684,7 +690,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
             pc = paired(a.rows, b.rows)
             if pc.n:
                 prow.append([a.dataset, f"{a.label} vs {b.label}", str(pc.n), str(pc.both), str(pc.only_a),
-                             str(pc.only_b), str(pc.neither), f"{pc.p_value:.3f}"])
+                             str(pc.only_b), str(pc.neither), _p_value(pc.p_value)])
     if prow:
         lines += [
             "Hits@1 on the questions both runs were asked (an error counts as wrong, as in the table "
