@@ -793,7 +793,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         "expansion that produced an answer valued above τ and answers with the best-valued answer "
         "found by then. LLM calls up to that stop are an estimate (a node rated before it and "
         "expanded after it counts one call). Each run's last row is its own τ (the run as it is); "
-        "lower τ are listed where some search would have stopped earlier.",
+        "lower τ are listed where some search would have stopped earlier. n: the questions without "
+        "an error (an error row has no search to replay), so Hits@1 here can exceed the run's own.",
         ["run", "τ", "n", "Hits@1 %", "EM-in %", "LLM calls", "stopped earlier"], trows,
         "Nothing to replay: only tree and chain runs with the LLM as the value function can be "
         "replayed at another threshold (a trained value's early answers depend on τ).")
@@ -807,7 +808,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         "When no answer's value crossed τ a search returns either the best-valued answer "
         "(`value`, Algorithm 1) or the answer whose proposals' values sum highest (`support`; "
         "`--answer-choice`). The choice does not change what a search expands, so each run is "
-        "replayed exactly with both; changed: questions whose answer would differ from the run's.",
+        "replayed exactly with both; changed: questions whose answer would differ from the run's. "
+        "n: the questions without an error.",
         ["run", "answer choice", "n", "Hits@1 %", "EM-in %", "changed"], crows,
         "Nothing to replay: only tree and chain runs with traces choose among proposed answers.")
     md.write_text("\n".join(lines), encoding="utf-8")
