@@ -426,7 +426,7 @@ class ValueModel:
         except FileNotFoundError:
             raise BadInput(f"value model {p} not found (train one with `traversals train-value`)") from None
         except (OSError, ValueError) as e:
-            raise BadInput(f"value model {p} is not readable JSON: {e}") from None
+            raise BadInput(_unreadable(p, e)) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BadInput(_not_a_model(p, data.get("format") if isinstance(data, dict) else None))
         model = cls(_weights(data.get("weights", {}), p), _meta(data.get("meta", {}), p), source=str(p),
@@ -437,6 +437,19 @@ class ValueModel:
         return model
 
 
+#: what to do, at the end of a message about a file that is not a value model
+_TAKES = "--value-model takes the model file `traversals train-value --out` wrote"
+
+
+def _unreadable(p: Path, e: OSError | ValueError) -> str:
+    """Why a value model file could not be read, and what to give instead, in one line."""
+    if isinstance(e, IsADirectoryError):
+        return f"value model {p} is a directory: {_TAKES}"
+    if isinstance(e, OSError):
+        return f"value model {p} cannot be read ({e.strerror or type(e).__name__})"
+    return f"value model {p} is not JSON ({e}), so not a value model: {_TAKES}"
+
+
 def _not_a_model(p: Path, fmt: object) -> str:
     """Why a JSON file read as a value model is not one, by its ``format`` field."""
     family = FORMAT.rsplit("/", 1)[0] + "/"
@@ -444,9 +457,8 @@ def _not_a_model(p: Path, fmt: object) -> str:
         return (f"value model {p} uses the value model format {fmt}; this traversals reads {FORMAT} "
                 "(upgrade traversals, or train the model again)")
     if isinstance(fmt, str) and fmt.startswith("traversals-"):
-        return (f"{p} is a {fmt} file, not a value model (--value-model takes the model file "
-                "`traversals train-value --out` wrote)")
-    return f"{p} is not a value model ({FORMAT!r} expected in its 'format' field)"
+        return f"{p} is a {fmt} file, not a value model ({_TAKES})"
+    return f"{p} is not a value model ({FORMAT!r} expected in its 'format' field): {_TAKES}"
 
 
 def is_model_file(path: str | Path) -> bool:
