@@ -124,3 +124,14 @@ def test_a_json_number_is_an_answer(tmp_path):
     q1, q2 = load_dataset("questions", f).questions
     assert q1.gold_json() == [["3"], ["1976", "1976.0"]] and q2.gold_json() == [["1976"]]
     assert em_in("He directed 3 films", q1.gold_json()) == 0.5 and em_in("in 1976", q2.gold_json()) == 1.0
+
+
+def test_a_csv_answer_column_is_read_as_answers(tmp_path):
+    """JSON reads `answer` as `answers`; a CSV headed `question,answer` had every question
+    without gold, so the whole run scored 0 with only a note."""
+    from traversals.eval.datasets import load_dataset
+
+    f = tmp_path / "mine.csv"
+    f.write_text('question,answer\nwho directed [Inception],Christopher Nolan\n"who wrote [X]","Ann|Bo, Jr."\n')
+    q1, q2 = load_dataset("questions", f).questions
+    assert q1.gold_json() == [["Christopher Nolan"]] and q2.gold_json() == [["Ann"], ["Bo, Jr."]]

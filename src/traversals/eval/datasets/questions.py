@@ -15,8 +15,8 @@
   ``topic_entities`` (entity names the search starts from instead of the ``[...]`` spans
   of the question) are optional; other fields are kept in the results' ``meta``.
 - ``.json`` -- a list of the same objects, or ``{"questions": [...]}``.
-- ``.csv`` -- a header row with a ``question`` column and optional ``answers``, ``id`` and
-  ``topic_entities`` columns; answers and topic entities are separated by ``|``.
+- ``.csv`` -- a header row with a ``question`` column and optional ``answers`` (or
+  ``answer``, as in JSON), ``id`` and ``topic_entities`` columns; answers and topic entities are separated by ``|``.
 - ``.tsv`` / ``.txt`` -- ``question<TAB>answer1|answer2`` a line, as MetaQA writes them
   (the answers may be left out).
 
@@ -75,7 +75,7 @@ def _rows(path: Path) -> Iterator[tuple[str, Any]]:
         for row in reader:
             yield f"{path} line {reader.line_num}", {
                 "question": row.get("question") or "",
-                "answers": (row.get("answers") or "").split("|"),
+                "answers": (row.get("answers", row.get("answer")) or "").split("|"),
                 **({"id": row["id"]} if (row.get("id") or "").strip() else {}),
                 "topic_entities": (row.get("topic_entities") or "").split("|"),
             }
