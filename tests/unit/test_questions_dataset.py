@@ -135,3 +135,14 @@ def test_a_csv_answer_column_is_read_as_answers(tmp_path):
     f.write_text('question,answer\nwho directed [Inception],Christopher Nolan\n"who wrote [X]","Ann|Bo, Jr."\n')
     q1, q2 = load_dataset("questions", f).questions
     assert q1.gold_json() == [["Christopher Nolan"]] and q2.gold_json() == [["Ann"], ["Bo, Jr."]]
+
+
+def test_a_tsv_header_row_is_not_a_question(tmp_path):
+    """A spreadsheet's TSV export starts with its header: it was evaluated as the question
+    "question" with the gold answer "answers"."""
+    from traversals.eval.datasets import load_dataset
+
+    f = tmp_path / "mine.tsv"
+    f.write_text("Question\tanswers\nwho directed [Inception]\tChristopher Nolan\n")
+    (q,) = load_dataset("questions", f).questions
+    assert q.id == "questions:1" and q.text == "who directed [Inception]"

@@ -18,7 +18,8 @@
 - ``.csv`` -- a header row with a ``question`` column and optional ``answers`` (or
   ``answer``, as in JSON), ``id`` and ``topic_entities`` columns; answers and topic entities are separated by ``|``.
 - ``.tsv`` / ``.txt`` -- ``question<TAB>answer1|answer2`` a line, as MetaQA writes them
-  (the answers may be left out).
+  (the answers may be left out); a first line whose first field is ``question`` is a
+  header and skipped.
 
 A question's id is ``questions:<its id>``, or ``questions:<n>`` for the n-th question of the
 file (1-based) when it has none: keep them stable to resume a run after editing the file.
@@ -83,6 +84,8 @@ def _rows(path: Path) -> Iterator[tuple[str, Any]]:
         for n, line in enumerate(read_lines(path), 1):
             if line.strip():
                 text, _, answers = line.partition("\t")
+                if n == 1 and text.strip().lower() == "question":  # a header row, not a question
+                    continue
                 yield f"{path} line {n}", {"question": text, "answers": answers.split("|")}
     else:
         raise BadInput(f"{NAME}: --data {path} is not a question file ({', '.join(EXTENSIONS)})")
