@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from traversals.errors import BadInput, LLMUnavailable
+from traversals.errors import BadInput, KGTimeout, LLMUnavailable
 from traversals.eval.runner import RunLock, read_results, run_eval
 
 from .test_runner import QUESTIONS, FakeSolver, make_dataset
@@ -27,3 +27,17 @@ async def test_a_second_eval_on_a_run_directory_in_use_is_refused(tmp_path):
         await run_eval(ds, down, tmp_path, resume=True, progress=False, config=cfg)
     s = await run_eval(ds, FakeSolver(), tmp_path, resume=True, progress=False, config=cfg)
     assert s.n == 3 and len(read_results(tmp_path / "results.jsonl")) == 3
+
+
+async def test_retry_errors_keeps_the_error_rows_of_questions_it_will_not_ask(tmp_path):
+    """Resumed with a smaller --limit, --retry-errors removed every error row, those outside
+    the selection too: they were never answered again and the run lost them."""
+    ds = make_dataset(8)
+    cfg = {"strategy": "tree", "llm": "x"}
+    failing = FakeSolver(raises={text: KGTimeout("slow") for text, _, _ in QUESTIONS})
+    await run_eval(ds, failing, tmp_path, limit=4, progress=False, config=cfg, max_consecutive_errors=0)
+    first = [r["id"] for r in read_results(tmp_path / "results.jsonl")]
+    s = await run_eval(ds, FakeSolver(), tmp_path, resume=True, retry_errors=True, limit=2, progress=False, config=cfg)
+    rows = {r["id"]: r for r in read_results(tmp_path / "results.jsonl")}
+    assert set(rows) == set(first) and s.n == 4
+    assert [bool(rows[i]["error"]) for i in first] == [False, False, True, True]

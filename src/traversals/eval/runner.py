@@ -555,9 +555,12 @@ async def run_eval(
         size = results_path.stat().st_size if resume and results_path.exists() else 0
         rows = read_results(results_path, repair=True) if resume else []
         cut = size - (results_path.stat().st_size if results_path.exists() else 0) if resume else 0
-        retried = [r for r in rows if r.get("error")] if resume and retry_errors else []
+        # only the selected questions' error rows: one outside the selection (a smaller
+        # --limit than before) would be removed and never answered again
+        wanted = set(selected_ids)
+        retried = [r for r in rows if r.get("error") and r["id"] in wanted] if resume and retry_errors else []
         if retried:
-            rows = [r for r in rows if not r.get("error")]
+            rows = [r for r in rows if not (r.get("error") and r["id"] in wanted)]
             _rewrite_results(results_path, rows)
         done = {r["id"] for r in rows}
         todo = [q for q in selection if q.id not in done]
