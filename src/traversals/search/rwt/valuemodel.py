@@ -70,6 +70,10 @@ FEATURES = 7  # the feature set new models are trained on (see the module's docs
 NAMED = "named="  # the prefix of the words that say which relation the question names
 #: Distinct relations rated, none known to a model, that show it is another KG's (the search-time check).
 SCHEMA_EVIDENCE = 3
+#: Relations of the shared RDF/OWL vocabularies, which KGs of any schema have (most Turtle files
+#: state ``rdf:type``): knowing them says nothing about whether a model is this KG's.
+SHARED_VOCABULARY = frozenset({"type", "subClassOf", "subPropertyOf", "sameAs", "seeAlso", "isDefinedBy", "domain",
+                               "range", "equivalentClass", "equivalentProperty"})
 
 
 _IE_PLURALS = frozenset({"movies", "zombies", "cookies", "rookies", "calories", "selfies", "brownies", "hippies",
@@ -348,11 +352,12 @@ class ValueModel:
 
     def mismatch(self, kg_relations: Iterable[str]) -> str | None:
         """Why the model cannot rate a KG whose relation ids are ``kg_relations`` — it
-        knows none of them — or None when it knows some (or the KG lists none)."""
-        ids = {r.lstrip("~") for r in kg_relations}
-        if not ids or not self.relations or ids & self.relations:
+        knows none of them but :data:`SHARED_VOCABULARY`'s — or None when it knows some (or
+        the KG lists none)."""
+        ids = {r.lstrip("~") for r in kg_relations} - SHARED_VOCABULARY
+        if not ids or not self.relations - SHARED_VOCABULARY or ids & self.relations:
             return None
-        trained = sorted(self.relations)
+        trained = sorted(self.relations - SHARED_VOCABULARY)
         kg = self.meta.get("kg")
         where = f" (of {', '.join(map(str, kg))})" if isinstance(kg, list) and kg else ""
         return (f"value model {self.source or '(in memory)'} was trained on the relations "
@@ -377,7 +382,9 @@ class ValueModel:
         every relation."""
         if not self.check_schema or not path or not self.relations:
             return
-        rels = {r.lstrip("~") for r in path}
+        rels = {r.lstrip("~") for r in path} - SHARED_VOCABULARY  # a path of rdf:type alone tells nothing
+        if not rels:
+            return
         if rels & self.relations:
             self.check_schema = False
             return
