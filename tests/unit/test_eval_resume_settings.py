@@ -24,3 +24,20 @@ async def test_a_resume_with_another_search_setting_is_refused(tmp_path, key, ol
         await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=3, progress=False, config={**base, key: new})
     s = await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=3, progress=False, config={**base, key: old})
     assert s.n == 3
+
+
+async def test_a_sampled_run_is_not_resumed_over_a_dataset_of_another_size(tmp_path):
+    """Your own questions file, edited between two invocations: --limit shuffles the indices
+    of all questions, so 8 questions give another sample of 3 than 6 did, and the resume
+    answered a second sample into the same run (n = 5 of a --limit 3)."""
+    cfg = {"strategy": "tree", "llm": "x"}
+    await run_eval(make_dataset(6), FakeSolver(), tmp_path, limit=3, progress=False, config=cfg)
+    with pytest.raises(BadInput, match="dataset_size: 6 \\(recorded\\) vs 8 \\(now\\)"):
+        await run_eval(make_dataset(8), FakeSolver(), tmp_path, resume=True, limit=3, progress=False, config=cfg)
+    s = await run_eval(make_dataset(6), FakeSolver(), tmp_path, resume=True, limit=4, progress=False, config=cfg)
+    assert s.n == 4
+    # every question in file order (no --limit): a longer file only adds questions
+    whole = tmp_path / "whole"
+    await run_eval(make_dataset(6), FakeSolver(), whole, progress=False, config=cfg)
+    s = await run_eval(make_dataset(8), FakeSolver(), whole, resume=True, progress=False, config=cfg)
+    assert s.n == 8

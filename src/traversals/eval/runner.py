@@ -415,12 +415,26 @@ def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
         for k in RESUME_MUST_MATCH
         if k in old and k in new and not _same_setting(k, old[k], new[k])
     ]
+    if (resampled := _resampled(old, new)) is not None:
+        diffs.append(resampled)
     if diffs:
         raise BadInput(
             f"cannot resume: {run_json} was made with different settings -- "
             + "; ".join(diffs)
             + " (use another --out for a new run)"
         )
+
+
+def _resampled(old: Mapping, new: Mapping) -> str | None:
+    """Why a sample would not extend the recorded one, or None: ``--limit`` shuffles the
+    indices of the questions, so a dataset with another number of questions (your own file,
+    edited) gives another sample, and a resume would mix two samples under one run."""
+    sampled = old.get("limit") is not None or new.get("limit") is not None
+    before, now = old.get("dataset_size"), new.get("dataset_size")
+    if not sampled or before is None or now is None or before == now:
+        return None
+    return (f"dataset_size: {before!r} (recorded) vs {now!r} (now), and --limit samples from the "
+            "shuffled indices of all of them, so another number of questions is another sample")
 
 
 async def _make_solver(factory: Any) -> Any:
