@@ -377,6 +377,10 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                                f"({e.strerror or type(e).__name__})") from None
             progress_of.rounds = report.round
             print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
+            if report.round == 1 and report.reached == 0:
+                print(f"note: no tree reached a state whose entities match the gold answers within {cfg.max_hops} "
+                      "hops, so the model learns only what is wrong: check that the answers are the KG's labels "
+                      "(or raise --max-hops)", file=sys.stderr)
 
         await Trainer(kgs, cfg, synonyms=listed).train(train, heldout, on_round=done, on_question=progress)
         print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Sequence
 
+from ...errors import BadInput
 from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
@@ -221,6 +222,9 @@ class Trainer:
                 synonyms = synonym_lexicon(lexicon, self.listed) if self.listed else {}
             for tree in trees:
                 data.extend(self.examples(tree, rng, lexicon, synonyms))
+            if not data:  # an empty model would rate every state 0.5, and be written as if trained
+                raise BadInput(f"no training example: the trees of the {len(questions)} questions reached no entity "
+                               "from the questions' entities: do those entities have relations in the KG?")
             model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
             model.check_schema = False  # a relation first walked in a later round is expected
             model.meta["lexicon"] = lexicon
