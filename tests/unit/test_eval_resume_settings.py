@@ -41,3 +41,26 @@ async def test_a_sampled_run_is_not_resumed_over_a_dataset_of_another_size(tmp_p
     await run_eval(make_dataset(6), FakeSolver(), whole, progress=False, config=cfg)
     s = await run_eval(make_dataset(8), FakeSolver(), whole, resume=True, progress=False, config=cfg)
     assert s.n == 8
+
+
+async def test_a_resume_scores_the_recorded_answers_again_with_the_current_metrics(tmp_path, capsys):
+    """A run resumed after a metric fix summarised old rows by the old definition and new
+    rows by the new one: summary.json mixed two metrics."""
+    import json
+
+    from traversals.eval.runner import read_results
+
+    ds = make_dataset(4)
+    cfg = {"strategy": "tree", "llm": "x"}
+    await run_eval(ds, FakeSolver(), tmp_path, limit=3, progress=False, config=cfg)
+    path = tmp_path / "results.jsonl"
+    rows = read_results(path)
+    good = {r["id"]: (r["hits@1"], r["em_in"], r["f1"]) for r in rows}
+    for r in rows:  # as an older scorer recorded them
+        r.update({"hits@1": 0.0, "em_in": 0.0, "f1": 0.0})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = await run_eval(ds, FakeSolver(), tmp_path, resume=True, limit=4, progress=True, config=cfg)
+    assert "answer(s) scored again with the current metrics" in capsys.readouterr().err
+    again = {r["id"]: (r["hits@1"], r["em_in"], r["f1"]) for r in read_results(path)}
+    assert {i: again[i] for i in good} == good and len(again) == 4
+    assert s.hits_at_1 == sum(v[0] for v in again.values()) / 4

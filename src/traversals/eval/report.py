@@ -34,8 +34,8 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
-from .metrics import METRICS, em_in, hits_at_1, score
-from .runner import RESULTS, RUN, TRACES, Summary, _num, read_results, safe_id, summarize
+from .metrics import em_in, hits_at_1
+from .runner import RESULTS, RUN, TRACES, Summary, _num, read_results, rescore_row, safe_id, summarize
 from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
@@ -108,7 +108,7 @@ def load_run(run_dir: str | Path) -> Run:
             rows.append(r)
     if not rows and not config:
         raise BadInput(f"{d}: {RESULTS} has no results and there is no {RUN} (nothing to report)")
-    rescored = sum(_rescore(r) for r in rows)
+    rescored = sum(rescore_row(r) for r in rows)
     summary = summarize(
         rows,
         dataset=str(config.get("dataset", "")),
@@ -119,22 +119,6 @@ def load_run(run_dir: str | Path) -> Run:
         out_dir=str(d),
     )
     return Run(dir=d, config=config, rows=rows, summary=summary, rescored=rescored)
-
-
-def _rescore(row: dict) -> bool:
-    """Score an answered row with the current metrics (from its ``answer`` and ``gold``), so
-    that runs recorded by different versions of the metrics are compared on one footing and
-    the replayed tables (scored now) agree with the run's own figures. True when a recorded
-    score changed. Error rows and rows without gold keep their recorded zeros."""
-    if row.get("error") or "gold" not in row:
-        return False
-    try:
-        now = score(str(row.get("answer") or ""), row.get("gold"))
-    except (BadInput, TypeError, KeyError):  # a hand-edited gold no metric reads: as recorded
-        return False
-    changed = any(_num(row.get(m)) != now[m] for m in METRICS)
-    row.update(now)
-    return changed
 
 
 # --------------------------------------------------------------------------- trace analysis

@@ -318,6 +318,21 @@ def read_results(path: str | Path, *, repair: bool = False) -> list[dict]:
 # --------------------------------------------------------------------------- rows
 
 
+def rescore_row(row: dict) -> bool:
+    """Score an answered row again with the current metrics (from its ``answer`` and
+    ``gold``), in place; True when a score changed (the row was scored by an older version
+    of the metrics). Error rows and rows without gold keep their recorded scores."""
+    if row.get("error") or "gold" not in row:
+        return False
+    try:
+        now = score(str(row.get("answer") or ""), row.get("gold"))
+    except (BadInput, TypeError, KeyError):  # a hand-edited gold no metric reads: as recorded
+        return False
+    changed = any(_num(row.get(m)) != now[m] for m in METRICS)
+    row.update(now)
+    return changed
+
+
 def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) -> dict:
     text = str(getattr(answer, "text", "") or "")
     usage = getattr(answer, "usage", None)
@@ -575,6 +590,8 @@ async def run_eval(
         retried = [r for r in rows if r.get("error") and r["id"] in wanted] if resume and retry_errors else []
         if retried:
             rows = [r for r in rows if not (r.get("error") and r["id"] in wanted)]
+        rescored = sum(rescore_row(r) for r in rows)  # an older version's scores: one definition per run
+        if retried or rescored:
             _rewrite_results(results_path, rows)
         done = {r["id"] for r in rows}
         todo = [q for q in selection if q.id not in done]
@@ -582,7 +599,8 @@ async def run_eval(
         if resume and progress:
             print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
                   f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
-                  + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else ""),
+                  + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else "")
+                  + (f" ({rescored} answer(s) scored again with the current metrics)" if rescored else ""),
                   file=sys.stderr)
 
         info = {
