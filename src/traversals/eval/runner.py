@@ -21,6 +21,7 @@ Files in ``out_dir``:
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import json
 import math
@@ -248,8 +249,10 @@ class RunLock:
         fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as e:
             os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                return  # a file system without flock (some network mounts): run unlocked
             raise BadInput(f"--out {out}: another eval is writing this run directory right now; wait for it "
                            "to finish (or stop it), then --resume") from None
         self.fd = fd
