@@ -70,3 +70,32 @@ def test_a_run_that_makes_fewer_questions_than_asked_says_so(tmp_path, capsys, m
     err = capsys.readouterr().err
     note = [line for line in err.splitlines() if line.startswith("note: only ")]
     assert len(note) == 1 and " of the 50 questions asked for could be made: the 4 entities drawn" in note[0], err
+
+
+def test_an_interruption_while_the_questions_are_written_leaves_no_temporary_file(tmp_path, capsys, monkeypatch):
+    import traversals.eval.training as training
+    from pathlib import Path
+
+    from traversals.cli import main
+    from traversals.llm.scripted import ScriptedLLM
+
+    def reply(prompt, prefix, n, temperature):
+        if prefix.startswith("\nRelation: "):
+            return " other words"
+        return " Who employs {}?\nPhrase: the employer of {}\nReverse question: Who works for {}?\n" \
+               "Reverse phrase: the staff of {}"
+
+    monkeypatch.setattr(training, "open_llm_from_args",
+                        lambda args: ScriptedLLM(reply, score=lambda p, o, x: [0.0] * len(o)))
+    replace = Path.replace
+
+    def interrupted(self, target):
+        if str(target).endswith(".questions.jsonl"):
+            raise KeyboardInterrupt
+        return replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    (tmp_path / "kb.txt").write_text(PAIRS)
+    assert main(["train-value", "--synthetic", "10", "--kg", str(tmp_path / "kb.txt"), "--rounds", "1",
+                 "--out", str(tmp_path / "m.json")]) == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb.txt", "m.json.phrasings.json"]

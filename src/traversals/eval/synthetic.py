@@ -748,4 +748,7 @@ class SyntheticQuestions:
         except OSError as e:
             tmp.unlink(missing_ok=True)
             raise BadInput(f"cannot write {questions_file} ({e.strerror or type(e).__name__})") from None
+        except BaseException:  # Ctrl-C while writing: no temporary file left beside the questions file
+            tmp.unlink(missing_ok=True)
+            raise
         return out
