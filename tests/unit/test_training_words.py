@@ -72,3 +72,17 @@ def _usage():
 
 def _reward(gold: str):
     return lambda entities: float(any(e.label == gold for e in entities))
+
+
+def test_a_phrasing_in_chinese_is_kept():
+    """"{}的导演是谁？" is one word to ``split`` and ends with a full-width question mark: every
+    line of a Chinese reply had been dropped, and no question made."""
+    from traversals.eval.synthetic import compose, parse_phrasing, Phrasing
+
+    got = parse_phrasing(" {}的导演是谁？\nPhrase: {}的导演\nReverse question: {}导演了哪些电影？\n"
+                         "Reverse phrase: {}导演的电影")
+    assert got == {"question": "{}的导演是谁？", "phrase": "{}的导演", "reverse question": "{}导演了哪些电影？",
+                   "reverse phrase": "{}导演的电影"}
+    assert parse_phrasing(" {}?\nPhrase: {}") == {}  # still no phrasing without another word
+    two = [Phrasing(phrases=["{}导演的电影。"]), Phrasing(questions=["{}的导演是谁？"])]
+    assert compose(two, "张三", random.Random(0)) == "[张三]导演的电影的导演是谁？"

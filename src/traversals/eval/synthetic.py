@@ -68,7 +68,7 @@ from ..search.choices import calibrate, option_probs
 from ..search.kgset import KGSet
 from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
-from ..search.rwt.valuemodel import ListedWords, singular
+from ..search.rwt.valuemodel import UNSPACED, ListedWords, singular
 from ..search.templates import render
 from .runner import write_json_atomic
 
@@ -165,12 +165,24 @@ _QUESTION_STARTS = frozenset({"who", "whom", "whose", "what", "which", "when", "
                               "was", "were", "do", "does", "did", "can", "has", "have", "had", "name", "list"})
 
 
+#: how a question ends: "?", and the full-width "？" (Chinese, Japanese) and Arabic "؟"
+QUESTION_MARKS = ("?", "\uff1f", "\u061f")
+
+
 def reads_as_question(text: str) -> bool:
-    """Whether ``text`` is a question: it ends with "?" or starts with a question word. On
-    PathQuestion's KB the 1.5B model wrote "{} and his parents are related to each other."
-    as the question for *parents*, and the check kept it as the best-scored one."""
+    """Whether ``text`` is a question: it ends with a question mark (:data:`QUESTION_MARKS`)
+    or starts with a question word. On PathQuestion's KB the 1.5B model wrote "{} and his
+    parents are related to each other." as the question for *parents*, and the check kept it
+    as the best-scored one."""
     words = text.strip().split()
-    return bool(words) and (text.rstrip().endswith("?") or words[0].casefold().strip(",") in _QUESTION_STARTS)
+    return bool(words) and (text.rstrip().endswith(QUESTION_MARKS) or words[0].casefold().strip(",") in _QUESTION_STARTS)
+
+
+def has_another_word(text: str) -> bool:
+    """Whether a phrasing has a word besides its ``{}``: two words apart, or a character of a
+    script written without spaces ("{}的导演是谁？" is one "word" to ``split``, and had been
+    dropped, so a KG whose LLM phrases in Chinese made no question)."""
+    return len(text.split()) >= 2 or re.search(f"[{UNSPACED}]", text) is not None
 
 
 def parse_phrasing(reply: str) -> dict[str, str]:
@@ -182,7 +194,7 @@ def parse_phrasing(reply: str) -> dict[str, str]:
         if n == 0:
             name, text = "question", line
         name, text = name.strip().casefold(), text.strip()
-        if (name in LINES and name not in out and text.count(SLOT) == 1 and len(text.split()) >= 2
+        if (name in LINES and name not in out and text.count(SLOT) == 1 and has_another_word(text)
                 and ("question" not in name or reads_as_question(text))):
             out[name] = text
     return out
@@ -333,7 +345,7 @@ def compose(phrasings: Sequence[Phrasing], mention: str, rng: random.Random, kin
     :data:`PHRASE_QUESTIONS` form, half the time each — around the earlier hops' noun
     phrases, innermost first. With a ``kind`` the entity is named with it ("the film [X]")."""
     def phrase(ph: Phrasing) -> str:  # a phrase goes inside a sentence: no "?" of its own
-        return rng.choice(ph.phrases).rstrip("?.! ")
+        return rng.choice(ph.phrases).rstrip("?.! \uff1f\u3002\uff01")
 
     inner = f"the {kind} [{mention}]" if kind else f"[{mention}]"
     for ph in phrasings[:-1]:
@@ -594,7 +606,7 @@ class SyntheticQuestions:
             texts = await self._replies(render("question_paraphrase"), PARAPHRASE_PREFIX.format(question=question),
                                         cfg.paraphrases, max_tokens=40, stop="\n")
             for text in (t.strip() for t in texts):
-                if (text.count(SLOT) == 1 and len(text.split()) >= 2 and text not in out and reads_as_question(text)
+                if (text.count(SLOT) == 1 and has_another_word(text) and text not in out and reads_as_question(text)
                         and asks_for_a_person(text) == asks_for_a_person(question)):
                     out.append(text)
         return out

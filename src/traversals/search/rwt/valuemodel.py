@@ -64,7 +64,7 @@ from .state import PathNode
 FORMAT = "traversals-rwt-value/1"
 HEADS = ("stop", "go")
 #: scripts written without spaces between words (Han, kana): each character is a word of its own
-_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 ENT = "qentity"  # what the question's own entity names become
 FEATURES = 7  # the feature set new models are trained on (see the module's docstring)
 NAMED = "named="  # the prefix of the words that say which relation the question names
@@ -111,8 +111,8 @@ def _word_pattern() -> re.Pattern[str]:
             marks.append(f"\\u{start:04x}-\\u{cp - 1:04x}")
             start = None
     mark = "[" + "".join(marks) + "]"
-    letter, alnum = f"[^\\W\\d_{_UNSPACED}]", f"[^\\W_{_UNSPACED}]"
-    return re.compile(f"[{_UNSPACED}]|{alnum}(?:{alnum}|{mark})*(?:'{letter}(?:{letter}|{mark})*)?")
+    letter, alnum = f"[^\\W\\d_{UNSPACED}]", f"[^\\W_{UNSPACED}]"
+    return re.compile(f"[{UNSPACED}]|{alnum}(?:{alnum}|{mark})*(?:'{letter}(?:{letter}|{mark})*)?")
 
 
 def words_of(text: str) -> list[str]:
