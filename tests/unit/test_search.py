@@ -1272,3 +1272,16 @@ def test_option_probabilities_never_come_out_nan():
     assert softmax([-math.inf] * 4) == [0.25] * 4  # an endpoint that scored no option: uniform
     assert softmax([math.nan, 0.0]) == [0.0, 1.0]  # NaN counts as impossible
     assert softmax([0.0, math.log(3)]) == pytest.approx([0.25, 0.75])
+
+
+def test_the_cot_answer_is_what_follows_the_last_answer_mark_a_list_below_it_included():
+    from traversals.search.cot import extract_answer
+
+    assert extract_answer("Let me think.\nANSWER: Rome, Oslo") == "Rome, Oslo"
+    assert extract_answer("Answer: first try\nNo wait.\nAnswer:  Paris ") == "Paris"
+    # the answer on the lines under "Answer:" (it had been the first of them only)
+    assert extract_answer("Thinking...\nAnswer:\nRome\nOslo\n\nThat is all.") == "Rome, Oslo"
+    assert extract_answer("Answer:\n- The Gumball Rally\n- Cleopatra Jones\n") == "The Gumball Rally, Cleopatra Jones"
+    assert extract_answer("Answer:\n1. Rome\n2) Oslo") == "Rome, Oslo"
+    assert extract_answer("no mark here\n\nlast line ") == "last line"
+    assert extract_answer("ANSWER:") == "" and extract_answer("") == ""

@@ -11,15 +11,33 @@ from .linking import _BRACKETS
 from .result import NO_ANSWER, Answer
 from .templates import render
 
-_ANSWER = re.compile(r"ANSWER\s*:\s*(.+)", re.I)
+_ANSWER = re.compile(r"ANSWER[ \t]*:[ \t]*(.*)", re.I)
+#: a list item's mark at the start of a line ("- ", "* ", "1. ", "2) ")
+_BULLET = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
 
 def extract_answer(text: str) -> str:
-    found = _ANSWER.findall(text)
-    if found:
-        return found[-1].strip()
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+    """The text after the last "ANSWER:"; when that line has nothing after it, the lines
+    below it up to a blank line, as one comma-separated list ("Answer:" then "- Rome",
+    "- Oslo" is "Rome, Oslo"); "" when nothing follows it. Without an "ANSWER:", the last
+    non-empty line."""
+    lines = text.splitlines()
+    for i in reversed(range(len(lines))):
+        m = _ANSWER.search(lines[i])
+        if m is None:
+            continue
+        if m.group(1).strip():
+            return m.group(1).strip()
+        below = []
+        for line in lines[i + 1:]:
+            if not line.strip():
+                if below:
+                    break
+                continue
+            below.append(_BULLET.sub("", line.strip()))
+        return ", ".join(below)  # "" when the mark is all there is: no answer
+    rest = [ln.strip() for ln in lines if ln.strip()]
+    return rest[-1] if rest else ""
 
 
 class ChainOfThought:
