@@ -187,8 +187,11 @@ def test_qald10_labels_file(tmp_path):
         ' "results": {"bindings": [{"r": {"type": "uri", "value": "http://www.wikidata.org/entity/Q1"}},'
         ' {"r": {"type": "literal", "value": "x", "xml:lang": "en"}}]}}]}]}'
     )
-    assert alts(load_dataset("qald10", tmp_path).questions[0]) == [("Q1",), ("x",)]
+    bare = load_dataset("qald10", tmp_path)
+    assert alts(bare.questions[0]) == [("Q1",), ("x",)]
+    assert len(bare.notes) == 1 and "no labels.json beside qald_10.json" in bare.notes[0]  # eval prints it
     (tmp_path / "labels.json").write_text('{"Q1": ["Universe", "cosmos"]}')
+    assert load_dataset("qald10", tmp_path).notes == []
     q = load_dataset("qald10", tmp_path).questions[0]
     assert q.id == "qald10:test:3" and q.text == "Who?"
     assert alts(q) == [("Universe", "cosmos", "Q1"), ("x",)]

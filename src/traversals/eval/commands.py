@@ -127,6 +127,8 @@ async def _eval(args: argparse.Namespace) -> int:
         raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
     refuse_unused_flags(args.strategy, args)
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
+    for note in dataset.notes:
+        print(f"note: {note}", file=sys.stderr)
     if without := sum(not q.gold for q in dataset.questions):
         print(f"note: {without} of the {len(dataset)} questions have no gold answer: they are answered and "
               "score 0 (--answerable-only drops them)", file=sys.stderr)

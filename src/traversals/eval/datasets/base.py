@@ -89,6 +89,8 @@ class Dataset:
     description: str = ""
     files: list[str] = field(default_factory=list)
     answerable_only: bool = False
+    #: what a user should know before a run (``eval`` prints each as a note)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def kg_spec(self) -> str | None:
