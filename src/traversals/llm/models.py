@@ -179,11 +179,16 @@ EMBEDDING_MODEL = "all-minilm-l6-v2"
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:
     """``$TRAVERSALS_CACHE/models``, else ``$XDG_CACHE_HOME/traversals/models``, else
-    ``~/.cache/traversals/models``. Pass ``os.environ`` (at the edge of the program)."""
-    if environ.get("TRAVERSALS_CACHE"):
-        return Path(environ["TRAVERSALS_CACHE"]).expanduser() / "models"
-    if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "traversals" / "models"
+    ``~/.cache/traversals/models``. Pass ``os.environ`` (at the edge of the program).
+
+    A relative ``$TRAVERSALS_CACHE`` is made absolute here (against the working directory),
+    so that the path printed and used is one place, not one per directory a command runs
+    in; a relative ``$XDG_CACHE_HOME`` is ignored, as the XDG spec says."""
+    if environ.get("TRAVERSALS_CACHE", "").strip():
+        return Path(environ["TRAVERSALS_CACHE"].strip()).expanduser().absolute() / "models"
+    xdg = Path(environ.get("XDG_CACHE_HOME", "").strip()).expanduser()
+    if xdg.is_absolute():
+        return xdg / "traversals" / "models"
     home = environ.get("HOME")
     base = Path(home) if home else Path.home()
     return base / ".cache" / "traversals" / "models"
