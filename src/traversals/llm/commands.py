@@ -1,4 +1,4 @@
-"""``traversals model status | fetch [NAME]``: the local model cache."""
+"""``traversals model status (or list) | fetch [NAME]``: the local model cache."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
     sub = model.add_subparsers(dest="model_command", metavar="COMMAND", required=True)
     status = sub.add_parser(
         "status",
+        aliases=["list"],
         help="show which models are cached",
         description=(
             "One line per known model: ready (verified), present but damaged, present but not yet "
