@@ -150,7 +150,13 @@ def test_status_tells_what_to_run_for_a_wrong_size_or_a_partial_download(reg):
 def test_status_says_when_the_cache_is_missing_or_not_a_directory(tmp_path):
     assert format_status(tmp_path / "none").splitlines()[0].endswith("none (does not exist yet)")
     (tmp_path / "f").write_text("x")
-    assert format_status(tmp_path / "f").splitlines()[0].endswith("f (not a directory)")
+    assert format_status(tmp_path / "f").splitlines()[0].endswith(
+        "f (not a directory: point $TRAVERSALS_CACHE (or --cache-dir) at a writable directory with room for the model)"
+    )
+    assert format_status(tmp_path / "f" / "models").splitlines()[0].endswith(
+        f"models (cannot be created: {tmp_path / 'f'} is a file; point $TRAVERSALS_CACHE"
+        " (or --cache-dir) at a writable directory with room for the model)"
+    )
     assert format_status(tmp_path).splitlines()[0] == f"model cache: {tmp_path}"
 
 

@@ -695,12 +695,23 @@ def model_status(cache_dir: str | os.PathLike[str]) -> list[ModelStatus]:
     return out
 
 
+def _where(cache: Path) -> str:
+    """What is wrong with the cache directory itself ("" when it is one)."""
+    if cache.is_dir():
+        return ""
+    if cache.exists():
+        return f" (not a directory: {_ELSEWHERE})"
+    blocker = next((p for p in cache.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        return f" (cannot be created: {blocker} is a file; {_ELSEWHERE})"
+    return " (does not exist yet)"
+
+
 def format_status(cache_dir: str | os.PathLike[str]) -> str:
     """What ``traversals model status`` prints: one line per registry model, with what to
     run when a model is damaged or partly downloaded."""
     cache = Path(cache_dir).expanduser()
-    where = "" if cache.is_dir() else (" (not a directory)" if cache.exists() else " (does not exist yet)")
-    lines = [f"model cache: {cache}{where}"]
+    lines = [f"model cache: {cache}{_where(cache)}"]
     for st in model_status(cache_dir):
         fetch = f"`traversals model fetch {st.name}`"
         if st.verified:
