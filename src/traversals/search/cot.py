@@ -28,7 +28,7 @@ def extract_answer(text: str) -> str:
             continue
         if m.group(1).strip():
             return m.group(1).strip()
-        below = []
+        below: list[str] = []
         for line in lines[i + 1:]:
             if not line.strip():
                 if below:
