@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -371,6 +372,13 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
     }
 
 
+def say_on_stderr(message: str) -> None:
+    """How a command reports a model being fetched, verified or assembled on first use
+    (minutes for the 1.1 GB default): on stderr, so stdout (``--json``, MCP over stdio)
+    stays clean."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
     """The LLM of ``--llm``; :class:`~traversals.errors.BadInput` for an ``--llm-url``
     that nothing would use (``--llm local`` runs in this process: the flag was meant
@@ -390,7 +398,8 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
             extra["completion_template"] = template
         extra["timeout"] = getattr(args, "llm_timeout", 120.0)
     return open_llm(
-        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"), **extra
+        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"),
+        progress=say_on_stderr, **extra
     )
 
 
@@ -405,7 +414,7 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
 
     spec = getattr(args, "embedder", None) or DEFAULT_EMBEDDER
     if not spec.strip().startswith("openai:"):
-        return open_embedder(spec)
+        return open_embedder(spec, progress=say_on_stderr)
     url = getattr(args, "embedder_url", None) or getattr(args, "llm_url", None) or environ.get("OPENAI_BASE_URL")
     api_key = getattr(args, "embedder_api_key", None) or environ.get("OPENAI_API_KEY")
     return open_embedder(spec, url=url, api_key=api_key, timeout=getattr(args, "llm_timeout", None))

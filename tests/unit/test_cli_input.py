@@ -300,3 +300,24 @@ def test_serve_and_mcp_refuse_flags_one_another_makes_pointless_before_a_model_l
     assert "--calibrate" in err and "--decoding sampled" in err and err.count("\n") == 1
     assert main([command, "--llm", "local:/nonexistent.gguf", "--strategy", "chain", "--k", "3"]) == 2
     assert "model file not found" in capsys.readouterr().err  # past the flag checks, to the model
+
+
+def test_a_model_fetched_on_first_use_reports_on_stderr(monkeypatch, capsys):
+    """On a fresh machine the first ask fetches 1.1 GB: the fetch's steps are printed on
+    stderr (stdout stays the answer's, --json's or MCP's), not minutes of silence."""
+    import argparse
+
+    import traversals.embed as embed
+    import traversals.llm.factory as llm_factory
+    from traversals.options import open_embedder_from_args, open_llm_from_args
+
+    def fake_open(spec="local", progress=None, **kw):
+        progress(f"assembling {spec} ...")
+        return spec
+
+    monkeypatch.setattr(llm_factory, "open_llm", fake_open)
+    monkeypatch.setattr(embed, "open_embedder", fake_open)
+    assert open_llm_from_args(argparse.Namespace(llm="local", llm_url=None), environ={}) == "local"
+    assert open_embedder_from_args(argparse.Namespace(embedder="sbert"), environ={}) == "sbert"
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == ["assembling local ...", "assembling sbert ..."]
