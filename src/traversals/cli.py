@@ -12,8 +12,12 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
@@ -325,11 +329,30 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+@contextmanager
+def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
+    """SIGTERM (``timeout``, ``docker stop``, a job scheduler) handled as Ctrl-C is: an eval
+    says how to resume, a model fetch stops its downloads. Not for ``serve`` and ``mcp``,
+    whose servers handle it themselves, nor off the main thread (no handler can be set)."""
+    if command in ("serve", "mcp") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _sigterm_as_interrupt(getattr(args, "command", None)):
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except TraversalsError as exc:
