@@ -127,6 +127,15 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--embedder-url": RWT,
     "--embedder-api-key": RWT,
 }
+#: :class:`~traversals.api.SearchConfig` fields no flag sets, and the strategies that read
+#: them: with the flags' table, what an eval's run.json records for each strategy
+SEARCH_SETTING_STRATEGIES: dict[str, tuple[str, ...]] = {
+    "diverse_temperature": TREE_SEARCH,
+    "evaluate_intermediate": TREE_SEARCH,
+    "max_relations": TREE_SEARCH + RWT,
+    "max_edges": TREE_SEARCH + RWT,
+    "kg_timeout": TREE_SEARCH + RWT,
+}
 #: flags that set the same value as a flag of :data:`SEARCH_FLAG_STRATEGIES`, named with it
 SAME_SETTING = {"--calibrate": "--calibrate (or --calibrate-weight)"}
 #: what each strategy is, said when it is given a flag it does not read

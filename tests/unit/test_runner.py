@@ -711,3 +711,11 @@ def test_a_run_records_only_the_search_settings_its_strategy_reads():
     assert not {"simulations", "decoding", "value_model", "embedder"} & set(unread_settings("mcts"))
     assert {"simulations", "embedder"} <= set(unread_settings("tree")) and "k" not in unread_settings("tree")
     assert "simulations" in unread_settings("beam") and "decoding" in unread_settings("cot")
+    assert {"diverse_temperature", "evaluate_intermediate"} <= set(unread_settings("mcts"))
+    # every SearchConfig field says which strategies read it: cot records none of them
+    import dataclasses
+
+    from traversals.api import SearchConfig
+
+    fields = {"search_seed" if f.name == "seed" else f.name for f in dataclasses.fields(SearchConfig)}
+    assert set(unread_settings("cot")) >= fields

@@ -15,9 +15,9 @@ from ..api import SearchConfig
 from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags,
-    open_embedder_from_args, SEARCH_FLAG_STRATEGIES, flag_dest, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
-    remote_kg_options,
+    SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
+    add_tree_flags, add_value_flags, flag_dest, open_embedder_from_args, open_llm_from_args, prepare_llm,
+    redact_secrets, refuse_unused_flags, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from .runner import MAX_CONSECUTIVE_ERRORS
@@ -100,6 +100,7 @@ def unread_settings(strategy: str) -> list[str]:
     flags :data:`~traversals.options.SEARCH_FLAG_STRATEGIES` refuses with it): a resume
     compares a key only when both runs record it, so leaving them out breaks no resume."""
     keys = [flag_dest(flag) for flag, readers in SEARCH_FLAG_STRATEGIES.items() if strategy not in readers]
+    keys += [name for name, readers in SEARCH_SETTING_STRATEGIES.items() if strategy not in readers]
     return ["search_seed" if k == "seed" else k for k in keys]
 
 
