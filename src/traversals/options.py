@@ -168,6 +168,17 @@ def flag_given(args: argparse.Namespace, flag: str) -> bool:
     return value is not None and not (dest in defaults and value == defaults[dest])
 
 
+def unread_flags(strategy: str, flags: Sequence[str]) -> dict[tuple[str, ...], list[str]]:
+    """The search ``flags`` (keys of :data:`SEARCH_FLAG_STRATEGIES`) that ``strategy`` does
+    not read, grouped by the strategies that do, in the order given."""
+    out: dict[tuple[str, ...], list[str]] = {}
+    for flag in flags:
+        readers = SEARCH_FLAG_STRATEGIES[flag]
+        if strategy not in readers:
+            out.setdefault(readers, []).append(flag)
+    return out
+
+
 def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
     """:class:`~traversals.errors.BadInput` naming every search flag given (:func:`flag_given`)
     that ``strategy`` does not read (:data:`SEARCH_FLAG_STRATEGIES`) and the strategies that
@@ -179,10 +190,9 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
 
     if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    unused: dict[tuple[str, ...], list[str]] = {}  # the strategies that read them → the flags
-    for flag, readers in SEARCH_FLAG_STRATEGIES.items():
-        if strategy not in readers and flag_given(args, flag):
-            unused.setdefault(readers, []).append(SAME_SETTING.get(flag, flag))
+    given = [flag for flag in SEARCH_FLAG_STRATEGIES if flag_given(args, flag)]
+    unused = {readers: [SAME_SETTING.get(flag, flag) for flag in flags]
+              for readers, flags in unread_flags(strategy, given).items()}
     if not unused:
         refuse_contradicting_flags(strategy, args)
         return

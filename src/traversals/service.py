@@ -58,7 +58,7 @@ from .errors import (
 )
 from .kg.base import KnowledgeGraph
 from .llm.base import LLM
-from .options import SEARCH_FLAG_STRATEGIES
+from .options import flag_dest, unread_flags
 from .search.result import Solver
 from .validate import unicode_text
 
@@ -78,6 +78,8 @@ OVERRIDES: dict[str, tuple[type, ...]] = {
 #: to send their 503 and stop their searches, before the LLM and KGs are closed
 SHUTDOWN_DRAIN_SECONDS = 5.0
 REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", "stream", *OVERRIDES}
+#: what a question stopped by the server's shutdown is told (a JSON reply, or a stream's last event)
+STOPPED_BY_SHUTDOWN = "the server is shutting down; the search was stopped before its answer"
 
 
 class Busy(TraversalsError):
@@ -220,11 +222,8 @@ def _refuse_unread(strategy: str, changes: dict[str, Any], defaults: SearchConfi
     """A :class:`BadInput` for settings ``strategy`` does not read, given a value other than
     the server's default (the rule ``traversals ask`` applies to its flags, from the same
     table), rather than ignoring them in silence."""
-    unread: dict[tuple[str, ...], list[str]] = {}
-    for name in sorted(changes):
-        readers = SEARCH_FLAG_STRATEGIES["--" + name.replace("_", "-")]
-        if strategy not in readers and changes[name] != getattr(defaults, name):
-            unread.setdefault(readers, []).append(name)
+    given = ["--" + name.replace("_", "-") for name in sorted(changes) if changes[name] != getattr(defaults, name)]
+    unread = {readers: [flag_dest(f) for f in flags] for readers, flags in unread_flags(strategy, given).items()}
     if not unread:
         return
     clauses = [f"{', '.join(repr(n) for n in names)} {'are' if len(names) > 1 else 'is'} read by {', '.join(readers)}"
@@ -353,7 +352,7 @@ def create_app(
         except Exception as exc:  # every failure becomes a JSON error
             return error(exc)
         except asyncio.CancelledError:  # uvicorn cancels what still runs when --shutdown-timeout is over
-            return error(ShuttingDown("the server is shutting down; the search was stopped before its answer"))
+            return error(ShuttingDown(STOPPED_BY_SHUTDOWN))
 
     in_flight = _InFlight()
 
@@ -449,7 +448,7 @@ class _CountInFlight:
 
 async def _end_stream(send: Any) -> None:
     """The last event of a stream stopped by the server shutting down."""
-    exc = ShuttingDown("the server is shutting down; the search was stopped before its answer")
+    exc = ShuttingDown(STOPPED_BY_SHUTDOWN)
     event = _sse("error", {**_error_body(exc), "status": status_for(exc)})
     try:
         await send({"type": "http.response.body", "body": event.encode(), "more_body": False})

@@ -626,8 +626,7 @@ async def run_eval(
         solver = await _make_solver(solver_factory)
         strategy = str(cfg.get("strategy", "") or getattr(solver, "name", ""))
         results = ResultsFile(results_path)
-        chosen = set(selected_ids)
-        bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in chosen])
+        bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in wanted])
         pending = iter(todo)
         state: dict[str, Any] = {"stop": False, "abort": None, "streak": 0}
 
