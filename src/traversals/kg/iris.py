@@ -31,6 +31,12 @@ def relation_iri(name: str) -> str:
     return RELATION_NS + quote(name.strip(), safe="")
 
 
+def display_text(value: str) -> str:
+    """A label or description as both back ends show it: runs of whitespace (a newline,
+    tabs) as one space, so no label breaks a prompt's line."""
+    return " ".join(value.split())
+
+
 def name_label(name: str) -> str:
     """Label for a minted name: underscores become spaces (``directed_by`` -> ``directed by``)."""
     return " ".join(name.replace("_", " ").split())

@@ -187,12 +187,6 @@ def literal_label(value: str, datatype: str = "") -> str:
 _USABLE_TEXT = 'isLITERAL({v}) && REGEX(STR({v}), "\\\\S")'
 
 
-def display_text(value: str) -> str:
-    """A label or description as shown: runs of whitespace (a newline, tabs) as one
-    space, as the embedded store shows it, so no label breaks a prompt's line."""
-    return " ".join(value.split())
-
-
 def fallback_label(iri: str) -> str:
     """Label for a node that has none: its local name, underscores as spaces."""
     return iris.name_label(iris.local_name(iri)) or iri
@@ -543,7 +537,7 @@ class SparqlKG:
             v = r.get("v") or r.get("v1")
             if x is None or k is None or v is None or v.kind != "literal":
                 continue
-            text = display_text(v.value)
+            text = iris.display_text(v.value)
             if not text:
                 continue
             kind, idx = k.value[0], int(k.value[1:] or 0)
@@ -908,7 +902,7 @@ class SparqlKG:
             v = r.get("v") or r.get("v1")
             if "p" not in r or "k" not in r or v is None:
                 continue
-            k, text = r["k"].value, display_text(v.value)
+            k, text = r["k"].value, iris.display_text(v.value)
             if not text:
                 continue
             group = "inv" if k[0] in "ij" else "label"

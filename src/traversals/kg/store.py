@@ -675,7 +675,7 @@ class OxigraphKG:
             s, p, lit = sol["s"], sol["p"], sol["l"]
             if not isinstance(lit, ox.Literal) or isinstance(s, ox.Literal):
                 continue
-            value = " ".join(lit.value.split())
+            value = iris.display_text(lit.value)
             if not value:
                 continue
             key = _key(s)
@@ -886,7 +886,7 @@ class OxigraphKG:
                 lit = sol["d"]
                 if not isinstance(lit, ox.Literal):
                     continue
-                text = " ".join(lit.value.split())
+                text = iris.display_text(lit.value)
                 rank = _lang_rank(lit.language)
                 key = sol["s"].value
                 if text and (key not in found or (rank, text) < found[key]):
