@@ -335,7 +335,7 @@ class OpenAICompatibleLLM:
             base = seed if seed is not None else random.randrange(2**31)
             if n == 1 or self.supports_n is not False:
                 got, usage = await self._first_samples(
-                    prompt, prefix, n, temperature, max_tokens, stop, base
+                    lambda k: self._chat(prompt, prefix, k, temperature, max_tokens, stop, base), n
                 )
                 texts.extend(got[:n])
                 usages.append(usage)
@@ -373,24 +373,17 @@ class OpenAICompatibleLLM:
         )
 
     async def _first_samples(
-        self,
-        prompt: str,
-        prefix: str,
-        n: int,
-        temperature: float,
-        max_tokens: int,
-        stop: Sequence[str] | None,
-        seed: int,
+        self, chat: Callable[[int], Awaitable[tuple[list[str], dict[str, Any]]]], n: int
     ) -> tuple[list[str], dict[str, Any]]:
-        """The first request of a sampling call, ``n`` samples asked at once. A server that
-        refuses ``n`` > 1 (Groq, Anthropic: HTTP 400) is asked for one, and :attr:`supports_n`
-        records what the server did, so the caller tops the samples up."""
+        """The first request of a sampling call, ``chat(n)``: ``n`` samples asked at once. A
+        server that refuses ``n`` > 1 (Groq, Anthropic: HTTP 400) is asked for one, and
+        :attr:`supports_n` records what the server did, so the caller tops the samples up."""
         try:
-            got, usage = await self._chat(prompt, prefix, n, temperature, max_tokens, stop, seed)
+            got, usage = await chat(n)
         except LLMError as e:
             if n == 1 or isinstance(e, LLMUnavailable) or e.status not in _REFUSED:
                 raise
-            got, usage = await self._chat(prompt, prefix, 1, temperature, max_tokens, stop, seed)
+            got, usage = await chat(1)
             self.supports_n = False  # asked for one sample, the server answered: n was the trouble
             return got, usage
         if n > 1:
