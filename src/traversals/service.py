@@ -11,6 +11,7 @@ Endpoints
 ``GET /v1/info``
     the LLM, the KGs, the strategies, the default search settings and the limits.
 ``POST /v1/ask``
+    (each path also with a trailing slash, ``/v1/ask/``: the same endpoint, not a redirect)
     body ``{"question": "...", "strategy": "tree|chain|cot|mcts|beam", "topic_entities": [...],
     "k": 3, "max_depth": 7, "max_expansions": 20, "threshold": 0.8, "seed": 0,
     "simulations": 16, "trace": false, "stream": false}`` (only ``question`` is required;
@@ -370,12 +371,12 @@ def create_app(
             if close_on_shutdown:
                 await close_all(llm, kgs, embedder)
 
+    endpoints = (("/health", health, "GET"), ("/v1/info", info, "GET"), ("/v1/ask", ask, "POST"))
     return Starlette(
-        routes=[
-            Route("/health", health, methods=["GET"]),
-            Route("/v1/info", info, methods=["GET"]),
-            Route("/v1/ask", ask, methods=["POST"]),
-        ],
+        # each path with a trailing slash too: Starlette would answer it with a bare 307 redirect, which
+        # curl (without -L) and many clients show as an empty reply instead of following it
+        routes=[Route(path + slash, endpoint, methods=[method])
+                for path, endpoint, method in endpoints for slash in ("", "/")],
         middleware=[Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
