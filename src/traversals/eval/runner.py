@@ -4,7 +4,10 @@ Files in ``out_dir``:
 
 - ``run.json`` -- the run's configuration (dataset, split, strategy, LLM spec, seed,
   limit, search hyper-parameters, version, the git commit of the code when it runs from a
-  checkout (:func:`code_revision`), start time, resumes and their code).
+  checkout (:func:`code_revision`), start time, resumes and their code), the SHA-256 of
+  each question file read (``dataset_sha256``) and which model answers (``llm_model``,
+  ``llm_sha256``: :func:`llm_identity`); a resume is refused when a setting that changes
+  the answers, the questions' content or the model differs.
 - ``results.jsonl`` -- one JSON object per answered question, appended as each finishes
   with a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``: a line is
   either entirely there or (after a crash mid-write) a truncated tail that ``resume``
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import inspect
 import json
 import math
@@ -64,6 +68,10 @@ RESUME_MUST_MATCH = (
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
     "max_hops", "beam_width", "beam_branch",
+    # the model that answers: a GGUF replaced in place, or another default model of a newer
+    # version under the same --llm local, is another model (--llm-url is not compared: a
+    # server moved to another port serves the same model)
+    "llm_sha256",
     # no flag sets these, but a library caller can and a newer version may change their
     # defaults: the KG's cuts the LLM sees, the sampling temperature, intermediate values
     "max_relations", "max_edges", "diverse_temperature", "evaluate_intermediate",
@@ -194,6 +202,30 @@ def safe_id(qid: str) -> str:
     return s[:180]
 
 
+def trace_names(questions: Sequence[Question], rows: Sequence[Mapping] = ()) -> dict[str, str]:
+    """The trace file (relative to the run directory) of each question: ``traces/<safe
+    id>.json``, unless that name is taken -- by a recorded row of another question (its
+    ``trace``) or an earlier question here -- because :func:`safe_id` maps several ids to
+    one name (``q 1`` and ``q_1``; ``Q1`` and ``q1`` on a file system that ignores case; ids
+    that differ after 180 characters): then the name gets a hash of the id, and the second
+    trace no longer replaces the first's."""
+    taken: dict[str, Any] = {}
+    for row in rows:
+        rel = row.get("trace") or f"{TRACES}/{safe_id(str(row.get('id', '')))}.json"
+        taken.setdefault(str(rel).casefold(), row.get("id"))
+    names: dict[str, str] = {}
+    for q in questions:
+        if q.id in names:
+            continue
+        rel = f"{TRACES}/{safe_id(q.id)}.json"
+        if taken.get(rel.casefold(), q.id) != q.id:
+            digest = hashlib.sha256(q.id.encode("utf-8")).hexdigest()[:12]
+            rel = f"{TRACES}/{safe_id(q.id)[:160]}-{digest}.json"
+        taken.setdefault(rel.casefold(), q.id)
+        names[q.id] = rel
+    return names
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -269,11 +301,21 @@ class ResultsFile:
     def __init__(self, path: Path):
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.torn = False
 
     def append(self, row: Mapping) -> None:
+        if self.torn:  # a line after the torn one would make it a corrupt line in the middle
+            raise OSError(f"{self.path} ends with a part-line of an earlier failed write: not appending after it")
         data = _result_line(row).encode("utf-8")
         written = os.write(self.fd, data)
-        if written != len(data):  # disk full: leave a tail that resume will cut
+        if written != len(data):
+            # disk full: cut the part-line off again. Left there, the next append (another
+            # question finishing before the run stops) would follow it, and the torn line,
+            # no longer the last, would make every resume refuse the file as corrupt
+            try:
+                os.ftruncate(self.fd, os.lseek(self.fd, 0, os.SEEK_END) - written)
+            except OSError:
+                self.torn = True  # a tail that resume will cut, as after a crash
             raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
         os.fsync(self.fd)
 
@@ -417,6 +459,125 @@ def code_revision(source: Path | None = None) -> dict[str, Any] | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's content (hex), read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def dataset_digests(files: Sequence[str | Path]) -> list[str | None]:
+    """The SHA-256 of each question file a loader read (``Dataset.files``), None for one that
+    cannot be read any more. Recorded in ``run.json`` as ``dataset_sha256`` (beside
+    ``dataset_files``), so that a resume over edited questions or gold is refused while a
+    file moved elsewhere with the same content still resumes."""
+    out: list[str | None] = []
+    for f in files:
+        try:
+            out.append(file_sha256(f))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _changed_data(old: Mapping, new: Mapping) -> list[str]:
+    """How the question files of ``new`` differ in content from those ``old`` recorded (one
+    phrase per file, naming it and both hashes); empty when the content is the same,
+    whatever the paths, or when ``old`` recorded no hashes (a run of an older version)."""
+    old_h, new_h = old.get("dataset_sha256"), new.get("dataset_sha256")
+    if not isinstance(old_h, list) or not isinstance(new_h, list):
+        return []
+
+    def files(run: Mapping, hashes: list) -> list[tuple[str, str | None]]:
+        names = run.get("dataset_files")
+        if not isinstance(names, list) or len(names) != len(hashes):
+            names = [f"file {i + 1}" for i in range(len(hashes))]
+        return [(str(n), h if isinstance(h, str) else None) for n, h in zip(names, hashes)]
+
+    before, now = files(old, old_h), files(new, new_h)
+    # the same content (a moved or renamed file) is the same file
+    for item in list(now):
+        match = next((b for b in before if b[1] is not None and b[1] == item[1]), None)
+        if match is not None:
+            before.remove(match)
+            now.remove(item)
+    pairs: list[tuple[tuple[str, str | None] | None, tuple[str, str | None] | None]] = []
+    for item in list(now):  # then by file name: the same loader reads the same names
+        match = next((b for b in before if Path(b[0]).name == Path(item[0]).name), None)
+        if match is not None:
+            before.remove(match)
+            now.remove(item)
+            pairs.append((match, item))
+    pairs += list(zip(before, now))  # then in the order read
+    pairs += [(b, None) for b in before[len(now):]] + [(None, n) for n in now[len(before):]]
+    out = []
+    for was, is_ in pairs:
+        if was is not None and is_ is not None:
+            if was[1] is None or is_[1] is None:
+                continue  # unreadable then or now: nothing to compare
+            out.append(f"question file {is_[0]} changed: sha256 {was[1]} (recorded) vs {is_[1]} (now)")
+        elif was is not None:
+            out.append(f"question file {was[0]} (sha256 {was[1]}) was read then and is not now")
+        elif is_ is not None:
+            out.append(f"question file {is_[0]} (sha256 {is_[1]}) is read now and was not then")
+    return out
+
+
+def _gguf_sha256(path: Path, old: Mapping) -> str:
+    """The SHA-256 of a GGUF file named by ``--llm local:PATH.gguf``, as cheaply as it is
+    known: the ``FILE.sha256`` sidecar of a verified registry model
+    (:mod:`traversals.llm.models`) when its size agrees, the hash ``old`` (the recorded
+    run.json) holds for the same file, size and modification time, else read (about a second
+    per GB, once per run)."""
+    st = path.stat()
+    try:
+        sidecar = path.with_name(path.name + ".sha256").read_text().split()
+        if len(sidecar) >= 3 and sidecar[2] == str(st.st_size) and re.fullmatch(r"[0-9a-f]{64}", sidecar[0]):
+            return sidecar[0]
+    except OSError:
+        pass
+    seen = old.get("llm_file")
+    if (isinstance(seen, dict) and isinstance(old.get("llm_sha256"), str)
+            and seen == {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}):
+        return str(old["llm_sha256"])
+    return file_sha256(path)
+
+
+def llm_identity(spec: Any, old: Mapping | None = None) -> dict[str, Any]:
+    """What names the model behind an ``--llm`` spec, without loading it or any network
+    call: ``llm_model`` (the registry name, the GGUF's file name, the endpoint's model name)
+    and, for a local model, ``llm_sha256`` (a registry model's pinned hash, which the file
+    is verified against before use; a GGUF file's content hash, with ``llm_file`` saying
+    which file it was). Empty for a spec that names no model this way (a library caller's
+    own label). ``old``: the recorded run.json, whose hash of the same unchanged file is
+    reused."""
+    if not isinstance(spec, str):
+        return {}
+    kind, _, arg = spec.strip().partition(":")
+    kind, arg = kind.strip().lower(), arg.strip()
+    if kind == "openai":  # the endpoint's model name; what it serves under it is not known offline
+        return {"llm_model": arg} if arg else {}
+    if kind != "local":
+        return {}
+    from ..llm.models import DEFAULT_MODEL, MODELS
+
+    name = arg or DEFAULT_MODEL
+    if name in MODELS:
+        return {"llm_model": name, "llm_sha256": MODELS[name].sha256} if MODELS[name].kind == "llm" else {}
+    path = Path(name).expanduser()
+    try:
+        if not path.is_file():
+            return {}  # opening the LLM says what is wrong
+        path = path.resolve()
+        st = path.stat()
+        return {"llm_model": path.name, "llm_sha256": _gguf_sha256(path, old or {}),
+                "llm_file": {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
+    except OSError:
+        return {}
+
+
 def _same_setting(key: str, old: Any, new: Any) -> bool:
     if key == "kg" and isinstance(old, list) and isinstance(new, list):
         # KG specs: a file given as another path to the same file is the same KG
@@ -427,14 +588,23 @@ def _same_setting(key: str, old: Any, new: Any) -> bool:
     return old == new
 
 
-def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
+def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
+    if key == "llm_sha256":  # a hash alone does not say which model: its name too
+        return (f"llm_sha256: {old[key]!r} (recorded, model {old.get('llm_model')!r}) vs {new[key]!r} "
+                f"(now, model {new.get('llm_model')!r}): another model answers")
+    return f"{key}: {old[key]!r} (recorded) vs {new[key]!r} (now)"
+
+
+def _check_resume(old: Mapping, new: Mapping, run_json: Path, *, changed_data_ok: bool = False) -> None:
     diffs = [
-        f"{k}: {old[k]!r} (recorded) vs {new[k]!r} (now)"
+        _setting_diff(k, old, new)
         for k in RESUME_MUST_MATCH
         if k in old and k in new and not _same_setting(k, old[k], new[k])
     ]
     if (resampled := _resampled(old, new)) is not None:
         diffs.append(resampled)
+    if not changed_data_ok:  # the recorded answers were to other questions or other gold
+        diffs += _changed_data(old, new)
     if diffs:
         raise BadInput(
             f"cannot resume: {run_json} was made with different settings -- "
@@ -511,6 +681,7 @@ async def run_eval(
     config: Mapping[str, Any] | None = None,
     retry_errors: bool = False,
     max_consecutive_errors: int = MAX_CONSECUTIVE_ERRORS,
+    changed_data_ok: bool = False,
 ) -> Summary:
     """Answer the selected questions of ``dataset`` and write the run's files.
 
@@ -528,6 +699,12 @@ async def run_eval(
     a row (0: never) the run stops with :class:`RunStopped`: a hung server or a broken
     setup would otherwise be recorded as an error for every question. ``retry_errors``
     (with ``resume``) removes the error rows first, so those questions are answered again.
+
+    ``run.json`` records the SHA-256 of each question file read (``dataset_sha256``) and,
+    for an ``llm`` spec that names a model (``local``, ``local:NAME``, ``local:PATH.gguf``,
+    ``openai:MODEL``), which model answers (:func:`llm_identity`). A resume over question
+    files whose content changed is refused (unless ``changed_data_ok``), as is one with
+    another model file; a run recorded without them is not checked.
     """
     if concurrency < 1:
         raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
@@ -551,6 +728,7 @@ async def run_eval(
             "selected": len(selection),
             "dataset_size": len(dataset.questions),
             "dataset_files": [str(Path(f).resolve()) for f in dataset.files],
+            "dataset_sha256": dataset_digests(dataset.files),
             "concurrency": concurrency,
         }
     )
@@ -568,12 +746,18 @@ async def run_eval(
 
     lock = RunLock(out)  # one invocation at a time per run directory
     try:
+        old: dict[str, Any] = {}
         if resume and run_path.exists():
             try:
                 old = json.loads(run_path.read_text(encoding="utf-8"))
             except ValueError as e:
                 raise BadInput(f"{run_path} is not valid JSON ({e})") from e
-            _check_resume(old, cfg, run_path)
+            if not isinstance(old, dict):
+                raise BadInput(f"{run_path} is not a run's settings (a JSON object expected)")
+        for key, value in llm_identity(cfg.get("llm"), old).items():  # which model answers
+            cfg.setdefault(key, value)
+        if resume and run_path.exists():
+            _check_resume(old, cfg, run_path, changed_data_ok=changed_data_ok)
             cfg["started"] = old.get("started", now)
             cfg["resumed"] = [*old.get("resumed", []), now]
             cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
@@ -598,6 +782,7 @@ async def run_eval(
             _rewrite_results(results_path, rows)
         done = {r["id"] for r in rows}
         todo = [q for q in selection if q.id not in done]
+        traces = trace_names(todo, rows)
         write_json_atomic(run_path, cfg)
         if resume and progress:
             print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
@@ -631,7 +816,7 @@ async def run_eval(
         state: dict[str, Any] = {"stop": False, "abort": None, "streak": 0}
 
         async def answer(q: Question) -> dict:
-            trace_rel = f"{TRACES}/{safe_id(q.id)}.json"
+            trace_rel = traces[q.id]
             t0 = time.perf_counter()
             try:
                 ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
@@ -665,6 +850,13 @@ async def run_eval(
                     state["stop"] = True
                     state["abort"] = state["abort"] or e
                     return
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # cancelled (Ctrl-C) while the solver ran, and the solver turned the
+                    # cancellation into an answer or an error: abandoned like any question
+                    # in flight (answered again on resume), not recorded as an error row;
+                    # and no further question is started
+                    raise asyncio.CancelledError
                 results.append(row)
                 bar.update(row)
                 state["streak"] = state["streak"] + 1 if row.get("error") else 0

@@ -1,0 +1,107 @@
+"""Ways a run could lose or mix up a question's files: a short write (disk full) left a
+part-line that the next append buried in the middle of results.jsonl; two ids with one
+trace file name; a solver that swallowed the cancellation of Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from traversals.eval.datasets import Dataset, Gold, Question
+from traversals.eval.runner import ResultsFile, read_results, run_eval, trace_names
+
+from .test_runner import FakeSolver, make_dataset
+
+
+def test_a_short_write_leaves_no_part_line_before_the_next_append(tmp_path, monkeypatch):
+    path = tmp_path / "results.jsonl"
+    results = ResultsFile(path)
+    results.append({"id": "a"})
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[: len(data) // 2]))  # disk full
+    with pytest.raises(OSError, match="short write"):
+        results.append({"id": "b", "answer": "x" * 100})
+    monkeypatch.setattr(os, "write", real_write)
+    results.append({"id": "c"})  # another question finishing before the run stops
+    results.close()
+    assert [r["id"] for r in read_results(path)] == ["a", "c"]  # not "corrupt line 2"
+
+
+def test_after_a_part_line_that_could_not_be_cut_nothing_is_appended(tmp_path, monkeypatch):
+    path = tmp_path / "results.jsonl"
+    results = ResultsFile(path)
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:5]))
+    monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError("no")))
+    with pytest.raises(OSError, match="short write"):
+        results.append({"id": "b"})
+    monkeypatch.setattr(os, "write", real_write)
+    with pytest.raises(OSError, match="part-line"):
+        results.append({"id": "c"})
+    results.close()
+    assert read_results(path, repair=True) == [] and path.read_bytes() == b""  # the tail a resume cuts
+
+
+def questions(*ids: str) -> Dataset:
+    texts = ["Who directed [Alpha]?", "Who wrote [Beta]?", "Where is [Delta]?"]
+    gold = ["Ann Lee", "Bo Ray", "Rome"]
+    return Dataset(name="toy", split="dev", kg_specs=["toy.txt"],
+                   questions=[Question(id=i, text=t, gold=[Gold(g)]) for i, t, g in zip(ids, texts, gold)])
+
+
+async def test_ids_with_one_safe_name_keep_their_own_traces(tmp_path):
+    """``toy:a b`` and ``toy:a_b`` are both ``toy_a_b``: the second trace replaced the first,
+    and the report read the second question's search for the first's row."""
+    ds = questions("toy:a b", "toy:a_b", "toy:A_B")
+    out = tmp_path / "run"
+    await run_eval(ds, FakeSolver(), out, limit=1, progress=False, config={"llm": "x"})
+    await run_eval(ds, FakeSolver(), out, resume=True, progress=False, config={"llm": "x"})  # later, resumed
+    rows = read_results(out / "results.jsonl")
+    assert len({r["trace"].casefold() for r in rows}) == 3  # also on a file system that ignores case
+    for r in rows:
+        trace = json.loads((out / r["trace"]).read_text())
+        assert trace["id"] == r["id"] and trace["question"] == r["question"]
+    assert rows[0]["trace"] == "traces/toy_a_b.json"  # the usual name while it is free
+
+
+def test_trace_names_are_the_usual_ones_without_a_clash():
+    ds = make_dataset(3)
+    assert trace_names(ds.questions) == {q.id: f"traces/toy_dev_{i}.json" for i, q in enumerate(ds.questions)}
+    long = questions("q:" + "x" * 200 + "1", "q:" + "x" * 200 + "2")  # the same first 180 characters
+    assert len(set(trace_names(long.questions).values())) == 2
+
+
+class Swallower(FakeSolver):
+    """Answers the first question; the second waits and turns its cancellation into an
+    ordinary exception, as a client with a broad ``except BaseException`` would."""
+
+    async def ask(self, question, *, topic_entities=None):
+        if question != "Who directed [Alpha]?":
+            self.calls.append(question)
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                raise RuntimeError("the request was interrupted") from None
+        return await super().ask(question, topic_entities=topic_entities)
+
+
+async def test_a_swallowed_cancellation_records_no_error_and_asks_no_more(tmp_path):
+    ds = make_dataset(5)
+    out = tmp_path / "run"
+    solver = Swallower()
+    task = asyncio.create_task(run_eval(ds, solver, out, progress=False, config={"llm": "x"}))
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if len(solver.calls) >= 2:
+            break
+    task.cancel()  # Ctrl-C
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    rows = read_results(out / "results.jsonl")
+    assert [r["id"] for r in rows] == ["toy:dev:0"]  # the interrupted question is not an error row
+    assert len(solver.calls) == 2  # and no question was started after Ctrl-C
+    s = await run_eval(ds, FakeSolver(), out, resume=True, progress=False, config={"llm": "x"})
+    assert s.n == 5 and s.errors == 0
