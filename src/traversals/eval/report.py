@@ -667,11 +667,14 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
     # paired comparisons on shared questions
     lines += ["## Paired comparisons (same questions)", ""]
     prow = []
+    others = []
     for i, a in enumerate(runs):
         for b in runs[i + 1 :]:
             if a.dataset != b.dataset:
                 continue
             pc = paired(a.rows, b.rows)
+            if pc.other:  # the same ids, other questions: two files of one's own questions
+                others.append(f"{a.label} vs {b.label}: {pc.other}")
             if pc.n:
                 prow.append([a.dataset, f"{a.label} vs {b.label}", str(pc.n), str(pc.both), str(pc.only_a),
                              str(pc.only_b), str(pc.neither), _p_value(pc.p_value)])
@@ -685,6 +688,9 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         lines += _table(["dataset", "A vs B", "shared", "both right", "only A", "only B", "neither", "p"], prow)
     else:
         lines.append("No two runs share questions of the same dataset.")
+    if others:
+        lines += ["", "Left out: question ids both runs answered whose question text differs (another question "
+                  "file, or one edited between the runs), so not the same question: " + "; ".join(others) + "."]
     lines.append("")
 
     # value vs accuracy

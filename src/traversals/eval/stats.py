@@ -46,6 +46,9 @@ class Paired:
     only_a: int
     only_b: int
     neither: int
+    #: ids both runs answered that name another question in each (another question text:
+    #: runs of two files of your own questions, whose ids ``questions:1`` ... coincide); left out
+    other: int = 0
 
     @property
     def p_value(self) -> float:
@@ -53,20 +56,31 @@ class Paired:
 
 
 def paired(a: Iterable[Mapping], b: Iterable[Mapping], metric: str = "hits@1") -> Paired:
-    """Compare two runs' result rows on their shared question ids. A row with an error
-    counts as wrong, as it does in the run's Hits@1 (:func:`~.runner.summarize`), and
-    the first row of an id is the one read, as there too."""
+    """Compare two runs' result rows on their shared questions: the same id with the same
+    question text (an id whose text differs is another question, counted in ``other``). A
+    row with an error counts as wrong, as it does in the run's Hits@1
+    (:func:`~.runner.summarize`), and the first row of an id is the one read, as there too."""
 
     def right(rows: Iterable[Mapping]) -> dict:
         out: dict = {}
         for r in rows:
             if r["id"] not in out:
-                out[r["id"]] = not r.get("error") and (r.get(metric) or 0.0) >= 0.5
+                text = r.get("question")
+                out[r["id"]] = (not r.get("error") and (r.get(metric) or 0.0) >= 0.5,
+                                " ".join(text.split()) if isinstance(text, str) else None)
         return out
 
-    right_a, right_b = right(a), right(b)
-    shared = [i for i in right_a if i in right_b]
+    def same(i: object) -> bool:
+        ta, tb = seen_a[i][1], seen_b[i][1]
+        return ta is None or tb is None or ta == tb  # a row without its text: as the id says
+
+    seen_a, seen_b = right(a), right(b)
+    common = [i for i in seen_a if i in seen_b]
+    shared = [i for i in common if same(i)]
+    right_a = {i: seen_a[i][0] for i in shared}
+    right_b = {i: seen_b[i][0] for i in shared}
     both = sum(right_a[i] and right_b[i] for i in shared)
     only_a = sum(right_a[i] and not right_b[i] for i in shared)
     only_b = sum(right_b[i] and not right_a[i] for i in shared)
-    return Paired(len(shared), both, only_a, only_b, len(shared) - both - only_a - only_b)
+    return Paired(len(shared), both, only_a, only_b, len(shared) - both - only_a - only_b,
+                  other=len(common) - len(shared))
