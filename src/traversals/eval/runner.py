@@ -525,6 +525,34 @@ def _changed_data(old: Mapping, new: Mapping) -> list[str]:
     return out
 
 
+def _check_questions(old: Mapping, new: Mapping, rows: list[dict], questions: Sequence[Question], run_json: Path,
+                     changed_data_ok: bool) -> int:
+    """On a resume over question files whose content changed (:func:`_changed_data`):
+    refuse when a question already answered is gone or reads differently now (its answer was
+    to another question), unless ``changed_data_ok``; otherwise the run goes on — questions
+    added to the file are answered, and an answered row whose gold was edited takes the new
+    gold (scored again, no LLM call). Returns how many rows took new gold."""
+    changed = _changed_data(old, new)
+    if not changed:
+        return 0
+    by_id = {q.id: q for q in questions}
+    regolded = 0
+    for row in rows:
+        q = by_id.get(row["id"])
+        if q is None or ("question" in row and row["question"] != q.text):
+            if changed_data_ok:
+                continue
+            why = (f"question {row['id']} was answered and is not in the files now" if q is None else
+                   f"question {row['id']} was answered as {row['question']!r} and reads {q.text!r} now")
+            raise BadInput(f"cannot resume: {run_json} was made over other questions -- {'; '.join(changed)}; "
+                           f"{why} (use another --out for a new run; give your questions ids to edit the file "
+                           "and resume)")
+        if "gold" in row and row["gold"] != q.gold_json():
+            row["gold"] = q.gold_json()
+            regolded += 1
+    return regolded
+
+
 def _gguf_sha256(path: Path, old: Mapping) -> str:
     """The SHA-256 of a GGUF file named by ``--llm local:PATH.gguf``, as cheaply as it is
     known: the ``FILE.sha256`` sidecar of a verified registry model
@@ -595,7 +623,7 @@ def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
     return f"{key}: {old[key]!r} (recorded) vs {new[key]!r} (now)"
 
 
-def _check_resume(old: Mapping, new: Mapping, run_json: Path, *, changed_data_ok: bool = False) -> None:
+def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
     diffs = [
         _setting_diff(k, old, new)
         for k in RESUME_MUST_MATCH
@@ -603,8 +631,6 @@ def _check_resume(old: Mapping, new: Mapping, run_json: Path, *, changed_data_ok
     ]
     if (resampled := _resampled(old, new)) is not None:
         diffs.append(resampled)
-    if not changed_data_ok:  # the recorded answers were to other questions or other gold
-        diffs += _changed_data(old, new)
     if diffs:
         raise BadInput(
             f"cannot resume: {run_json} was made with different settings -- "
@@ -702,9 +728,11 @@ async def run_eval(
 
     ``run.json`` records the SHA-256 of each question file read (``dataset_sha256``) and,
     for an ``llm`` spec that names a model (``local``, ``local:NAME``, ``local:PATH.gguf``,
-    ``openai:MODEL``), which model answers (:func:`llm_identity`). A resume over question
-    files whose content changed is refused (unless ``changed_data_ok``), as is one with
-    another model file; a run recorded without them is not checked.
+    ``openai:MODEL``), which model answers (:func:`llm_identity`). A resume with another
+    model file is refused. Over question files whose content changed, a resume is refused
+    when an answered question is gone or reads differently now (unless ``changed_data_ok``);
+    added questions are answered and edited gold re-scores the answered rows. A run recorded
+    without hashes is not checked.
     """
     if concurrency < 1:
         raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
@@ -757,7 +785,7 @@ async def run_eval(
         for key, value in llm_identity(cfg.get("llm"), old).items():  # which model answers
             cfg.setdefault(key, value)
         if resume and run_path.exists():
-            _check_resume(old, cfg, run_path, changed_data_ok=changed_data_ok)
+            _check_resume(old, cfg, run_path)
             cfg["started"] = old.get("started", now)
             cfg["resumed"] = [*old.get("resumed", []), now]
             cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
@@ -777,8 +805,9 @@ async def run_eval(
         retried = [r for r in rows if r.get("error") and r["id"] in wanted] if resume and retry_errors else []
         if retried:
             rows = [r for r in rows if not (r.get("error") and r["id"] in wanted)]
+        regolded = _check_questions(old, cfg, rows, dataset.questions, run_path, changed_data_ok) if resume else 0
         rescored = sum(rescore_row(r) for r in rows)  # an older version's scores: one definition per run
-        if retried or rescored:
+        if retried or rescored or regolded:
             _rewrite_results(results_path, rows)
         done = {r["id"] for r in rows}
         todo = [q for q in selection if q.id not in done]
@@ -788,6 +817,7 @@ async def run_eval(
             print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
                   f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
                   + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else "")
+                  + (f" ({regolded} answer(s) scored against the edited gold)" if regolded else "")
                   + (f" ({rescored} answer(s) scored again with the current metrics)" if rescored else ""),
                   file=sys.stderr)
 
