@@ -73,6 +73,8 @@ class SearchConfig:
     #: value. None: k and at least 3 with a value model, 1 with the LLM value
     answers: int | None = None
     simulations: int = 16  # mcts: simulations per question
+    #: mcts: PUCT's exploration weight, the prior's share against the mean value (RwTConfig.c_puct's default)
+    c_puct: float = 1.25
     #: mcts/beam: the most hops a path walks (T)
     max_hops: int = 3
     #: beam: states kept per hop (B1) and relations tried from each (B2); the paper's Table 6
@@ -132,6 +134,8 @@ def build_solver(
                     ("--beam-width", cfg.beam_width), ("--beam-branch", cfg.beam_branch)):
         if n < 1:
             raise BadInput(f"{flag} must be at least 1, got {n}")
+    if not 0.0 <= cfg.c_puct < math.inf:  # 0: the values alone choose; NaN would choose at random
+        raise BadInput(f"--c-puct is a weight of 0 or more, got {cfg.c_puct}")
     if cfg.kg_timeout is not None and not cfg.kg_timeout > 0:
         raise BadInput(f"kg_timeout is a number of seconds over 0 (or None), got {cfg.kg_timeout}")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges, timeout=cfg.kg_timeout)
@@ -147,7 +151,7 @@ def build_solver(
         rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
         rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=cfg.max_hops,
-                            beam_width=cfg.beam_width, beam_branch=cfg.beam_branch)
+                            beam_width=cfg.beam_width, beam_branch=cfg.beam_branch, c_puct=cfg.c_puct)
         return cls(llm, kgset, rwt_cfg, rollout=rollout, critical=critical, on_event=on_event)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:

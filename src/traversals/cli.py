@@ -30,8 +30,9 @@ from .kg.factory import SPEC_HELP
 from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags,
-    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags, remote_kg_options,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
+    refuse_unused_llm_flags, remote_kg_options,
 )
 from .validate import unicode_text
 
@@ -92,6 +93,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         value_reasoning=args.value_reasoning,
         seed=args.seed,
         simulations=args.simulations,
+        c_puct=args.c_puct,
         max_hops=args.max_hops,
         beam_width=args.beam_width,
         beam_branch=args.beam_branch,
@@ -155,8 +157,12 @@ async def _ask(args: argparse.Namespace) -> int:
                        else f"directory {trace_file.parent} does not exist"))  # before a search is spent
     strategy = _strategy(args)
     refuse_unused_flags(strategy, args)
+    refuse_unused_llm_flags(args)  # before a KG loads
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
-    # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one
+    # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one, but a
+    # malformed one is refused as the other strategies refuse it
+    if strategy == "cot":
+        check_kg_specs(args.kg or [])
     kgs = open_kgs(args.kg or [], **remote_kg_options(args)) if strategy != "cot" else []
     llm = open_llm_from_args(args)
     try:
@@ -205,6 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # flags one another makes pointless, whatever strategy a request names ("tree": a --k
     # beside a chain default is the k of tree requests here)
     refuse_contradicting_flags("tree", args)
+    refuse_unused_llm_flags(args)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
     defaults = _search_config(args, k=None if args.k == 1 else args.k)
     embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
@@ -232,6 +239,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     # out of range: one line, before a model loads
     ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
     refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
+    refuse_unused_llm_flags(args)
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)

@@ -24,6 +24,8 @@ def add_kg_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_llm_flags(p: argparse.ArgumentParser) -> None:
+    from .llm.local import DEFAULT_N_CTX  # llama_cpp itself is imported when a model loads
+
     p.add_argument("--llm", default="local", metavar="SPEC",
                    help="local (default model), local:NAME, local:PATH.gguf, openai:MODEL")
     p.add_argument("--llm-url", default=None, metavar="URL",
@@ -34,6 +36,20 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
                         "also bounds --embedder openai:MODEL requests)")
+    p.add_argument("--n-ctx", default=None, type=_positive_tokens, metavar="N",
+                   help=f"local: the llama.cpp context size in tokens, prompt and completion together (default "
+                        f"{DEFAULT_N_CTX}; more holds longer prompts, at ~28 KB of memory a token for the 1.5B "
+                        f"model); an openai: server sets its own")
+
+
+def _positive_tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of tokens: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 token, got {text}")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -80,6 +96,9 @@ def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
     d = SearchConfig()
     p.add_argument("--max-hops", type=int, default=d.max_hops if defaults else None, metavar="N",
                    help=f"mcts/beam: the most hops a path walks (T; default {d.max_hops})")
+    p.add_argument("--c-puct", type=float, default=d.c_puct if defaults else None, metavar="X",
+                   help=f"mcts: PUCT's exploration weight, the prior's share against the visits' mean value "
+                        f"(0: follow the values alone; default {d.c_puct:g})")
     p.add_argument("--beam-width", type=int, default=d.beam_width if defaults else None, metavar="N",
                    help=f"beam: states kept per hop (B1; default {d.beam_width})")
     p.add_argument("--beam-branch", type=int, default=d.beam_branch if defaults else None, metavar="N",
@@ -103,6 +122,7 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--threshold": TREE_SEARCH,
     "--seed": TREE_SEARCH,  # TreeConfig.seed, the policy's RNG (RwT decodes greedily); eval's is not --sample-seed
     "--simulations": ("mcts",),  # beam walks hop by hop
+    "--c-puct": ("mcts",),  # PUCT's selection: beam ranks by value alone
     # add_rwt_flags
     "--max-hops": RWT,
     "--beam-width": ("beam",),
@@ -391,6 +411,47 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
     }
 
 
+def check_kg_specs(specs: Sequence[str]) -> None:
+    """The ``--kg`` specs given to a strategy that opens no KG (cot), checked without
+    reading anything, with the :class:`~traversals.errors.BadInput` that
+    :func:`~traversals.kg.factory.open_kg` gives the other strategies before it loads a
+    file or contacts an endpoint: an empty spec, ``sparql:`` without an http(s) URL, a
+    triple file that does not exist, a file of no accepted type, a name that is neither a
+    keyword, a URL nor a path. A typo in ``--kg`` is told, not passed over in silence
+    because cot never reads the KG; what only loading shows (a file that does not parse, a
+    directory that is no store, an endpoint down) is not checked."""
+    from .errors import BadInput
+    from .kg import formats
+    from .kg.factory import _OTHER_COMPRESSIONS, SPEC_HELP, _split_name
+
+    for given in specs:
+        spec = (given or "").strip()
+        if not spec:
+            raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
+        spec = _split_name(spec)[1]
+        low = spec.lower()
+        if low in ("demo", "wikidata"):
+            continue
+        if low.startswith(("sparql:", "http://", "https://")):
+            url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
+            if not url.lower().startswith(("http://", "https://")):
+                raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
+            continue
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            continue
+        if formats.detect_format(path) is not None:
+            if not path.exists():
+                raise BadInput(f"no such file: {path}")
+            continue
+        if path.exists():
+            if path.suffix.lower() in _OTHER_COMPRESSIONS:
+                raise BadInput(f"{path}: {path.suffix} files are not read; decompress it, or compress it "
+                               f"with gzip (.gz) instead")
+            raise BadInput(f"{path}: unknown triple file type; accepted KG specs: {SPEC_HELP}")
+        raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
+
+
 def say_on_stderr(message: str) -> None:
     """How a command reports a model being fetched, verified or assembled on first use
     (minutes for the 1.1 GB default): on stderr, so stdout (``--json``, MCP over stdio)
@@ -398,24 +459,39 @@ def say_on_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
-    """The LLM of ``--llm``; :class:`~traversals.errors.BadInput` for an ``--llm-url``
-    that nothing would use (``--llm local`` runs in this process: the flag was meant
-    for ``--llm openai:MODEL``, and would otherwise be ignored in silence)."""
+def refuse_unused_llm_flags(args: argparse.Namespace) -> None:
+    """:class:`~traversals.errors.BadInput`, before anything is loaded, for an LLM flag the
+    ``--llm`` given would not use, rather than ignoring it in silence: ``--llm-url`` with a
+    model run in this process (``--llm local``: the flag was meant for ``--llm
+    openai:MODEL``) and ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own
+    context size. (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
-    from .llm.factory import open_llm
 
-    if getattr(args, "llm_url", None) and not args.llm.strip().lower().startswith("openai"):
+    spec = args.llm.strip().lower()
+    if getattr(args, "llm_url", None) and not spec.startswith("openai"):
         embedder = str(getattr(args, "embedder", None) or "").strip()
         if not (embedder.startswith("openai:") and not getattr(args, "embedder_url", None)):  # its default URL
             raise BadInput(f"--llm-url is the address of an OpenAI-compatible server: give --llm openai:MODEL "
                            f"with it (--llm {args.llm} runs the model in this process and uses no URL)")
+    if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
+        raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
+                       f"behind --llm {args.llm} sets its own: drop --n-ctx")
+
+
+def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
+    """The LLM of ``--llm``; :class:`~traversals.errors.BadInput` for an LLM flag it would
+    not use (:func:`refuse_unused_llm_flags`)."""
+    from .llm.factory import open_llm
+
+    refuse_unused_llm_flags(args)
     template = getattr(args, "llm_template", None)
     extra: dict = {}
     if args.llm.startswith("openai"):
         if template:
             extra["completion_template"] = template
         extra["timeout"] = getattr(args, "llm_timeout", 120.0)
+    if getattr(args, "n_ctx", None) is not None:  # local (refused above otherwise): its context size
+        extra["n_ctx"] = args.n_ctx
     return open_llm(
         args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"),
         progress=say_on_stderr, **extra

@@ -444,7 +444,7 @@ def test_cli_eval_cot_then_report(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(llm_factory, "open_llm", lambda spec="local", **kw: ScriptedLLM(reply))
     out = tmp_path / "cot"
     assert main(["eval", "metaqa-1hop", "--data", str(SHARED_DATA), "--limit", "5", "--strategy", "cot",
-                 "--out", str(out), "--no-progress", "--kg", "ignored-for-cot"]) == 0  # fmt: skip
+                 "--out", str(out), "--no-progress", "--kg", "wikidata"]) == 0  # fmt: skip
     rows = lines(out / "results.jsonl")
     assert len(rows) == 5 and all(r["llm_calls"] == 1 and r["error"] is None for r in rows)
     run = json.loads((out / "run.json").read_text())

@@ -16,10 +16,11 @@ from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
-    add_tree_flags, add_value_flags, flag_dest, open_embedder_from_args, open_llm_from_args, prepare_llm,
-    redact_secrets, refuse_unused_flags, remote_kg_options,
+    add_tree_flags, add_value_flags, check_kg_specs, flag_dest, open_embedder_from_args, open_llm_from_args, prepare_llm,
+    redact_secrets, refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
+from ..llm.local import DEFAULT_N_CTX
 from .runner import MAX_CONSECUTIVE_ERRORS
 
 
@@ -111,7 +112,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "value_reasoning": args.value_reasoning,
-              "simulations": args.simulations, "seed": args.seed, "max_hops": args.max_hops,
+              "simulations": args.simulations, "c_puct": args.c_puct, "seed": args.seed, "max_hops": args.max_hops,
               "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
@@ -127,6 +128,9 @@ async def _eval(args: argparse.Namespace) -> int:
     if args.max_consecutive_errors < 0:
         raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
     refuse_unused_flags(args.strategy, args)
+    refuse_unused_llm_flags(args)  # before the run directory is made
+    if args.strategy == "cot":  # opened by no cot run, but a malformed --kg is refused as with the others
+        check_kg_specs(args.kg or [])
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
     for note in dataset.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -158,6 +162,8 @@ async def _eval(args: argparse.Namespace) -> int:
         "llm_url": shown_url(url) if url else url,  # a password in it is not recorded
         # openai: the prompt template that lets the endpoint score options (constrained decoding) or not
         "llm_template": args.llm_template if args.llm.strip().lower().startswith("openai") else None,
+        # local: the llama.cpp context size (--n-ctx; an endpoint's server sets its own, not recorded)
+        "n_ctx": (args.n_ctx or DEFAULT_N_CTX) if args.llm.strip().lower().startswith("local") else None,
         "kg": kg_specs if strategy != "cot" else [],
         "data": str(Path(args.data).resolve()),
         # the search's own hyper-parameters; its RNG seed is not the sampling seed

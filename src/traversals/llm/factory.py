@@ -101,5 +101,8 @@ def open_llm(
                 "(url= in open_llm), e.g. http://127.0.0.1:8000/v1"
             )
         http_url(url, "the LLM URL (--llm-url or $OPENAI_BASE_URL)")
+        if "n_ctx" in kw:  # the client takes no such argument: a TypeError naming its constructor otherwise
+            raise BadInput(f"n_ctx (--n-ctx) sets the context of a model run in this process (local); the server "
+                           f"behind --llm {spec} sets its own context size")
         return OpenAICompatibleLLM(url, arg, api_key=api_key, **kw)
     raise BadInput(f"unknown LLM spec {spec!r}; use one of: {_forms()}")

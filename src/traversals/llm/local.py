@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 import os
 import random
 import threading
@@ -42,17 +43,19 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from traversals.errors import LLMError, LLMUnavailable, TraversalsError
+from traversals.errors import BadInput, LLMError, LLMUnavailable, TraversalsError
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop
 
 if TYPE_CHECKING:
     from llama_cpp.llama_types import ChatCompletionRequestMessage
 
-__all__ = ["LlamaCppLLM"]
+__all__ = ["DEFAULT_N_CTX", "LlamaCppLLM"]
 
 T = TypeVar("T")
 
+#: tokens of prompt + completion a context holds unless ``n_ctx`` (``--n-ctx``) says otherwise
+DEFAULT_N_CTX = 8192
 #: sampling knobs used when temperature > 0 (llama.cpp's usual defaults, no repeat penalty)
 DEFAULT_SAMPLING = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
 
@@ -113,7 +116,7 @@ class LlamaCppLLM:
         self,
         model_path: str | os.PathLike[str],
         *,
-        n_ctx: int = 8192,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         n_batch: int = 512,
         n_seq: int = 32,
@@ -127,7 +130,13 @@ class LlamaCppLLM:
         self.model_path = Path(model_path).expanduser()
         if not self.model_path.is_file():
             raise LLMUnavailable(f"model file not found: {self.model_path}")
-        self.n_ctx = int(n_ctx)
+        try:
+            ctx = -1 if isinstance(n_ctx, bool) else operator.index(n_ctx)  # an int, a NumPy integer
+        except TypeError:
+            ctx = -1
+        if ctx < 1:  # llama.cpp reads 0 as the model's whole trained context (32k tokens for Qwen2.5)
+            raise BadInput(f"n_ctx (--n-ctx) is a whole number of tokens of at least 1, got {n_ctx!r}")
+        self.n_ctx = ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.n_batch = int(n_batch)
         self.n_seq = max(1, int(n_seq))
@@ -326,7 +335,7 @@ class LlamaCppLLM:
         if n >= self.n_ctx:
             raise LLMError(
                 f"{what} has {n} tokens but the context window of {self.name} is "
-                f"{self.n_ctx} (raise n_ctx or shorten the prompt)"
+                f"{self.n_ctx} (raise n_ctx, --n-ctx on the command line, or shorten the prompt)"
             )
 
     # ------------------------------------------------------------------ API
