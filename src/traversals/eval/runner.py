@@ -67,7 +67,7 @@ RESUME_MUST_MATCH = (
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
-    "max_hops", "beam_width", "beam_branch",
+    "max_hops", "beam_width", "beam_branch", "c_puct",
     # the model that answers: a GGUF replaced in place, or another default model of a newer
     # version under the same --llm local, is another model (--llm-url is not compared: a
     # server moved to another port serves the same model)
