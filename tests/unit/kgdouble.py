@@ -58,7 +58,8 @@ class DictKG:
             if r == relation.id and ((o in ids) if relation.inverse else (s in ids))
         ]
         new = tuple(dict.fromkeys(e.subject if relation.inverse else e.object for e in out[:limit]))
-        return Edges(tuple(out[:limit]), new, max(0, len(out) - limit))
+        lost = Counter((e.object if relation.inverse else e.subject).id for e in out[limit:])
+        return Edges(tuple(out[:limit]), new, max(0, len(out) - limit), dict(lost))
 
     async def close(self) -> None:
         pass

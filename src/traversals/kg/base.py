@@ -13,7 +13,7 @@ same predicate walked from object to subject ("is mother of" for "mother"), so
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 #: Default bounds on fan-out (issue 5, point 3). A backend never returns more than
 #: this many relations / edges per call; it reports how many it left out instead.
@@ -124,11 +124,29 @@ class Relations:
 
 @dataclass(frozen=True)
 class Edges:
-    """Answer of :meth:`KnowledgeGraph.get_edges`: the edges and the entities they reach."""
+    """Answer of :meth:`KnowledgeGraph.get_edges`: the edges and the entities they reach.
+
+    ``omitted`` is the total left out, over all the entities asked about.
+    ``omitted_by_source`` says how many of them each entity lost -- the id of an entity
+    asked about (the edge's subject, its object for an inverse relation) -> the count;
+    an entity that lost none may be missing. It is either empty, when the backend does
+    not know the split (a search then says only that ``omitted`` edges are missing
+    among the entities together), or complete: its counts add up to ``omitted``."""
 
     edges: tuple[Edge, ...]
     new_entities: tuple[Entity, ...] = field(default=())
     omitted: int = 0  # how many more edges exist than were returned
+    omitted_by_source: Mapping[str, int] = field(default_factory=dict, hash=False)
+
+    def omitted_of(self, entity_id: str) -> int | None:
+        """How many edges of an entity asked about were left out; ``None`` when the answer
+        does not say (some were left out and ``omitted_by_source`` is empty: with one entity
+        asked about, all ``omitted`` are its own)."""
+        if not self.omitted:
+            return 0
+        if self.omitted_by_source:
+            return self.omitted_by_source.get(entity_id, 0)
+        return None
 
 
 @runtime_checkable

@@ -30,11 +30,12 @@ What each interface call costs (queries, each bounded with ``LIMIT``):
 ``get_edges(entities, relation)``
     One ``LIMIT limit+1`` query; if it is full, two more, sent together: a ``COUNT``
     over a subquery with ``LIMIT count_limit`` gives ``omitted`` (a lower bound when
-    the cap is reached), and a label-ordered ``LIMIT limit`` query picks the edges
-    shown, the first by label as in the embedded store (it labels and sorts up to
-    ``order_limit`` edges, 10,000 by default: a *scan of the hub*, tens of microseconds
-    an edge on Oxigraph; if it fails or times out, the first rows are shown). Then one batched
-    label query for the entities reached.
+    the cap is reached; for several entities grouped by entity, which gives
+    ``omitted_by_source`` too unless the cap is reached), and a label-ordered ``LIMIT
+    limit`` query picks the edges shown, the first by label as in the embedded store (it
+    labels and sorts up to ``order_limit`` edges, 10,000 by default: a *scan of the hub*,
+    tens of microseconds an edge on Oxigraph; if it fails or times out, the first rows
+    are shown). Then one batched label query for the entities reached.
 
 Identifiers follow the embedded store: an entity's ``id`` is its QID when its IRI is a
 Wikidata entity IRI (``http://www.wikidata.org/entity/Q392`` -> ``Q392``), else the full
@@ -976,6 +977,7 @@ class SparqlKG:
         rows = await self.select(f"SELECT ?s ?o WHERE {{ {pattern} }} LIMIT {limit + 1}")
         rows = [r for r in rows if "s" in r and "o" in r]
         omitted = 0
+        omitted_by: dict[str, int] = {}
         if len(rows) > limit:
             # Counted without the node-kind filters above: per-row FILTERs cost some
             # engines more than the count itself (Oxigraph: 0.1 s -> 0.4 s for 100,000
@@ -984,16 +986,28 @@ class SparqlKG:
                 bare = f"VALUES ?o {{ {vals} }} ?s {st.iri(p)} ?o ."
             else:
                 bare = f"VALUES ?s {{ {vals} }} ?s {st.iri(p)} ?o ."
+            # several entities: counted per entity (``GROUP BY``, the same scan), so each one's
+            # loss is known; one entity: the plain count
+            by = "?o" if relation.inverse else "?s"
+            several = len(sources) > 1
             cq = (
-                f"SELECT (COUNT(*) AS ?c) WHERE {{ {{ SELECT ?s ?o WHERE {{ {bare} }} "
-                f"LIMIT {self.count_limit} }} }}"
+                f"SELECT {by + ' ' if several else ''}(COUNT(*) AS ?c) WHERE {{ {{ SELECT ?s ?o WHERE "
+                f"{{ {bare} }} LIMIT {self.count_limit} }} }}{' GROUP BY ' + by if several else ''}"
             )
+            counted: dict[str, int] = {}  # source key -> its edges, when they were counted per entity
 
             async def count() -> int:
                 try:
                     crows = await self.select(cq)
-                    return int(crows[0]["c"].value) if crows and "c" in crows[0] else len(rows)
+                    if not several:
+                        return int(crows[0]["c"].value) if crows and "c" in crows[0] else len(rows)
+                    for r in crows:
+                        if "c" in r and by[1:] in r:
+                            k = self._term_id(r[by[1:]])
+                            counted[k] = counted.get(k, 0) + int(r["c"].value)
+                    return sum(counted.values()) if counted else len(rows)
                 except (KGTimeout, ValueError):
+                    counted.clear()
                     return len(rows)
 
             # anchors in the order the edges are sorted by: their label, then id
@@ -1006,6 +1020,21 @@ class SparqlKG:
             )
             omitted = max(total - limit, len(rows) - limit)
             rows = ordered if ordered is not None and len(ordered) == limit else rows[:limit]
+            if several and counted and total < self.count_limit:
+                # each entity's count less its edges shown; the split is only known when the
+                # count was not cut short (then it would be a sample) and adds up
+                anchor_of = "o" if relation.inverse else "s"
+                lost = dict(counted)
+                for r in rows:
+                    k = self._term_id(r[anchor_of])
+                    lost[k] = lost.get(k, 0) - 1
+                if all(n >= 0 for n in lost.values()) and sum(lost.values()) == omitted:
+                    omitted_by = {given[k].id: n for k, n in lost.items() if n > 0 and k in given}
+                    if sum(omitted_by.values()) != omitted:
+                        omitted_by = {}
+            elif not several and omitted:
+                (only,) = sources
+                omitted_by = {given[only].id: omitted} if only in given else {}
 
         anchor_var, other_var = ("o", "s") if relation.inverse else ("s", "o")
         to_describe = [
@@ -1033,7 +1062,7 @@ class SparqlKG:
             edges.append(Edge(s_, forward, o_))
             if other.id not in given:
                 new.setdefault(other.id, other)
-        return Edges(tuple(edges), tuple(new.values()), omitted)
+        return Edges(tuple(edges), tuple(new.values()), omitted, omitted_by)
 
     async def _label_ordered(
         self, anchors: Sequence[str], p: str, *, inverse: bool, limit: int

@@ -63,7 +63,8 @@ Bounded fan-out
     ``get_edges`` reads every edge of the relation once (``quads_for_pattern``, no
     query), keeps the first ``limit`` by labels while it reads (``heapq.nsmallest``: a
     hub's edges are never all in memory) and returns them; ``omitted`` is the exact number
-    left out. A hub shows the same edges as a small entity would: the first by label.
+    left out, ``omitted_by_source`` the exact number each entity asked about lost. A hub
+    shows the same edges as a small entity would: the first by label.
 
 Query safety
     Bound values always go in through ``Store.query(..., substitutions={Variable: term})``;
@@ -548,6 +549,7 @@ class OxigraphKG:
 
         rows: list[tuple[tuple[str, str, str, str], Term, Term]] = []  # (order, anchor, other)
         total = 0
+        per_source: Counter[str] = Counter()  # anchor key -> its edges, shown or not
         for term in self._terms(entities):
             if inverse:
                 quads = store.quads_for_pattern(None, pred, term, ox.DefaultGraph())
@@ -556,18 +558,22 @@ class OxigraphKG:
             else:
                 quads = store.quads_for_pattern(term, pred, None, ox.DefaultGraph())
 
-            def others(quads: Iterable[ox.Quad] = quads) -> Iterator[Term]:
+            def others(quads: Iterable[ox.Quad] = quads, anchor: str = _key(term)) -> Iterator[Term]:
                 nonlocal total
                 for q in quads:
                     x = q.subject if inverse else q.object
                     if not isinstance(x, ox.Triple):  # a quoted triple is no entity
                         total += 1
+                        per_source[anchor] += 1
                         yield x
 
             head = order(term)
             # the first ``keep`` by label in one pass over all of them, however many; only
             # ``keep`` are held at a time
-            rows.extend((head + order(o), term, o) for o in heapq.nsmallest(keep, others(), key=order))
+            every = others()
+            rows.extend((head + order(o), term, o) for o in heapq.nsmallest(keep, every, key=order))
+            for _ in every:  # counted to the end (a limit of 0 reads none of them)
+                pass
         rows.sort(key=lambda row: row[0])
         shown = [(a, o) for _, a, o in rows[:keep]]
         ents = self._entities([t for row in shown for t in row])
@@ -582,10 +588,19 @@ class OxigraphKG:
             edges.append(Edge(subject=subj, relation=fwd, object=obj))
             if eo.id not in input_ids:
                 new.setdefault(eo.id, eo)
+        # what each entity asked about lost: its edges counted, less those shown
+        for a, _ in shown:
+            per_source[_key(a)] -= 1
+        asked: dict[str, str] = {}  # anchor key -> the id of the (first) entity asked about
+        for ent in entities:
+            named = self._term_of_id(ent.id)
+            if named is not None:
+                asked.setdefault(_key(named), ent.id)
         return Edges(
             edges=tuple(edges),
             new_entities=tuple(new.values()),
             omitted=max(total - len(shown), 0),
+            omitted_by_source={asked[k]: n for k, n in per_source.items() if n > 0},
         )
 
     def close_sync(self) -> None:

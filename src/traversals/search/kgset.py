@@ -93,6 +93,28 @@ def _omitted(where: str, value: object) -> int:
     return value
 
 
+def _split(where: str, got: Edges, omitted: int) -> dict[str, int] | None:
+    """``got.omitted_by_source`` checked: ids to counts of 0 or more that add up to
+    ``omitted``; ``None`` when the KG does not say (a mapping left empty, or missing:
+    an ``Edges`` made before it had the field)."""
+    value = getattr(got, "omitted_by_source", None)
+    if not value:
+        return None if omitted else {}
+    if not hasattr(value, "items"):
+        raise KGError(f"{where} returned omitted_by_source={value!r}: a mapping of entity id to the count "
+                      "of its edges left out")
+    out: dict[str, int] = {}
+    for k, n in value.items():
+        if not isinstance(k, str) or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise KGError(f"{where} returned omitted_by_source={dict(value)!r}: a mapping of entity id to "
+                          "the count of its edges left out, an int of 0 or more")
+        out[k] = n
+    if sum(out.values()) != omitted:
+        raise KGError(f"{where} returned omitted_by_source={out!r}, which adds up to {sum(out.values())}, "
+                      f"with omitted={omitted}: the counts of each entity's edges left out add up to omitted")
+    return out
+
+
 class KGSet:
     def __init__(
         self,
@@ -246,7 +268,9 @@ class KGSet:
 
     async def get_edges(self, entities: Sequence[Entity], relation: Relation, usage: Usage) -> Edges:
         """The edges along ``relation`` in the KG it came from: at most ``max_edges``
-        distinct ones (the rest counted in ``omitted``), and the entities they reach.
+        distinct ones (the rest counted in ``omitted``, and in ``omitted_by_source`` by the
+        id of the entity asked about that lost them, when the KG says whose or one entity
+        was asked about), and the entities they reach.
 
         Several KGs: each end is the entity as the search knows it. An end that is one of
         ``entities`` or the KG's copy of one is that entity, as the caller has it (the
@@ -266,6 +290,7 @@ class KGSet:
             raise KGError(f"{where} returned {_kind(got)}: return traversals.Edges(edges=(...), "
                           "new_entities=(...), omitted=N)")
         omitted = _omitted(where, got.omitted)
+        split = _split(where, got, omitted)
         name = kg.name
 
         def stamp(x: object) -> Entity:
@@ -300,7 +325,38 @@ class KGSet:
         # the entities the kept edges reach: the KG's list, or the far ends not asked about
         ends = [e.subject if relation.inverse else e.object for e in kept]
         reached = [x for x in given if x in ends] if given else [x for x in ends if (x.kg, x.id) not in asked]
-        return Edges(tuple(kept), tuple(dict.fromkeys(reached)), omitted)
+        return Edges(tuple(kept), tuple(dict.fromkeys(reached)), omitted,
+                     self._omitted_by_source(entities, kg, relation, split, list(edges)[len(kept):], omitted))
+
+    def _omitted_by_source(self, entities: Sequence[Entity], kg: KnowledgeGraph, relation: Relation,
+                           split: dict[str, int] | None, cut: list[Edge], omitted: int) -> dict[str, int]:
+        """What each of ``entities`` lost, by its id: its copies' losses in the KG's answer
+        (``split``: the KG's ``omitted_by_source``, by the ids it was asked with) and its
+        edges cut here. Empty when nothing was lost or the split is not known: several
+        entities and a KG that gave only the total (one entity lost all of it)."""
+        if not omitted:
+            return {}
+        ids = list(dict.fromkeys(e.id for e in entities if self.copies(e, kg)))  # those the KG was asked about
+        if split is None:
+            if len(ids) != 1:
+                return {}
+            return {ids[0]: omitted}
+        lost: dict[str, int] = {}
+        whose: dict[str, str] = {}  # the KG's id of a copy -> the id of the entity asked about
+        for e in entities:
+            whose.setdefault(e.id, e.id)
+            for c in self.copies(e, kg):
+                whose.setdefault(c.id, e.id)
+        for cid, n in split.items():
+            if n and cid in whose:
+                lost[whose[cid]] = lost.get(whose[cid], 0) + n
+        for edge in cut:
+            src = edge.object if relation.inverse else edge.subject
+            if src.id in whose:
+                lost[whose[src.id]] = lost.get(whose[src.id], 0) + 1
+        if sum(lost.values()) != omitted:  # not all accounted for: say only the total
+            return {} if len(ids) != 1 else {ids[0]: omitted}
+        return lost
 
     def canonical(self, entity: Entity) -> Entity:
         """The entity as the search names it: among it and its linked copies, the one in

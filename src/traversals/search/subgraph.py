@@ -19,9 +19,9 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
-from ..kg.base import Edge, Entity, Relation
+from ..kg.base import Edge, Edges, Entity, Relation
 
 _QID = re.compile(r"^[QPL]\d+$")
 # Plain YAML scalars: no leading indicator, no ": " or " #", no control chars.
@@ -33,8 +33,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MARKED = re.compile(r"(?:^|\s)\[[A-Za-z]\d+\]$")
 #: how :meth:`Subgraph.relation_names` marks a relation whose label another shares: "directed [~P57]"
 _MARKED_KEY = re.compile(r"\s\[~?[^\s\[\]]+\]$")
-#: the marker of the edges a KG did not return, which no entity may look like
-_MORE = re.compile(r"^\(\d+ more not shown\)$")
+#: the markers of the edges a KG did not return (one source's, several sources' together),
+#: which no entity may look like
+_MORE = re.compile(r"^\(\d+ more not shown(?: among .*)?\)$", re.S)
+#: the most source names a marker of several sources' omitted edges lists
+MAX_NAMED = 5
 #: the most characters of one label, description or relation label a prompt shows
 MAX_SHOWN = 300
 
@@ -122,13 +125,51 @@ class Fact:
         return Edge(self.source, self.relation, self.target)
 
 
+class OmittedMark(NamedTuple):
+    """``n`` edges of ``source`` (an entity id) along ``relation`` (a key) the KG had and did
+    not return: that source's own count (:func:`omitted_marks`). A plain ``(source id,
+    relation key, n)`` tuple is read the same, with one difference kept from before counts
+    were per source: it is shown only beside edges of the source, never alone, since ``n``
+    may be the total of several sources and the source may have lost none."""
+
+    source: str
+    relation: str
+    n: int
+
+
+OmittedGroup = tuple[tuple[str, ...], str, int]
+
+
+def omitted_marks(
+    got: Edges, sources: Sequence[Entity], relation_key: str
+) -> tuple[list[OmittedMark], list[OmittedGroup]]:
+    """What :meth:`Subgraph.extend` is told the KG left out when ``relation_key`` was walked
+    from ``sources`` and ``got`` came back: ``(source id, relation key, n)`` for each source
+    that lost ``n`` edges, when the KG says how many each lost (``Edges.omitted_by_source``;
+    one source lost all of ``got.omitted``); else one group, ``(source ids, relation key,
+    total)``: that many are missing among them, which source's is not known."""
+    if not got.omitted:
+        return [], []
+    ids = list(dict.fromkeys(e.id for e in sources))
+    if len(ids) == 1:
+        return [OmittedMark(ids[0], relation_key, got.omitted)], []
+    split = {i: got.omitted_by_source.get(i, 0) for i in ids} if got.omitted_by_source else {}
+    if split and sum(split.values()) == got.omitted:
+        return [OmittedMark(i, relation_key, n) for i, n in split.items() if n > 0], []
+    return [], [(tuple(ids), relation_key, got.omitted)]
+
+
 @dataclass(frozen=True)
 class Subgraph:
     entities: tuple[Entity, ...] = ()
     facts: tuple[Fact, ...] = ()
-    #: (source id, relation key) -> number of edges the KG had but did not return
+    #: (source id, relation key, n): the KG had n more edges of this source along this
+    #: relation than it returned
     omitted: tuple[tuple[str, str, int], ...] = ()
     _handles: dict = field(default_factory=dict, compare=False, repr=False)
+    #: (source ids, relation key, n): the KG had n more edges of these sources together
+    #: along this relation than it returned, and did not say whose
+    omitted_together: tuple[OmittedGroup, ...] = ()
 
     def __post_init__(self) -> None:
         n = 0
@@ -159,11 +200,22 @@ class Subgraph:
     def __contains__(self, entity: Entity) -> bool:
         return (entity.kg, entity.id) in self._handles
 
+    def cut_short(self, source_id: str, relation_key: str) -> bool:
+        """Did the KG leave out edges of this source along this relation (or may it have:
+        it left out some among several sources together, this one with them)?"""
+        return any((source_id, relation_key) == (src, rel) for src, rel, _ in self.omitted) or any(
+            relation_key == rel and source_id in ids for ids, rel, _ in self.omitted_together
+        )
+
     def edges(self) -> list[Edge]:
         return [f.edge() for f in self.facts]
 
     # -- growth ----------------------------------------------------------------
-    def extend(self, facts: list[Fact], omitted: Sequence[tuple[str, str, int]] = ()) -> "Subgraph":
+    def extend(
+        self, facts: list[Fact], omitted: Sequence[tuple[str, str, int]] = (), together: Sequence[OmittedGroup] = ()
+    ) -> "Subgraph":
+        """The subgraph with ``facts`` added, and what the KG left out: ``omitted`` by source,
+        ``together`` by group of sources (:func:`omitted_marks` makes both)."""
         known = {(e.kg, e.id) for e in self.entities}
         have = set(self.facts)
         new_entities: list[Entity] = []
@@ -181,12 +233,13 @@ class Subgraph:
             self.entities + tuple(new_entities),
             self.facts + tuple(new_facts),
             self.omitted + tuple(omitted),
+            omitted_together=self.omitted_together + tuple(together),
         )
 
     def with_entities(self, entities: list[Entity]) -> "Subgraph":
         known = {(e.kg, e.id) for e in self.entities}
         fresh = tuple(e for e in entities if (e.kg, e.id) not in known)
-        return Subgraph(self.entities + fresh, self.facts, self.omitted)
+        return Subgraph(self.entities + fresh, self.facts, self.omitted, omitted_together=self.omitted_together)
 
     # -- rendering -------------------------------------------------------------
     def render(self, indent: str = "  ") -> str:
@@ -236,22 +289,54 @@ class Subgraph:
             rels = groups.setdefault(names[(f.source.kg, f.source.id)], {})
             rels.setdefault(rel_names[(f.relation.kg, f.relation.key)], []).append(names[(f.target.kg, f.target.id)])
         more: dict[tuple[str, str], int] = {}
-        for src_id, rel_key, n in self.omitted:
+        alone: set[tuple[str, str]] = set()  # the marks that are the source's own count (OmittedMark)
+        for mark in self.omitted:
+            src_id, rel_key, n = mark
             more[(src_id, rel_key)] = n
-        omitted_by_label: dict[tuple[str, str], int] = {}
+            if isinstance(mark, OmittedMark):
+                alone.add((src_id, rel_key))
+            else:
+                alone.discard((src_id, rel_key))
+        omitted_by_label: dict[tuple[str, str], str] = {}
         for f in self.facts:
             hidden = more.get((f.source.id, f.relation.key))
             if hidden:
-                omitted_by_label[(names[(f.source.kg, f.source.id)], rel_names[(f.relation.kg, f.relation.key)])] = hidden
+                omitted_by_label[(names[(f.source.kg, f.source.id)], rel_names[(f.relation.kg, f.relation.key)])] = (
+                    f"({hidden} more not shown)"
+                )
+        # a source whose every edge along the relation was left out: only its marker (when the
+        # count is its own, an OmittedMark)
+        rel_of = {f.relation.key: rel_names[(f.relation.kg, f.relation.key)] for f in reversed(self.facts)}
+        first = {}
+        for e in reversed(self.entities):
+            first[e.id] = names[(e.kg, e.id)]
+        for (src_id, rel_key), hidden in more.items():
+            if (src_id, rel_key) not in alone:
+                continue
+            src_name, rel_name = first.get(src_id), rel_of.get(rel_key)
+            if hidden and src_name is not None and rel_name is not None and rel_name not in groups.get(src_name, {}):
+                groups.setdefault(src_name, {})[rel_name] = []
+                omitted_by_label[(src_name, rel_name)] = f"({hidden} more not shown)"
+        # edges left out among several sources together: said once, under the first of them shown
+        for ids, rel_key, hidden in self.omitted_together:
+            rel_name = rel_of.get(rel_key)
+            shown_as = [first[i] for i in dict.fromkeys(ids) if i in first]
+            at = next((n for n in groups if n in shown_as and rel_name in groups[n]), None)
+            if not hidden or at is None or rel_name is None:
+                continue
+            among = ", ".join(shown_as[:MAX_NAMED])
+            if len(shown_as) > MAX_NAMED:
+                among += f" and {len(shown_as) - MAX_NAMED} other sources"
+            omitted_by_label[(at, rel_name)] = f"({hidden} more not shown among {among})"
         lines = []
         for src, rels in groups.items():
             lines.append(f"{indent}{yaml_scalar(src)}:")
             for rel, targets in rels.items():
                 lines.append(f"{indent * 2}{yaml_scalar(rel)}:")
                 items = list(dict.fromkeys(targets))
-                hidden = omitted_by_label.get((src, rel))
-                if hidden:
-                    items.append(f"({hidden} more not shown)")
+                marker = omitted_by_label.get((src, rel))
+                if marker:
+                    items.append(marker)
                 # One target reads as in Figure 3; several become a YAML list.
                 dash = "- " if len(items) > 1 else ""
                 for t in items:
