@@ -463,8 +463,8 @@ def refuse_unused_llm_flags(args: argparse.Namespace) -> None:
     """:class:`~traversals.errors.BadInput`, before anything is loaded, for an LLM flag the
     ``--llm`` given would not use, rather than ignoring it in silence: ``--llm-url`` with a
     model run in this process (``--llm local``: the flag was meant for ``--llm
-    openai:MODEL``) and ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own
-    context size. (:func:`open_llm_from_args` checks the same.)"""
+    openai:MODEL``), ``--llm-template`` with it (the GGUF brings its own template) and
+    ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size. (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
 
     spec = args.llm.strip().lower()
@@ -473,6 +473,10 @@ def refuse_unused_llm_flags(args: argparse.Namespace) -> None:
         if not (embedder.startswith("openai:") and not getattr(args, "embedder_url", None)):  # its default URL
             raise BadInput(f"--llm-url is the address of an OpenAI-compatible server: give --llm openai:MODEL "
                            f"with it (--llm {args.llm} runs the model in this process and uses no URL)")
+    if getattr(args, "llm_template", None) and not spec.startswith("openai"):
+        raise BadInput(f"--llm-template is the chat template for scoring through an OpenAI-compatible server's "
+                       f"completions; --llm {args.llm} runs the model in this process with the GGUF's own template: "
+                       "drop --llm-template")
     if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
         raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")

@@ -193,3 +193,11 @@ def test_eval_records_c_puct_for_mcts_only() -> None:
 
     assert "c_puct" not in unread_settings("mcts")
     assert all("c_puct" in unread_settings(s) for s in ("tree", "chain", "beam", "cot"))
+
+
+def test_llm_template_with_a_local_model_is_refused_before_anything_loads(capsys) -> None:
+    """The GGUF brings its own chat template: the flag would change nothing, so it is refused."""
+    err = one_error(["ask", "who directed [Alpha]", "--strategy", "chain", "--kg", "/no/such/kb.nt",
+                     "--llm", "local", "--llm-template", "chatml"], capsys)
+    assert "--llm-template is the chat template for scoring through an OpenAI-compatible server" in err
+    assert "drop --llm-template" in err
