@@ -281,9 +281,6 @@ def test_a_long_group_names_its_first_sources():
 # ------------------------------------------------------------------ through the search
 
 
-@pytest.mark.xfail(strict=True, reason="src/traversals/search/machine.py still marks each selected source with "
-                   "the whole Edges.omitted; it should build its marks with subgraph.omitted_marks() "
-                   "(remove this xfail when it does)")
 async def test_an_expansion_of_two_sources_shows_each_ones_own_count():
     from traversals.search.machine import Action, ActionType, Machine
 

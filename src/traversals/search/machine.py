@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ..kg.base import Entity, Relation, Relations
 from ..llm.base import Usage
 from .kgset import KGSet
-from .subgraph import Fact, Subgraph, shown
+from .subgraph import Fact, Subgraph, omitted_marks, shown
 from .templates import render, template
 
 
@@ -539,10 +539,7 @@ class Machine:
             assert action.relation is not None
             got = await self.kgs.get_edges(node.selected, action.relation, usage)
             facts = [self._walked(e, action.relation, node.selected) for e in got.edges]
-            omitted = []
-            if got.omitted:
-                for src in node.selected:
-                    omitted.append((src.id, action.relation.key, got.omitted))
+            omitted, together = omitted_marks(got, node.selected, action.relation.key)
             child.state = State.DEFAULT
             rel = action.relation
             child.expanded = node.expanded | {(entity_key(e), rel.kg, rel.key, rel.display) for e in node.selected}
@@ -553,7 +550,7 @@ class Machine:
                 done = {(k, kg) for i, kg, k, _ in child.expanded if i == entity_key(only)}
                 if all((r.key, r.kg) in done for r in node.relation_options):
                     child.exhausted = node.exhausted | {entity_key(only)}
-            child.subgraph = node.subgraph.extend(facts, omitted)
+            child.subgraph = node.subgraph.extend(facts, omitted, together)
             known = set(node.subgraph.facts)
             child.new_facts = tuple(f for f in facts if f not in known)
             await self.kgs.link([f.target for f in child.new_facts], usage)
