@@ -420,36 +420,10 @@ def check_kg_specs(specs: Sequence[str]) -> None:
     keyword, a URL nor a path. A typo in ``--kg`` is told, not passed over in silence
     because cot never reads the KG; what only loading shows (a file that does not parse, a
     directory that is no store, an endpoint down) is not checked."""
-    from .errors import BadInput
-    from .kg import formats
-    from .kg.factory import _OTHER_COMPRESSIONS, SPEC_HELP, _split_name
+    from .kg.factory import check_kg_spec
 
-    for given in specs:
-        spec = (given or "").strip()
-        if not spec:
-            raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
-        spec = _split_name(spec)[1]
-        low = spec.lower()
-        if low in ("demo", "wikidata"):
-            continue
-        if low.startswith(("sparql:", "http://", "https://")):
-            url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
-            if not url.lower().startswith(("http://", "https://")):
-                raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
-            continue
-        path = Path(spec).expanduser()
-        if path.is_dir():
-            continue
-        if formats.detect_format(path) is not None:
-            if not path.exists():
-                raise BadInput(f"no such file: {path}")
-            continue
-        if path.exists():
-            if path.suffix.lower() in _OTHER_COMPRESSIONS:
-                raise BadInput(f"{path}: {path.suffix} files are not read; decompress it, or compress it "
-                               f"with gzip (.gz) instead")
-            raise BadInput(f"{path}: unknown triple file type; accepted KG specs: {SPEC_HELP}")
-        raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
+    for spec in specs:
+        check_kg_spec(spec)
 
 
 def say_on_stderr(message: str) -> None:

@@ -89,39 +89,53 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
     SPARQL and Wikidata back ends only; files and stores ignore them. ``None`` values
     are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
     Wikidata)."""
+    kind, target, given = check_kg_spec(spec)
+    name = name or given
+    if kind == "demo":
+        from .store import OxigraphKG
+
+        return OxigraphKG.demo(name=name or "demo")
+    if kind == "wikidata":
+        from .wikidata import WikidataKG
+
+        return WikidataKG(**_backend_options(name, remote))
+    if kind == "sparql":
+        from .sparql import SparqlKG
+
+        return SparqlKG(target, **_backend_options(name, remote))
+    from .store import OxigraphKG
+
+    if kind == "store":
+        return OxigraphKG.open(Path(target), name=name, read_only=True)
+    return OxigraphKG.from_file(Path(target), name=name)
+
+
+def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
+    """What ``spec`` names, checked without reading or contacting anything: ``(kind, target,
+    name)`` with kind ``demo``, ``wikidata``, ``sparql`` (target: the URL), ``store`` (a
+    directory) or ``file`` (a triple file that exists), and the ``NAME=`` given or None.
+    Raises the :class:`BadInput` :func:`open_kg` gives for an empty spec, ``sparql:``
+    without an http(s) URL, a missing file, a file of no accepted type or an unknown name;
+    what only opening shows (a file that does not parse, an endpoint down) is not checked."""
     spec = (spec or "").strip()
     if not spec:
         raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
     given, spec = _split_name(spec)
-    name = name or given
     low = spec.lower()
-    if low == "demo":
-        from .store import OxigraphKG
-
-        return OxigraphKG.demo(name=name or "demo")
-    if low == "wikidata":
-        from .wikidata import WikidataKG
-
-        return WikidataKG(**_backend_options(name, remote))
+    if low in ("demo", "wikidata"):
+        return low, low, given
     if low.startswith("sparql:") or low.startswith(("http://", "https://")):
         url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
         if not url.lower().startswith(("http://", "https://")):
             raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
-        from .sparql import SparqlKG
-
-        return SparqlKG(url, **_backend_options(name, remote))
-
+        return "sparql", url, given
     path = Path(spec).expanduser()
     if path.is_dir():
-        from .store import OxigraphKG
-
-        return OxigraphKG.open(path, name=name, read_only=True)
+        return "store", str(path), given
     if formats.detect_format(path) is not None:
         if not path.exists():
             raise BadInput(f"no such file: {path}")
-        from .store import OxigraphKG
-
-        return OxigraphKG.from_file(path, name=name)
+        return "file", str(path), given
     if path.exists():
         if path.suffix.lower() in _OTHER_COMPRESSIONS:
             raise BadInput(
