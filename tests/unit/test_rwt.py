@@ -22,10 +22,11 @@ QUESTION = "Who is Bob Dylan's maternal grandmother?"
 
 
 def scorer(prompt, options, prefix):
-    """Relations: 'mother' most likely; ratings: high for a state holding Florence Stone."""
+    """Relations: 'mother' most likely; ratings: high for a state holding Florence Stone,
+    promising for the state on the way to her (Beatrice Stone, a hop left), low otherwise."""
     if prefix.startswith("RATING"):
-        good = "<current entity>[Florence Stone" in prompt
-        want = "0.9" if good else "0.1"
+        want = ("0.9" if "<current entity>[Florence Stone" in prompt
+                else "0.6" if "<current entity>[Beatrice Stone" in prompt else "0.1")
         return [0.0 if o == want else -6.0 for o in options]
     return [-0.2 if o.endswith(": mother") else -3.0 for o in options]
 
@@ -76,13 +77,28 @@ async def test_mcts_visits_by_prior_first_and_backs_values_up():
 
 
 def test_puct_prefers_unvisited_high_prior_then_value():
-    s = MonteCarloTreeSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(c_puct=1.25))
+    s = MonteCarloTreeSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(c_puct=1.25, signed_q=False))
     parent = PathNode(0, (), visits=4)
     a = PathNode(1, (), parent=parent, prior=0.8)
     b = PathNode(2, (), parent=parent, prior=0.2, visits=3, total=2.4)
     assert s.puct(parent, a) == pytest.approx(1.25 * 0.8 * 2)
     assert s.puct(parent, b) == pytest.approx(0.8 + 1.25 * 0.2 * 2 / 4)
     assert s.puct(parent, a) > s.puct(parent, b)
+
+
+def test_signed_puct_reads_values_on_the_papers_scale_with_unvisited_in_the_middle():
+    s = MonteCarloTreeSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(c_puct=1.25))  # the default
+    parent = PathNode(0, (), visits=4)
+    fresh = PathNode(1, (), parent=parent, prior=0.1)
+    poor = PathNode(2, (), parent=parent, prior=0.1, visits=1, total=0.3)
+    good = PathNode(3, (), parent=parent, prior=0.1, visits=1, total=0.9)
+    assert s.puct(parent, fresh) == pytest.approx(1.25 * 0.1 * 2)
+    assert s.puct(parent, poor) == pytest.approx(2 * 0.3 - 1 + 1.25 * 0.1 * 2 / 2)
+    assert s.puct(parent, good) == pytest.approx(2 * 0.9 - 1 + 1.25 * 0.1 * 2 / 2)
+    # a visited child rated below the middle falls behind an unvisited sibling, one above it stays ahead
+    assert s.puct(parent, good) > s.puct(parent, fresh) > s.puct(parent, poor)
+    unsigned = MonteCarloTreeSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(c_puct=1.25, signed_q=False))
+    assert unsigned.puct(parent, poor) > unsigned.puct(parent, fresh)
 
 
 def test_the_papers_output_formats_parse():

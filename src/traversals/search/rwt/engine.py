@@ -42,6 +42,11 @@ class RwTConfig:
     simulations: int = 16  # MCTS simulations per question (N)
     max_hops: int = 3  # T
     c_puct: float = 1.25
+    #: PUCT's Q on the paper's [-1, 1] scale: a visited child's value v in [0, 1] counts as
+    #: 2v - 1 and an unvisited child as 0, the neutral middle (AlphaZero's convention), so a
+    #: child valued below 0.5 gives way to its unvisited siblings. False: Q = v, an unvisited
+    #: child at 0, the *lowest* value (the MCTS figures before the fiftieth session)
+    signed_q: bool = True
     lam: float = 0.15  # λ, the critical model's weight in Eq. 4
     max_actions: int = 30  # relations offered per state (the KG interface's most frequent first)
     beam_width: int = 3  # HBS: B1, states kept per hop (the paper's Table 6 finds 3 the best trade-off)

@@ -11,8 +11,12 @@ Each simulation:
    (roll-out and critical models);
 4. **Backpropagation** — the value is added to ``W`` and ``N`` of every state on the path.
 
-An unvisited child has ``Q = 0`` and is chosen by its prior, so the LLM's preference
-orders the first visits and the values decide later ones.
+``Q`` is read on the paper's scale, [-1, 1]: a value ``v`` in [0, 1] (Eq. 4's parts are
+probabilities and similarities) counts as ``2v - 1``, and an unvisited child has ``Q = 0``,
+the neutral middle, so the LLM's preference orders the first visits, and a child valued
+below 0.5 gives way to its unvisited siblings (``RwTConfig.signed_q``; without it an
+unvisited child would have the lowest value and the first child valued at all would keep
+the search).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ class MonteCarloTreeSearch(RwTSearch):
     name = "mcts"
 
     def puct(self, parent: PathNode, child: PathNode) -> float:
-        return child.q + self.config.c_puct * child.prior * math.sqrt(max(1, parent.visits)) / (1 + child.visits)
+        q = (2 * child.q - 1 if child.visits else 0.0) if self.config.signed_q else child.q
+        return q + self.config.c_puct * child.prior * math.sqrt(max(1, parent.visits)) / (1 + child.visits)
 
     async def search(self, question: str, topic_entities: Sequence[str] | None) -> Answer:
         started = time.perf_counter()
