@@ -21,13 +21,19 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def test_a_gguf_replaced_in_place_is_another_model(tmp_path):
+async def local_run(tmp_path: Path) -> tuple[Path, dict, Path, dict]:
+    """A run of two questions by ``--llm local:mine.gguf``: the file, the config, the run
+    directory and its run.json."""
     gguf = tmp_path / "mine.gguf"
     gguf.write_bytes(b"GGUF model one")
     cfg = {"strategy": "tree", "llm": f"local:{gguf}"}
     out = tmp_path / "run"
     await run_eval(make_dataset(4), FakeSolver(), out, limit=2, progress=False, config=cfg)
-    run = json.loads((out / "run.json").read_text())
+    return gguf, cfg, out, json.loads((out / "run.json").read_text())
+
+
+async def test_a_gguf_replaced_in_place_is_another_model(tmp_path):
+    gguf, cfg, out, run = await local_run(tmp_path)
     assert run["llm_model"] == "mine.gguf" and run["llm_sha256"] == sha(gguf)
     before = sha(gguf)
     gguf.write_bytes(b"GGUF model two, retrained")  # the same path, another model
@@ -59,12 +65,7 @@ async def test_a_registry_model_is_named_without_reading_it(tmp_path, monkeypatc
 
 
 async def test_a_run_recorded_without_the_model_hash_still_resumes(tmp_path):
-    gguf = tmp_path / "mine.gguf"
-    gguf.write_bytes(b"GGUF model one")
-    cfg = {"strategy": "tree", "llm": f"local:{gguf}"}
-    out = tmp_path / "run"
-    await run_eval(make_dataset(4), FakeSolver(), out, limit=2, progress=False, config=cfg)
-    run = json.loads((out / "run.json").read_text())
+    gguf, cfg, out, run = await local_run(tmp_path)
     for key in ("llm_model", "llm_sha256", "llm_file"):
         del run[key]
     (out / "run.json").write_text(json.dumps(run))
