@@ -272,7 +272,7 @@ def test_decoding_auto_is_not_refused_for_what_the_llm_decides_at_run_time(capsy
 def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, tmp_path, capsys):
     """cot reads no KG: a --kg spec, even a file that would not parse, is not opened (a big file
     would be loaded for nothing) and a note says so; nor is the demo KG opened without one. (One
-    that names no file is refused, as with the other strategies: test_s50_cli_input.py.)"""
+    that names no file is refused, as with the other strategies: test_cli_flag_checks.py.)"""
     import traversals.kg.factory
     import traversals.llm.factory
     from traversals.llm.scripted import ScriptedLLM

@@ -42,7 +42,7 @@ def nt(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("s50-oxigraph")
+    root = tmp_path_factory.mktemp("omitted-oxigraph")
     data = root / "kb.nt"
     data.write_text(nt(triples()), encoding="utf-8")
     load_store(root / "db", [data])
