@@ -7,7 +7,7 @@ Files in ``out_dir``:
   checkout (:func:`code_revision`), start time, resumes and their code), the SHA-256 of
   each question file read (``dataset_sha256``) and which model answers (``llm_model``,
   ``llm_sha256``: :func:`llm_identity`); a resume is refused when a setting that changes
-  the answers, the questions' content or the model differs.
+  the answers or the model differs, or an answered question reads differently now.
 - ``results.jsonl`` -- one JSON object per answered question, appended as each finishes
   with a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``: a line is
   either entirely there or (after a crash mid-write) a truncated tail that ``resume``
@@ -471,8 +471,9 @@ def file_sha256(path: str | Path) -> str:
 def dataset_digests(files: Sequence[str | Path]) -> list[str | None]:
     """The SHA-256 of each question file a loader read (``Dataset.files``), None for one that
     cannot be read any more. Recorded in ``run.json`` as ``dataset_sha256`` (beside
-    ``dataset_files``), so that a resume over edited questions or gold is refused while a
-    file moved elsewhere with the same content still resumes."""
+    ``dataset_files``), so that a resume notices edited questions or gold
+    (:func:`_check_questions`) while a file moved elsewhere with the same content is the
+    same file."""
     out: list[str | None] = []
     for f in files:
         try:
