@@ -105,3 +105,19 @@ async def test_a_swallowed_cancellation_records_no_error_and_asks_no_more(tmp_pa
     assert len(solver.calls) == 2  # and no question was started after Ctrl-C
     s = await run_eval(ds, FakeSolver(), out, resume=True, progress=False, config={"llm": "x"})
     assert s.n == 5 and s.errors == 0
+
+
+def test_a_summary_is_complete_when_every_selected_question_has_a_row_not_when_rows_are_many():
+    from traversals.eval.runner import Summary
+
+    # rows of an earlier, larger --limit count in n, but a selected question without a row
+    # (a resume with a smaller --limit and --retry-errors, interrupted) is still to answer
+    assert not Summary(n=5, selected=3, unanswered=1).complete
+    assert Summary(n=5, selected=3, unanswered=0).complete
+    assert Summary(n=3, selected=3).complete and not Summary(n=2, selected=3).complete  # ids unknown: by count
+
+
+async def test_run_eval_says_how_many_selected_questions_are_unanswered(tmp_path):
+    s = await run_eval(make_dataset(4), FakeSolver(), tmp_path / "run", limit=3, progress=False, config={})
+    assert s.unanswered == 0 and s.complete
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["unanswered"] == 0

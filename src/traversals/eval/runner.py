@@ -102,6 +102,10 @@ class Summary:
     total_completion_tokens: int = 0
     total_seconds: float = 0.0
     selected: int | None = None  # how many questions the run selected
+    #: how many of the selected questions have no row yet (None: not known, as in a report,
+    #: which does not know the selected ids); rows outside the selection (an earlier, larger
+    #: --limit) count in ``n`` but do not make the run complete
+    unanswered: int | None = None
     dataset: str = ""
     split: str = ""
     strategy: str = ""
@@ -111,6 +115,8 @@ class Summary:
 
     @property
     def complete(self) -> bool:
+        if self.unanswered is not None:
+            return self.unanswered == 0
         return self.selected is None or self.n >= self.selected
 
     def to_json(self) -> dict:
@@ -136,6 +142,7 @@ class Summary:
             "total_prompt_tokens": self.total_prompt_tokens,
             "total_completion_tokens": self.total_completion_tokens,
             "total_seconds": round(self.total_seconds, 3),
+            **({"unanswered": self.unanswered} if self.unanswered is not None else {}),
             **self.extra,
         }
 
@@ -832,7 +839,9 @@ async def run_eval(
         }
 
         def finish() -> Summary:
-            summary = summarize(read_results(results_path), **info)
+            rows_now = read_results(results_path)
+            summary = summarize(rows_now, **info)
+            summary.unanswered = len(wanted - {r.get("id") for r in rows_now})
             write_json_atomic(out / SUMMARY, summary.to_json())
             return summary
 
