@@ -43,7 +43,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_ctrl_c_during_a_fetch_stops_the_downloads_and_keeps_the_parts_it_has(tmp_path, monkeypatch):
+def test_ctrl_c_during_a_fetch_stops_the_downloads_and_keeps_the_parts_it_has(tmp_path, monkeypatch, request):
     src = tmp_path / "index"
     src.mkdir()
     chunks = [bytes([65 + i]) * 100 for i in range(8)]
@@ -69,6 +69,10 @@ def test_ctrl_c_during_a_fetch_stops_the_downloads_and_keeps_the_parts_it_has(tm
 
     main = threading.get_ident()
     said: list[str] = []
+    # Python's own Ctrl-C handler, whatever this process inherited: a test run started in the
+    # background of a non-interactive shell (nohup ... &) begins with SIGINT ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     threading.Thread(target=ctrl_c_once_part1_is_in, daemon=True).start()
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

@@ -132,10 +132,12 @@ GRANDMOTHER = "Who is Bob Dylan's maternal grandmother?"
 
 def rwt_search(cls, **cfg):
     """RwT on the demo store with a scripted LLM: 'mother' is the likeliest relation and a
-    state holding Florence Stone is rated high (as in test_rwt)."""
+    state holding Florence Stone is rated high, the state on the way to her promising (as in
+    test_rwt)."""
     def score(prompt, options, prefix):
         if prefix.startswith("RATING"):
-            want = "0.9" if "<current entity>[Florence Stone" in prompt else "0.1"
+            want = ("0.9" if "<current entity>[Florence Stone" in prompt
+                    else "0.6" if "<current entity>[Beatrice Stone" in prompt else "0.1")
             return [0.0 if o == want else -6.0 for o in options]
         return [-0.2 if o.endswith(": mother") else -3.0 for o in options]
 
