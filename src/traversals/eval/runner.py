@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import (
     BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped, TraversalsError,
 )
+from ..llm.models import file_sha256, recorded_sha256
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .metrics import METRICS, score
 
@@ -466,15 +467,6 @@ def code_revision(source: Path | None = None) -> dict[str, Any] | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file's content (hex), read in blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def dataset_digests(files: Sequence[str | Path]) -> list[str | None]:
     """The SHA-256 of each question file a loader read (``Dataset.files``), None for one that
     cannot be read any more. Recorded in ``run.json`` as ``dataset_sha256`` (beside
@@ -567,13 +559,10 @@ def _gguf_sha256(path: Path, old: Mapping) -> str:
     (:mod:`traversals.llm.models`) when its size agrees, the hash ``old`` (the recorded
     run.json) holds for the same file, size and modification time, else read (about a second
     per GB, once per run)."""
+    marked = recorded_sha256(path)
+    if marked is not None:
+        return marked
     st = path.stat()
-    try:
-        sidecar = path.with_name(path.name + ".sha256").read_text().split()
-        if len(sidecar) >= 3 and sidecar[2] == str(st.st_size) and re.fullmatch(r"[0-9a-f]{64}", sidecar[0]):
-            return sidecar[0]
-    except OSError:
-        pass
     seen = old.get("llm_file")
     if (isinstance(seen, dict) and isinstance(old.get("llm_sha256"), str)
             and seen == {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}):

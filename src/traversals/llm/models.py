@@ -226,7 +226,7 @@ def _is_verified(spec: ModelSpec, path: Path) -> bool:
 def _companions_match(spec: ModelSpec, path: Path) -> bool:
     """Whether every companion beside ``path`` is there with its SHA-256."""
     return all(
-        (f := path.parent / c.filename).is_file() and _sha256_file(f) == c.sha256 for c in spec.companions
+        (f := path.parent / c.filename).is_file() and file_sha256(f) == c.sha256 for c in spec.companions
     )
 
 
@@ -259,7 +259,20 @@ def _write_marker(spec: ModelSpec, path: Path) -> None:
     os.replace(tmp, marker)
 
 
-def _sha256_file(path: Path) -> str:
+def recorded_sha256(path: Path) -> str | None:
+    """The SHA-256 the ``.sha256`` marker of a verified assembly records for ``path``
+    (:func:`_write_marker`), when the file still has the size it recorded; else None."""
+    try:
+        recorded = _marker(path).read_text().split()
+        size = path.stat().st_size
+    except OSError:
+        return None
+    ok = len(recorded) >= 3 and recorded[2] == str(size) and re.fullmatch(r"[0-9a-f]{64}", recorded[0])
+    return recorded[0] if ok else None
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's content (hex), read in blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
@@ -534,7 +547,7 @@ def _use_read_only(spec: ModelSpec, cache: Path, target: Path, say: Callable[[st
     (hashed each time: no sidecar can be written), else what to do."""
     if target.is_file() and target.stat().st_size == spec.size:
         say(f"verifying {target} (the model cache is read-only: the check is not recorded) ...")
-        if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
+        if file_sha256(target) == spec.sha256 and _companions_match(spec, target):
             return target
         raise ModelIntegrityError(
             f"{target} has the wrong SHA-256 (or a file beside it does), and the model cache {cache} is "
@@ -563,7 +576,7 @@ def _fetch(
         return target
     if target.is_file() and target.stat().st_size == spec.size:
         say(f"verifying {target} ...")
-        if _sha256_file(target) == spec.sha256 and _companions_match(spec, target):
+        if file_sha256(target) == spec.sha256 and _companions_match(spec, target):
             _write_marker(spec, target)
             return target
         _marker(target).unlink(missing_ok=True)  # never trusted again, even if the fetch fails
