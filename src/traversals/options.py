@@ -412,14 +412,9 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
 
 
 def check_kg_specs(specs: Sequence[str]) -> None:
-    """The ``--kg`` specs given to a strategy that opens no KG (cot), checked without
-    reading anything, with the :class:`~traversals.errors.BadInput` that
-    :func:`~traversals.kg.factory.open_kg` gives the other strategies before it loads a
-    file or contacts an endpoint: an empty spec, ``sparql:`` without an http(s) URL, a
-    triple file that does not exist, a file of no accepted type, a name that is neither a
-    keyword, a URL nor a path. A typo in ``--kg`` is told, not passed over in silence
-    because cot never reads the KG; what only loading shows (a file that does not parse, a
-    directory that is no store, an endpoint down) is not checked."""
+    """The ``--kg`` specs given to a strategy that opens no KG (cot), each checked as
+    :func:`~traversals.kg.factory.open_kg` would read it, without reading anything
+    (:func:`~traversals.kg.factory.check_kg_spec`): a typo is told, not passed over."""
     from .kg.factory import check_kg_spec
 
     for spec in specs:

@@ -61,7 +61,8 @@ def paired(a: Iterable[Mapping], b: Iterable[Mapping], metric: str = "hits@1") -
     row with an error counts as wrong, as it does in the run's Hits@1
     (:func:`~.runner.summarize`), and the first row of an id is the one read, as there too."""
 
-    def right(rows: Iterable[Mapping]) -> dict:
+    def read(rows: Iterable[Mapping]) -> dict:
+        """id -> (right?, the question's text with its spaces normalised, None without one)"""
         out: dict = {}
         for r in rows:
             if r["id"] not in out:
@@ -74,7 +75,7 @@ def paired(a: Iterable[Mapping], b: Iterable[Mapping], metric: str = "hits@1") -
         ta, tb = seen_a[i][1], seen_b[i][1]
         return ta is None or tb is None or ta == tb  # a row without its text: as the id says
 
-    seen_a, seen_b = right(a), right(b)
+    seen_a, seen_b = read(a), read(b)
     common = [i for i in seen_a if i in seen_b]
     shared = [i for i in common if same(i)]
     right_a = {i: seen_a[i][0] for i in shared}
