@@ -153,9 +153,9 @@ def omitted_marks(
     ids = list(dict.fromkeys(e.id for e in sources))
     if len(ids) == 1:
         return [OmittedMark(ids[0], relation_key, got.omitted)], []
-    split = {i: got.omitted_by_source.get(i, 0) for i in ids} if got.omitted_by_source else {}
-    if split and sum(split.values()) == got.omitted:
-        return [OmittedMark(i, relation_key, n) for i, n in split.items() if n > 0], []
+    counts = [got.omitted_of(i) for i in ids]
+    if None not in counts and sum(n or 0 for n in counts) == got.omitted:
+        return [OmittedMark(i, relation_key, n) for i, n in zip(ids, counts) if n], []
     return [], [(tuple(ids), relation_key, got.omitted)]
 
 
