@@ -337,10 +337,9 @@ class KGSet:
         if not omitted:
             return {}
         ids = list(dict.fromkeys(e.id for e in entities if self.copies(e, kg)))  # those the KG was asked about
+        single = {ids[0]: omitted} if len(ids) == 1 else {}  # one entity asked about lost it all
         if split is None:
-            if len(ids) != 1:
-                return {}
-            return {ids[0]: omitted}
+            return single
         lost: dict[str, int] = {}
         whose: dict[str, str] = {}  # the KG's id of a copy -> the id of the entity asked about
         for e in entities:
@@ -354,9 +353,7 @@ class KGSet:
             src = edge.object if relation.inverse else edge.subject
             if src.id in whose:
                 lost[whose[src.id]] = lost.get(whose[src.id], 0) + 1
-        if sum(lost.values()) != omitted:  # not all accounted for: say only the total
-            return {} if len(ids) != 1 else {ids[0]: omitted}
-        return lost
+        return lost if sum(lost.values()) == omitted else single  # not all accounted for: only the total
 
     def canonical(self, entity: Entity) -> Entity:
         """The entity as the search names it: among it and its linked copies, the one in
