@@ -503,14 +503,8 @@ def _changed_data(old: Mapping, new: Mapping) -> list[str]:
         if match is not None:
             before.remove(match)
             now.remove(item)
-    pairs: list[tuple[tuple[str, str | None] | None, tuple[str, str | None] | None]] = []
-    for item in list(now):  # then by file name: the same loader reads the same names
-        match = next((b for b in before if Path(b[0]).name == Path(item[0]).name), None)
-        if match is not None:
-            before.remove(match)
-            now.remove(item)
-            pairs.append((match, item))
-    pairs += list(zip(before, now))  # then in the order read
+    # the rest in the order read (a loader reads its files in a fixed order)
+    pairs: list[tuple[tuple[str, str | None] | None, tuple[str, str | None] | None]] = list(zip(before, now))
     pairs += [(b, None) for b in before[len(now):]] + [(None, n) for n in now[len(before):]]
     out = []
     for was, is_ in pairs:
