@@ -252,6 +252,26 @@ async def test_a_round_trip_comes_back_only_on_a_pair_the_kg_stores_both_ways(tm
     assert await walk("L", "self") == ["L"]  # a self-loop, as the tree has it
 
 
+async def test_a_round_trip_comes_back_from_a_source_the_kg_did_not_cut(tmp_path):
+    """The KG's bound cut Z's spouses: Y may be one of several, so it is no answer; C lost
+    nothing, so B, its only spouse and stored both ways, comes back (before, any cut in the
+    step kept every round trip out)."""
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.state import step
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("B|spouse|C\nC|spouse|B\nY|spouse|Z\nZ|spouse|Y\n" + "".join(f"Z|spouse|z{i}\n" for i in range(4)))
+    kgs = KGSet(open_kgs([str(kb)]), max_edges=3)
+    usage = Usage()
+    node = PathNode(0, tuple(await kgs.search("B", usage, limit=1) + await kgs.search("Y", usage, limit=1)))
+    spouse = next(r for r in (await kgs.get_relations(list(node.entities), usage)).items if r.key == "spouse")
+    entities, edges, _ = await step(kgs, node, spouse, usage)
+    node = PathNode(1, entities, parent=node, relation=spouse, edges=edges, depth=1)
+    entities, edges, omitted = await step(kgs, node, spouse, usage)
+    assert omitted == 3 and ("C", "B") in {(e.subject.label, e.object.label) for e in edges}
+    assert "B" in {e.label for e in entities} and "Y" not in {e.label for e in entities}
+
+
 async def test_training_walks_each_relation_from_a_state_once():
     from traversals.llm.base import Usage
     from traversals.search.rwt.state import MemoEdges

@@ -179,8 +179,11 @@ def comes_back(node: PathNode, relation: Relation, got: Edges) -> set[tuple[str,
     of X's son" (the son): 48 % of PQ-3H's questions. MetaQA stores ``film -> person``
     only, so ``directed_by`` then ``~directed_by`` walks one stored edge twice and never
     comes back; a target among several ("the children of X's parent" meets X among his
-    siblings) is no answer either. The rule of :func:`~..provenance.reached_back`."""
-    if got.omitted:
+    siblings) is no answer either, nor is the target of a source whose edges the KG cut
+    (it may have had others: ``Edges.omitted_of``). When the KG cut edges without saying
+    whose, no source can be sure of its only target. The rule of
+    :func:`~..provenance.reached_back`."""
+    if got.omitted and not got.omitted_by_source:
         return set()
     seen = node.seen()
     steps = [((e.object, e.subject) if relation.inverse else (e.subject, e.object), e) for e in got.edges]
@@ -190,7 +193,8 @@ def comes_back(node: PathNode, relation: Relation, got: Edges) -> set[tuple[str,
     walked = {_ends(e) for n in node.path() for e in n.edges} | {_ends(e) for e in got.edges}
     # the only target of its source, by a pair stored both ways (or a self-loop)
     return {(t.kg, t.id) for (s, t), e in steps
-            if (t.kg, t.id) in seen and fanout[(s.kg, s.id)] == 1 and _ends(e)[::-1] in walked}
+            if (t.kg, t.id) in seen and fanout[(s.kg, s.id)] == 1 and not got.omitted_of(s.id)
+            and _ends(e)[::-1] in walked}
 
 
 def _ends(e: Edge) -> tuple[tuple[str, str], tuple[str, str]]:
