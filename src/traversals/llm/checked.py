@@ -20,6 +20,7 @@ import math
 from typing import Any, Sequence
 
 from ..errors import LLMError, TraversalsError
+from ..plugin_call import call_plugin
 from .base import LLM, Generation, Scores
 
 
@@ -37,18 +38,15 @@ class CheckedLLM:
         return f"LLM {getattr(self.llm, 'name', type(self.llm).__name__)!r}: {method}()"
 
     async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
-        fn = getattr(self.llm, method, None)
-        if not callable(fn):
-            raise LLMError(f"{self._where(method)} is missing: an LLM needs async generate, score and close")
-        try:
-            pending = fn(*args, **kw)
-            if not inspect.isawaitable(pending):
-                raise LLMError(f"{self._where(method)} is not async: define it with `async def`")
-            return await pending
-        except TraversalsError:
-            raise
-        except Exception as exc:
-            raise LLMError(f"{self._where(method)} raised {type(exc).__name__}: {exc}") from exc
+        """``llm.method(*args, **kw)`` awaited, its failures turned into ``LLMError``s
+        (:func:`~traversals.plugin_call.call_plugin`). Unlike a KG call
+        (:meth:`~traversals.search.kgset.KGSet._call`), no time budget is set here."""
+        return await call_plugin(
+            self.llm, method, args, kw,
+            missing=lambda: LLMError(f"{self._where(method)} is missing: an LLM needs async generate, score "
+                                     "and close"),
+            not_async=lambda _: LLMError(f"{self._where(method)} is not async: define it with `async def`"),
+            failed=lambda exc: LLMError(f"{self._where(method)} raised {type(exc).__name__}: {exc}"))
 
     async def generate(self, prompt: str, **kw: Any) -> Generation:
         got = await self._call("generate", prompt, **kw)

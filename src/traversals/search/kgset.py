@@ -48,6 +48,7 @@ from ..kg.base import (
 from ..errors import BadInput, KGError, KGTimeout, KGUnavailable, TraversalsError
 from ..kg.iris import IDENTITY_PREDICATES
 from ..llm.base import Usage
+from ..plugin_call import call_plugin
 
 
 def _norm(text: str) -> str:
@@ -155,25 +156,24 @@ class KGSet:
         return clone
 
     async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``kg.method(*args, **kwargs)`` awaited, its failures turned into named errors."""
+        """``kg.method(*args, **kwargs)`` awaited within ``self.timeout``, its failures
+        turned into named errors (:func:`~traversals.plugin_call.call_plugin`). Unlike an
+        LLM's: a missing method is ``BadInput``, each call has a time budget, and an
+        exception is sorted into ``KGTimeout`` / ``KGUnavailable`` / ``KGError``."""
         where = f"knowledge graph {kg.name!r}: {method}()"
-        fn = getattr(kg, method, None)
-        if not callable(fn):
-            raise BadInput(f"{where} is missing: a KnowledgeGraph has async search, get_relations, get_edges and close")
-        try:
-            pending = fn(*args, **kwargs)
-            if not inspect.isawaitable(pending):
-                raise KGError(f"{where} is not async: it returned {_kind(pending)} instead of a coroutine "
-                              "(define it with `async def`)")
-            return await (pending if self.timeout is None else asyncio.wait_for(pending, self.timeout))
-        except TraversalsError:
-            raise
-        except TimeoutError as e:  # asyncio.wait_for's (self.timeout) or the backend's own
-            if self.timeout is not None and not str(e):
-                raise KGTimeout(f"{where} took longer than {self.timeout:g} s") from e
-            raise _failure(where, e) from e
-        except Exception as e:
-            raise _failure(where, e) from e
+
+        def failed(e: Exception) -> KGError:
+            # asyncio.wait_for's timeout (self.timeout, no message) or the backend's own
+            if isinstance(e, TimeoutError) and self.timeout is not None and not str(e):
+                return KGTimeout(f"{where} took longer than {self.timeout:g} s")
+            return _failure(where, e)
+
+        return await call_plugin(
+            kg, method, args, kwargs, timeout=self.timeout, failed=failed,
+            missing=lambda: BadInput(f"{where} is missing: a KnowledgeGraph has async search, get_relations, "
+                                     "get_edges and close"),
+            not_async=lambda got: KGError(f"{where} is not async: it returned {_kind(got)} instead of a "
+                                          "coroutine (define it with `async def`)"))
 
     async def _search(self, kg: KnowledgeGraph, text: str, limit: int) -> list[Entity]:
         """``kg.search``, checked, at most ``limit`` distinct entities stamped with the KG's name."""
