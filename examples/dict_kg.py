@@ -68,13 +68,17 @@ class DictKG:
 
     async def get_edges(self, entities: Sequence[Entity], relation: Relation, limit: int = 50) -> Edges:
         """Edges along ``relation`` out of the entities (into them when it is inverse). Each
-        edge is stored as the KG states it: (subject, forward relation, object)."""
+        edge is stored as the KG states it: (subject, forward relation, object). At most
+        ``limit``: ``omitted`` counts the rest, ``omitted_by_source`` how many of them each
+        entity asked about lost (its id -> the count), so each gets its own "(N more not shown)"."""
         ids = {e.id for e in entities}
         found = [(s, o) for s, r, o in self.triples
                  if r == relation.id and (o if relation.inverse else s) in ids]
         edges = tuple(Edge(self.entity(s), self.relation(relation.id), self.entity(o)) for s, o in found[:limit])
         reached = tuple(dict.fromkeys(e.subject if relation.inverse else e.object for e in edges))
-        return Edges(edges, reached, omitted=max(0, len(found) - limit))
+        cut = found[limit:]
+        lost = Counter(o if relation.inverse else s for s, o in cut)  # source id -> its edges left out
+        return Edges(edges, reached, omitted=len(cut), omitted_by_source=dict(lost))
 
     async def close(self) -> None:
         pass  # release connections or files here
@@ -94,7 +98,8 @@ async def main() -> None:
     print("edges:", [(e.subject.label, e.relation.label, e.object.label) for e in edges.edges])
     nolan = edges.new_entities[0]
     films = await kg.get_edges([nolan], directed_by.reversed(), limit=1)  # walked backward, cut at 1
-    print("directed by Nolan:", [e.subject.label for e in films.edges], f"(+{films.omitted} more)")
+    print("directed by Nolan:", [e.subject.label for e in films.edges],
+          f"(+{films.omitted} more; by source: {dict(films.omitted_by_source)})")
 
 
 if __name__ == "__main__":
