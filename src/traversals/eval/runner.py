@@ -5,9 +5,10 @@ Files in ``out_dir``:
 - ``run.json`` -- the run's configuration (dataset, split, strategy, LLM spec, seed,
   limit, search hyper-parameters, version, the git commit of the code when it runs from a
   checkout (:func:`code_revision`), start time, resumes and their code), the SHA-256 of
-  each question file read (``dataset_sha256``) and which model answers (``llm_model``,
-  ``llm_sha256``: :func:`llm_identity`); a resume is refused when a setting that changes
-  the answers or the model differs, or an answered question reads differently now.
+  each question file read (``dataset_sha256``), of each KG file (``kg_sha256``:
+  :func:`kg_digests`) and which model answers (``llm_model``, ``llm_sha256``:
+  :func:`llm_identity`); a resume is refused when a setting that changes the answers or the
+  model differs, or an answered question reads differently now.
 - ``results.jsonl`` -- one JSON object per answered question, appended as each finishes
   with a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``: a line is
   either entirely there or (after a crash mid-write) a truncated tail that ``resume``
@@ -44,6 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import (
     BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped, TraversalsError,
 )
+from ..kg.factory import _split_name, check_kg_spec
 from ..llm.models import file_sha256, recorded_sha256
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .metrics import METRICS, score
@@ -597,20 +599,116 @@ def llm_identity(spec: Any, old: Mapping | None = None) -> dict[str, Any]:
         return {}
 
 
-def _same_setting(key: str, old: Any, new: Any) -> bool:
-    if key == "kg" and isinstance(old, list) and isinstance(new, list):
-        # KG specs: a file given as another path to the same file is the same KG
-        def where(spec: Any) -> str:
-            text = str(spec)
-            return str(Path(text).resolve()) if Path(text).exists() else text
-        return [where(x) for x in old] == [where(x) for x in new]
-    return old == new
+def _local_model_file(spec: Any, environ: Mapping[str, str]) -> Path | None:
+    """The model file a local ``--llm`` spec runs, resolved, whether it is there or not:
+    ``local`` and ``local:NAME`` the registry model's file in the model cache (where
+    :func:`~traversals.llm.factory.resolve_local_model` puts it), ``local:PATH`` that file;
+    None for another spec."""
+    if not isinstance(spec, str):
+        return None
+    kind, _, arg = spec.strip().partition(":")
+    if kind.strip().lower() != "local":
+        return None
+    from ..llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, model_path
+
+    name = arg.strip() or DEFAULT_MODEL
+    path = model_path(name, default_cache_dir(environ)) if name in MODELS else Path(name).expanduser()
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
+def _same_llm(old: Mapping, new: Mapping, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the ``llm`` specs of the recorded run and this one name one model: the same
+    text, or two local specs (``local``, ``local:NAME``, ``local:PATH.gguf``) that run one
+    model file -- the same ``llm_sha256`` when both runs record it (a registry model's pinned
+    hash is the hash of its file), else the same resolved path. Another model under the
+    same spec is refused by ``llm_sha256`` itself."""
+    if old.get("llm") == new.get("llm"):
+        return True
+    was, now = _local_model_file(old.get("llm"), environ), _local_model_file(new.get("llm"), environ)
+    if was is None or now is None:
+        return False
+    before, after = old.get("llm_sha256"), new.get("llm_sha256")
+    if isinstance(before, str) and isinstance(after, str):
+        return before == after
+    return was == now
+
+
+def kg_digests(specs: Sequence[Any]) -> list[str | None]:
+    """The SHA-256 of each KG spec that is a triple file (kind ``file`` of
+    :func:`~traversals.kg.factory.check_kg_spec`), None for the others (a store directory, an
+    endpoint, ``wikidata``) and for a file that cannot be read. Recorded in ``run.json`` as
+    ``kg_sha256`` beside ``kg``, so that a resume takes a KG file moved elsewhere with the same
+    content as the same KG (:func:`_kg_changes`)."""
+    out: list[str | None] = []
+    for spec in specs:
+        try:
+            kind, target, _ = check_kg_spec(str(spec))
+            out.append(file_sha256(target) if kind == "file" else None)
+        except (BadInput, OSError):
+            out.append(None)
+    return out
+
+
+def _kg_hashes(run: Mapping) -> list[str | None]:
+    """The ``kg_sha256`` a run records, one per ``kg`` spec (all None when it records none)."""
+    specs, hashes = run.get("kg"), run.get("kg_sha256")
+    n = len(specs) if isinstance(specs, list) else 0
+    if not isinstance(hashes, list) or len(hashes) != n:
+        return [None] * n
+    return [h if isinstance(h, str) else None for h in hashes]
+
+
+def _kg_where(spec: Any) -> str:
+    """A KG spec as the file it names when that file exists (any path to it), else its text."""
+    text = str(spec)
+    return str(Path(text).resolve()) if Path(text).exists() else text
+
+
+def _kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
+    """How the KGs of this run (``new``) compare with the recorded ones (``old``): whether
+    they differ, a phrase per KG file whose content differs (both paths, both hashes), and
+    each KG file found at another path with the same content (``OLD -> NEW``). A spec is the
+    same KG when it names the same file by any path, or the same text; a file at another
+    path is the same KG when both runs record its ``kg_sha256`` and the hashes (and the
+    ``NAME=`` given) agree. A run recorded without hashes compares paths only."""
+    a, b = old.get("kg"), new.get("kg")
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+        return a != b, [], []
+    differ = False
+    why: list[str] = []
+    moved: list[str] = []
+    for x, y, hx, hy in zip(a, b, _kg_hashes(old), _kg_hashes(new)):
+        if _kg_where(x) == _kg_where(y):
+            continue
+        (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
+        if hx is not None and hx == hy and nx == ny:
+            moved.append(f"{px} -> {py}")
+            continue
+        differ = True
+        if hx is not None and hy is not None and hx != hy:
+            why.append(f"KG file {px} has sha256 {hx} (recorded), {py} has {hy} (now): other triples")
+    return differ, why, moved
+
+
+def _same_setting(key: str, old: Mapping, new: Mapping) -> bool:
+    """Whether setting ``key`` agrees between the recorded run (``old``) and this one."""
+    if key == "llm":
+        return _same_llm(old, new)
+    if key == "kg":
+        return not _kg_changes(old, new)[0]
+    return bool(old[key] == new[key])
 
 
 def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
     if key == "llm_sha256":  # a hash alone does not say which model: its name too
         return (f"llm_sha256: {old[key]!r} (recorded, model {old.get('llm_model')!r}) vs {new[key]!r} "
                 f"(now, model {new.get('llm_model')!r}): another model answers")
+    if key == "kg":
+        return f"kg: {old[key]!r} (recorded) vs {new[key]!r} (now)" + "".join(
+            f" ({why})" for why in _kg_changes(old, new)[1])
     return f"{key}: {old[key]!r} (recorded) vs {new[key]!r} (now)"
 
 
@@ -618,7 +716,7 @@ def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
     diffs = [
         _setting_diff(k, old, new)
         for k in RESUME_MUST_MATCH
-        if k in old and k in new and not _same_setting(k, old[k], new[k])
+        if k in old and k in new and not _same_setting(k, old, new)
     ]
     if (resampled := _resampled(old, new)) is not None:
         diffs.append(resampled)
@@ -626,7 +724,7 @@ def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
         raise BadInput(
             f"cannot resume: {run_json} was made with different settings -- "
             + "; ".join(diffs)
-            + " (use another --out for a new run)"
+            + " (resume with the recorded settings, or use another --out for a new run)"
         )
 
 
@@ -652,13 +750,20 @@ async def _make_solver(factory: Any) -> Any:
 
 
 class _Progress:
-    """tqdm on stderr with running Hits@1; silent when disabled or not a TTY."""
+    """tqdm on stderr with running Hits@1; silent when disabled or not a TTY.
+
+    It counts questions, not rows: ``results.jsonl`` may hold several rows of one id (an
+    error row answered again, rows of an older version), and as in :func:`summarize` the
+    first row of each id is the one that counts -- so the bar never passes ``total`` and
+    says as many answered as the summary does."""
 
     def __init__(self, enabled: bool, total: int, done_rows: list[dict]):
         self.bar = None
-        self.hits = sum(_num(r.get("hits@1")) for r in done_rows)
-        self.count = len(done_rows)
-        self.errors = sum(1 for r in done_rows if r.get("error"))
+        self.seen: set[Any] = set()
+        self.hits = 0.0
+        self.errors = 0
+        for row in done_rows:
+            self._add(row)
         if enabled and total and sys.stderr.isatty():
             try:
                 from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type hints
@@ -667,16 +772,27 @@ class _Progress:
             self.bar = tqdm(total=total, initial=self.count, file=sys.stderr, unit="q", dynamic_ncols=True)
             self._postfix()
 
+    @property
+    def count(self) -> int:
+        """How many distinct questions are done."""
+        return len(self.seen)
+
+    def _add(self, row: Mapping) -> bool:
+        """Count ``row`` unless its question is counted already; True when it was new."""
+        if row.get("id") in self.seen:
+            return False
+        self.seen.add(row.get("id"))
+        self.hits += _num(row.get("hits@1"))
+        self.errors += 1 if row.get("error") else 0
+        return True
+
     def _postfix(self) -> None:
         if self.bar is not None:
             acc = self.hits / self.count if self.count else 0.0
             self.bar.set_postfix_str(f"hits@1={100 * acc:.1f}% err={self.errors}", refresh=False)
 
     def update(self, row: Mapping) -> None:
-        self.count += 1
-        self.hits += _num(row.get("hits@1"))
-        self.errors += 1 if row.get("error") else 0
-        if self.bar is not None:
+        if self._add(row) and self.bar is not None:
             self._postfix()
             self.bar.update(1)
 
@@ -720,7 +836,10 @@ async def run_eval(
     ``run.json`` records the SHA-256 of each question file read (``dataset_sha256``) and,
     for an ``llm`` spec that names a model (``local``, ``local:NAME``, ``local:PATH.gguf``,
     ``openai:MODEL``), which model answers (:func:`llm_identity`). A resume with another
-    model file is refused. Over question files whose content changed, a resume is refused
+    model file is refused; two local specs of one model file (``local`` and ``local:PATH`` of
+    the default model's file) are one model (:func:`_same_llm`). A KG file found at another
+    path with the content ``kg_sha256`` recorded is the same KG (:func:`_kg_changes`). Over
+    question files whose content changed, a resume is refused
     when an answered question is gone or reads differently now (unless ``changed_data_ok``);
     added questions are answered and edited gold re-scores the answered rows. A run recorded
     without hashes is not checked.
@@ -751,6 +870,8 @@ async def run_eval(
             "concurrency": concurrency,
         }
     )
+    if isinstance(cfg["kg"], list):  # a KG file's content: the same KG when it moves (resume)
+        cfg["kg_sha256"] = kg_digests(cfg["kg"])
     cfg.setdefault("version", _version())
     code = code_revision()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -777,6 +898,7 @@ async def run_eval(
             cfg.setdefault(key, value)
         if resume and run_path.exists():
             _check_resume(old, cfg, run_path)
+            moved = _kg_changes(old, cfg)[2]
             cfg["started"] = old.get("started", now)
             cfg["resumed"] = [*old.get("resumed", []), now]
             cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
@@ -786,6 +908,7 @@ async def run_eval(
         else:
             cfg["started"] = now
             cfg["code"] = code
+            moved = []
 
         size = results_path.stat().st_size if resume and results_path.exists() else 0
         rows = read_results(results_path, repair=True) if resume else []
@@ -809,7 +932,8 @@ async def run_eval(
                   f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
                   + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else "")
                   + (f" ({regolded} answer(s) scored against the edited gold)" if regolded else "")
-                  + (f" ({rescored} answer(s) scored again with the current metrics)" if rescored else ""),
+                  + (f" ({rescored} answer(s) scored again with the current metrics)" if rescored else "")
+                  + (f" (KG file moved, same content: {', '.join(moved)})" if moved else ""),
                   file=sys.stderr)
 
         info = {

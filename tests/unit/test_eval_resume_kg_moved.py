@@ -1,0 +1,95 @@
+"""A KG file that moved is the same KG when its content is: run.json records the SHA-256 of
+each KG file (``kg_sha256``), and a resume that finds the KG at another path compares the
+hashes -- the same content goes on, other content is refused naming both paths. A run
+recorded without the hashes compares paths, as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from traversals.errors import BadInput
+from traversals.eval.runner import kg_digests, run_eval
+
+from .test_runner import FakeSolver, make_dataset
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def first_run(tmp_path: Path, spec: str = "{}") -> tuple[Path, Path]:
+    """A run of two questions over ``a/kb.txt``: the KG file and the run directory."""
+    kb = tmp_path / "a" / "kb.txt"
+    kb.parent.mkdir()
+    kb.write_text("Alpha|directed_by|Ann Lee\n")
+    out = tmp_path / "run"
+    await run_eval(make_dataset(4), FakeSolver(), out, limit=2, progress=False,
+                   config={"strategy": "tree", "llm": "x", "kg": [spec.format(kb)]})
+    return kb, out
+
+
+async def resume(out: Path, spec: str, limit: int, *, progress: bool = False):
+    return await run_eval(make_dataset(4), FakeSolver(), out, resume=True, limit=limit, progress=progress,
+                          config={"strategy": "tree", "llm": "x", "kg": [spec]})
+
+
+async def test_a_kg_file_moved_with_its_content_resumes(tmp_path, capsys):
+    kb, out = await first_run(tmp_path)
+    assert json.loads((out / "run.json").read_text())["kg_sha256"] == [sha(kb)]
+    moved = tmp_path / "b" / "kb.txt"
+    moved.parent.mkdir()
+    os.replace(kb, moved)
+    s = await resume(out, str(moved), 3, progress=True)
+    assert s.n == 3
+    assert f"KG file moved, same content: {kb} -> {moved}" in capsys.readouterr().err
+    run = json.loads((out / "run.json").read_text())
+    assert run["kg"] == [str(moved)] and run["kg_sha256"] == [sha(moved)]
+
+
+async def test_a_kg_file_of_other_content_at_another_path_is_refused_naming_both(tmp_path):
+    kb, out = await first_run(tmp_path)
+    before = sha(kb)
+    other = tmp_path / "c" / "kb.txt"
+    other.parent.mkdir()
+    other.write_text("Alpha|directed_by|Bo Ray\n")
+    with pytest.raises(BadInput) as e:
+        await resume(out, str(other), 3)
+    msg = str(e.value)
+    assert f"kg: [{str(kb)!r}] (recorded) vs [{str(other)!r}] (now)" in msg
+    assert f"KG file {kb} has sha256 {before} (recorded), {other} has {sha(other)} (now)" in msg
+
+
+async def test_a_named_kg_keeps_its_name_when_it_moves(tmp_path):
+    kb, out = await first_run(tmp_path, "movies={}")
+    moved = tmp_path / "b.txt"
+    os.replace(kb, moved)
+    with pytest.raises(BadInput, match="kg: "):  # the name is in the prompts of several KGs
+        await resume(out, f"films={moved}", 3)
+    assert (await resume(out, f"movies={moved}", 3)).n == 3
+
+
+async def test_a_run_recorded_without_kg_hashes_compares_paths(tmp_path):
+    kb, out = await first_run(tmp_path)
+    run = json.loads((out / "run.json").read_text())
+    del run["kg_sha256"]  # as an older version recorded it
+    (out / "run.json").write_text(json.dumps(run))
+    moved = tmp_path / "b.txt"
+    os.replace(kb, moved)
+    with pytest.raises(BadInput, match="kg: "):
+        await resume(out, str(moved), 3)
+    os.replace(moved, kb)
+    assert (await resume(out, str(kb), 3)).n == 3
+
+
+def test_only_kg_files_are_hashed(tmp_path):
+    kb = tmp_path / "kb.nt"
+    kb.write_text("<http://e/a> <http://e/r> <http://e/b> .\n")
+    store = tmp_path / "store"
+    store.mkdir()
+    specs = [str(kb), f"m={kb}", "wikidata", "http://127.0.0.1:9/sparql", str(store), "missing.txt", "freebase"]
+    assert kg_digests(specs) == [sha(kb), sha(kb), None, None, None, None, None]
