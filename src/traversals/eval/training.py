@@ -8,12 +8,21 @@ report how well each round generalises. The reward of a state is the F1 of its e
 against the gold answers (:func:`.metrics.f1`). With ``--synthetic N`` no benchmark is read:
 the questions are made from random walks over ``--kg`` by :mod:`.synthetic`, their gold
 answers the walks' ends.
+
+After every round the model is written to ``--out`` and, beside it, the training's state
+(``FILE.state.json.gz``: every example so far as question, head, path and target, and the
+state of the random draws). ``--resume`` goes on from the rounds the model holds when it
+was trained with the same settings (:func:`_settings_differ`; ``--rounds`` may be higher):
+the rounds done are not searched again, and the model is the one an uninterrupted training
+writes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import hashlib
 import json
 import os
 import random
@@ -31,14 +40,16 @@ from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, prepare_l
 from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
-from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion
-from ..search.rwt.valuemodel import ListedWords, ValueModel, is_model_file
+from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion, TrainState, fingerprint
+from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_file
 from .commands import add_question_flags
 from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
 
 SKIP, LIMIT = 100, 200  # --skip and --limit by default
+STATE_SUFFIX = ".state.json.gz"  # beside the model: what --resume needs (:func:`state_path`)
+STATE_FORMAT = "traversals-rwt-train-state/1"
 
 
 def add_training_command(subparsers: Any) -> None:
@@ -75,7 +86,11 @@ def add_training_command(subparsers: Any) -> None:
                      help="where the walks' questions (STEM.questions.jsonl) and the LLM's relation phrasings "
                           "(STEM.phrasings.json, reused by a rerun) go (default: the --out path)")
     add_llm_flags(syn)
-    tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON)")
+    tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON); beside it "
+                    f"FILE{STATE_SUFFIX}, the examples of the rounds done, for --resume")
+    tv.add_argument("--resume", action="store_true",
+                    help="go on from the rounds the model at --out holds, if it was trained with the same settings "
+                         "(--rounds may be higher); no model there: train from round 1")
     tv.set_defaults(func=cmd_train_value)
 
 
@@ -178,7 +193,8 @@ def interrupted(progress: _Progress) -> str:
     if progress.stage == "training":
         at = f"interrupted in round {progress.rounds + 1} of {progress.total}"
         if progress.rounds:
-            return f"{at}: {out} holds the model of round {progress.rounds}"
+            return (f"{at}: {out} holds the model of round {progress.rounds}; the same command with --resume goes "
+                    f"on from round {progress.rounds + 1}")
         return f"{at}: no model was written{before}"
     return f"interrupted before training: no model was written{before}"
 
@@ -229,9 +245,10 @@ async def _synthetic_questions(args: argparse.Namespace, kgs: KGSet,
               f"relations with the keys walked here were reused; move it away to have them phrased over this KG",
               file=sys.stderr)
     training = [TrainingQuestion(f"synthetic:{q.index}", q.question, (q.entity(),),
-                                 gold_reward([[a] for a in q.answers])) for q in made]
-    meta = {"synthetic": {"questions": len(made), "hops": {str(h): n for h, n in sorted(hops.items())},
-                          "llm": args.llm, "questions_file": str(questions_file), "phrasings": str(phrasings),
+                                 gold_reward([[a] for a in q.answers]), gold=q.answers) for q in made]
+    meta = {"synthetic": {"asked": args.synthetic, "questions": len(made),
+                          "hops": {str(h): n for h, n in sorted(hops.items())}, "llm": args.llm,
+                          "questions_file": str(questions_file), "phrasings": str(phrasings),
                           "max_hops": cfg.max_hops, "seed": cfg.seed, "paraphrases": cfg.paraphrases,
                           "passes": cfg.passes, "calibrated_check": cfg.calibrated_check}}
     return training, meta, listed
@@ -307,11 +324,129 @@ def _can_write(flag: str, path: Path) -> None:
                 pass
 
 
+def state_path(out: str | Path) -> Path:
+    """Where the training state of the model file ``out`` goes (``FILE.state.json.gz``)."""
+    return Path(str(out) + STATE_SUFFIX)
+
+
+def _write_state(path: Path, state: TrainState, settings: dict, model_sha256: str) -> None:
+    """The training state after a round, through a temporary file (whole or as it was), with
+    the settings of the training and the SHA-256 of the model file it goes with."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
+            json.dump({"format": STATE_FORMAT, "model_sha256": model_sha256, "settings": settings, **state.to_json()},
+                      f, ensure_ascii=False, separators=(",", ":"))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+#: the settings a model's ``meta`` records, as the flags that set them (what --resume compares)
+_SETTING_FLAGS = {
+    "datasets": "the datasets", "split": "--split", "answerable_only": "--answerable-only",
+    "sample_seed": "--sample-seed", "skip": "--skip", "limit": "--limit", "kg": "--kg", "heldout": "--heldout",
+    "config.trees": "--trees", "config.max_hops": "--max-hops", "config.seed": "--seed",
+    "synthetic.asked": "--synthetic", "synthetic.llm": "--llm", "synthetic.max_hops": "--max-hops",
+    "synthetic.seed": "--seed", "synthetic.questions": "the number of synthetic questions made",
+    "synthetic.hops": "the hops of the synthetic questions", "train_questions": "the number of training questions",
+    "heldout_questions": "the number of held-out questions",
+    "questions_sha256": "the training questions (their wording, linked entities or gold answers)",
+}
+#: recorded, not compared: --rounds may grow, and where the synthetic questions were written does not matter
+_UNCHECKED = frozenset({"config.rounds", "synthetic.questions_file", "synthetic.phrasings"})
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    if isinstance(value, str) and len(value) == 64:  # a SHA-256
+        return value[:12]
+    return "nothing" if value is None else str(value)
+
+
+def _settings_differ(old: dict, new: dict) -> str | None:
+    """The first setting of ``new`` (this run's, or those known so far) that ``old`` (a
+    model's ``meta``) records otherwise, in words; None when they agree."""
+    if ("synthetic" in old) != ("synthetic" in new):
+        def source(m: dict) -> str:
+            return "synthetic questions (--synthetic)" if "synthetic" in m else _shown(m.get("datasets"))
+        return f"the model was trained on {source(old)}, this run trains on {source(new)}"
+    for key, value in new.items():
+        if key in ("config", "synthetic") and isinstance(value, dict):
+            recorded = old.get(key)
+            was: dict = recorded if isinstance(recorded, dict) else {}
+            pairs = [(f"{key}.{k}", was.get(k), v) for k, v in value.items()]
+        else:
+            pairs = [(key, old.get(key), value)]
+        for name, then, now in pairs:
+            if name not in _UNCHECKED and then != now:
+                flag = _SETTING_FLAGS.get(name, f"the training's {name.split('.')[-1]} (fixed by traversals)")
+                return f"{flag}: the model was trained with {_shown(then)}, this run has {_shown(now)}"
+    return None
+
+
+def _refuse_other(out: Path, old: dict, new: dict) -> None:
+    why = _settings_differ(old, new)
+    if why is not None:
+        raise BadInput(f"cannot resume {out}: {why}; give the settings it was trained with (only --rounds may "
+                       "differ), or train again without --resume")
+
+
+def _model_to_resume(out: Path, known: dict) -> ValueModel | None:
+    """``--resume``: the model at ``out`` to go on from, the settings ``known`` before any
+    work checked against its own; None (a note said so) when ``out`` holds no model yet."""
+    if not out.exists() or out.stat().st_size == 0:
+        print(f"note: --resume: {out} holds no model yet: training from round 1", file=sys.stderr)
+        return None
+    model = ValueModel.load(out)
+    if "questions_sha256" not in model.meta or not isinstance(model.meta.get("rounds"), list):
+        raise BadInput(f"cannot resume {out}: it does not record the settings --resume checks (written by an older "
+                       "traversals, or not by train-value): train again without --resume")
+    if model.version != FEATURES:
+        raise BadInput(f"cannot resume {out}: it was trained on feature set {model.version}, this traversals trains "
+                       f"on {FEATURES}: train again without --resume")
+    _refuse_other(out, model.meta, known)
+    return model
+
+
+def _state_to_resume(out: Path, model: ValueModel, settings: dict) -> TrainState:
+    """The training state beside ``model`` (read from ``out``), once this run's ``settings``
+    are found the same as the model's and the state's: the state of the model's last round
+    or, when an interruption came between writing the model and its state, of the round
+    before (that round is then trained again, to the same model)."""
+    _refuse_other(out, model.meta, settings)
+    path = state_path(out)
+    again = "train again without --resume"
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise BadInput(f"cannot resume {out}: {path}, the examples of the rounds it holds (written beside the model "
+                       f"after every round), is missing: {again}") from None
+    except (OSError, EOFError, ValueError) as e:
+        raise BadInput(f"cannot resume {out}: {path} cannot be read ({e}): {again}") from None
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or not isinstance(data.get("settings"), dict):
+        raise BadInput(f"cannot resume {out}: {path} is not a training state ({STATE_FORMAT!r} expected): {again}")
+    state = TrainState.from_json(data, str(path))
+    done = len(model.meta["rounds"])
+    linked = data.get("model_sha256") == model.sha256 and state.rounds == done
+    if not linked and state.rounds != done - 1:  # one behind: interrupted between the two writes
+        raise BadInput(f"cannot resume {out}: {path} is not the state of the model it holds (the state of round "
+                       f"{state.rounds} of another training, the model of round {done}): {again}")
+    _refuse_other(out, data["settings"], settings)
+    if state.rounds < done:
+        print(f"note: {path} holds round {state.rounds}: the run that wrote the model of round {done} was "
+              f"interrupted before its state was written, so round {done} is trained again", file=sys.stderr)
+    return state
+
+
 async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
     from ..kg.factory import open_kgs
 
     _check_flags(args)
-    progress_of.existed = is_model_file(args.out) and Path(args.out).stat().st_size > 0
+    out = Path(args.out)
+    progress_of.existed = is_model_file(args.out) and out.stat().st_size > 0
     if args.synthetic is not None:
         if args.datasets:
             raise BadInput("--synthetic makes its own questions: name no benchmark")
@@ -321,8 +456,27 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             raise BadInput("--synthetic N needs N >= 1")
         picked: list[Question] = []
         specs = list(args.kg)
+        source: dict[str, Any] = {"synthetic": {"asked": args.synthetic, "llm": args.llm, "max_hops": args.max_hops,
+                                                "seed": args.seed}}  # the rest once the questions are made
     else:
         picked, specs = _benchmark_questions(args)
+        source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
+                  "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
+    cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
+    known = {**source, "kg": specs, "heldout": args.heldout, "config": dict(cfg.__dict__)}
+    previous = _model_to_resume(out, known) if args.resume else None
+    if previous is not None:
+        held = len(previous.meta["rounds"])
+        if held >= cfg.rounds:
+            more = "" if held == cfg.rounds else f", more than the {cfg.rounds} asked"
+            print(f"{out} already holds the model of {held} round{'' if held == 1 else 's'}{more}: nothing to train "
+                  "(a higher --rounds trains more)")
+            return 0
+    elif progress_of.existed and not args.resume:
+        held = _rounds_held(out)
+        if held and held < cfg.rounds:
+            print(f"note: {out} holds the model of round {held}: it is trained again from round 1 (--resume goes on "
+                  "from the rounds it holds, if they were trained with the same settings)", file=sys.stderr)
     kgs_list = open_kgs(specs, **remote_kg_options(args))
     try:
         kgs = KGSet(kgs_list)
@@ -341,14 +495,12 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             for q in picked:
                 entities = await link(kgs, q)
                 if entities:
-                    linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold)))
+                    linked.append(TrainingQuestion(q.id, q.text, entities, gold_reward(q.gold), gold=q.gold_json()))
             if not picked:
                 raise BadInput(f"no training question was selected (--skip {args.skip}, --limit {args.limit})")
             if not linked:
                 raise BadInput(f"none of the {len(picked)} training questions could be linked to {', '.join(specs)}: "
                                "no entity's label matches their mentions")
-            source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
-                      "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
             left = f"; {no_gold} without gold answers, not trained on" if no_gold else ""
             unlinked = f" ({len(picked) - len(linked)} not linked{left}) from {', '.join(args.datasets)}"
         random.Random(args.seed).shuffle(linked)
@@ -356,24 +508,35 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
-        cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
-        out = Path(args.out)
+        settings = {**source, "kg": specs, "train_questions": len(train), "heldout_questions": len(heldout),
+                    "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
+                    "config": dict(cfg.__dict__)}
+        resume = None if previous is None else _state_to_resume(out, previous, settings)
+        if resume is not None:
+            done_rounds = "round 1" if resume.rounds == 1 else f"rounds 1-{resume.rounds}"
+            print(f"resuming {out} from round {resume.rounds + 1} of {cfg.rounds} (the examples of {done_rounds} "
+                  f"read back from {state_path(out)})", file=sys.stderr)
+            progress_of.rounds = resume.rounds
         progress_of.stage, progress_of.total = "training", cfg.rounds
         started = time.perf_counter()
+        trainer = Trainer(kgs, cfg, synonyms=listed)
 
         def progress(i: int, n: int) -> None:
             if sys.stderr.isatty():
                 print(f"\r  {i}/{n} questions", end="", file=sys.stderr, flush=True)
 
         def done(report: RoundReport, model: ValueModel) -> None:
-            model.meta.update({
-                **source, "kg": specs, "train_questions": len(train), "heldout_questions": len(heldout),
-                "config": dict(cfg.__dict__),
-            })
+            model.meta.update(settings)
             try:
                 model.save(out)  # after every round: an interrupted training keeps its last round
             except OSError as e:
                 raise BadInput(f"cannot write the model of round {report.round} to {out} "
+                               f"({e.strerror or type(e).__name__})") from None
+            assert trainer.state is not None
+            try:  # after the model, with the SHA-256 of its file: a state is only ever read with its model
+                _write_state(state_path(out), trainer.state, settings, hashlib.sha256(out.read_bytes()).hexdigest())
+            except OSError as e:
+                raise BadInput(f"cannot write the training state of round {report.round} to {state_path(out)} "
                                f"({e.strerror or type(e).__name__})") from None
             progress_of.rounds = report.round
             print(("\r" if sys.stderr.isatty() else "") + report.format(), file=sys.stderr)
@@ -382,13 +545,22 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                       "hops, so the model learns only what is wrong: check that the answers are the KG's labels "
                       "(or raise --max-hops)", file=sys.stderr)
 
-        await Trainer(kgs, cfg, synonyms=listed).train(train, heldout, on_round=done, on_question=progress)
+        await trainer.train(train, heldout, on_round=done, on_question=progress, resume=resume)
         print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "
               f"--value-model {out} (strategies tree, chain, beam, mcts)")
         return 0
     finally:
         for kg in kgs_list:
             await kg.close()
+
+
+def _rounds_held(out: Path) -> int:
+    """How many rounds the model at ``out`` holds (0: none, or not a readable model)."""
+    try:
+        rounds = ValueModel.load(out).meta.get("rounds")
+    except BadInput:
+        return 0
+    return len(rounds) if isinstance(rounds, list) else 0
 
 
 def cmd_train_value(args: argparse.Namespace) -> int:

@@ -24,24 +24,35 @@ reveal; the next round searches with the new model. What differs from the paper,
   walked later is not in it), stored with the model; with ``synonyms`` (the other words
   the LLM gave for each relation when the questions were made, :class:`.valuemodel.ListedWords`)
   it also reads the telling ones among them (:func:`.valuemodel.synonym_lexicon`, feature set 6).
+
+A training goes on after an interruption from its :class:`TrainState` (``train(resume=…)``):
+the examples of the rounds done, kept compactly as (question, head, path, target) and
+featurised again, the state of the random draws of trees and paths, and the rounds'
+figures. Round ``k + 1`` fits afresh on all rounds' examples with the seed ``seed + k``,
+so the model of the last round done is fitted again from them, bit for bit, and the
+rounds after it are those of an uninterrupted training (given a KG that answers alike).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from ...errors import BadInput
 from ...kg.base import Entity, Relation
 from ...llm.base import Usage
 from ..kgset import KGSet
 from .state import MemoEdges, PathNode, offered_relations, step
-from .valuemodel import (Example, ListedWords, ValueModel, features, fit, path_keys, question_words, relation_lexicon,
-                         synonym_lexicon)
+from .valuemodel import (HEADS, Example, ListedWords, ValueModel, features, fit, path_keys, question_words,
+                         relation_lexicon, synonym_lexicon)
 
 Reward = Callable[[Sequence[Entity]], float]
+#: one training target: the head, the relation path and the value to predict
+Target = tuple[str, tuple[str, ...], float]
 
 
 @dataclass
@@ -66,6 +77,53 @@ class TrainingQuestion:
     text: str
     entities: tuple[Entity, ...]  # the linked question entities (the root state)
     reward: Reward
+    gold: object = None  # what ``reward`` compares with, for :func:`fingerprint` (not read otherwise)
+
+
+def fingerprint(questions: Sequence[TrainingQuestion]) -> str:
+    """SHA-256 of the questions in order — id, text, linked entities and ``gold`` — for a
+    resumed training to check it trains on the questions it trained on."""
+    rows = [[q.id, q.text, [[e.kg, e.id] for e in q.entities], q.gold] for q in questions]
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False, default=repr).encode()).hexdigest()
+
+
+@dataclass
+class TrainState:
+    """What a training needs to go on after round ``rounds`` (:meth:`Trainer.train`'s
+    ``resume``): every example so far as (index of its question, head, path, target), in
+    the order fitted; the state of the random draws of the trees and solution paths; each
+    round's figures (:class:`RoundReport`); and the lexicons fixed in round 1."""
+
+    rounds: int
+    targets: list[tuple[int, str, tuple[str, ...], float]]
+    rng: tuple
+    history: list[dict]
+    lexicon: dict[str, list[str]]
+    synonyms: dict[str, list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        version, internal, gauss = self.rng
+        return {"rounds": self.rounds, "rng": [version, list(internal), gauss], "history": self.history,
+                "lexicon": self.lexicon, "synonyms": self.synonyms,
+                "examples": [[i, head, list(path), target] for i, head, path, target in self.targets]}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "the training state") -> "TrainState":
+        """The state :meth:`to_json` gave, or :class:`BadInput` naming what is wrong."""
+        try:
+            version, internal, gauss = data["rng"]
+            targets = [(int(i), str(head), tuple(str(r) for r in path), float(target))
+                       for i, head, path, target in data["examples"]]
+            state = cls(int(data["rounds"]), targets, (version, tuple(internal), gauss), list(data["history"]),
+                        dict(data["lexicon"]), dict(data["synonyms"]))
+            random.Random().setstate(state.rng)
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInput(f"{where} is damaged ({type(e).__name__}: {e})") from None
+        if bad := next((t for t in state.targets if t[1] not in HEADS or t[0] < 0), None):
+            raise BadInput(f"{where} is damaged (example {list(bad)!r})")
+        if state.rounds < 1 or len(state.history) != state.rounds:
+            raise BadInput(f"{where} is damaged ({state.rounds} rounds, the figures of {len(state.history)})")
+        return state
 
 
 @dataclass
@@ -108,6 +166,7 @@ class Trainer:
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
         self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
         self.labels: dict[str, str] = {}  # relation id -> forward label, of every relation offered
+        self.state: TrainState | None = None  # after each round, what a resumed training needs
 
     def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...]) -> float:
         return 0.0 if model is None else model.search_value(words, path, final=len(path) >= self.config.max_hops)
@@ -155,12 +214,9 @@ class Trainer:
             if not beam:
                 break
 
-    def examples(self, tree: Tree, rng: random.Random, lexicon: dict[str, list[str]] | None = None,
-                 synonyms: dict[str, list[str]] | None = None) -> list[Example]:
-        """Solution paths of a tree as training targets (deduplicated by head and path),
-        featurised with the relations ``lexicon`` and ``synonyms`` say the question names."""
+    def targets(self, tree: Tree, rng: random.Random) -> list[Target]:
+        """Solution paths of a tree as training targets (deduplicated by head and path)."""
         cfg = self.config
-        words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
         bad = [p for p, r in tree.rewards.items() if r < cfg.correct and tree.nodes[p].entities]
         ends = rng.sample(good, min(cfg.positives, len(good))) + rng.sample(bad, min(cfg.negatives, len(bad)))
@@ -172,8 +228,22 @@ class Trainer:
                 below = tree.best_below(path)
                 if below is not None and t < cfg.max_hops:
                     targets[("go", path)] = below
+        return [(head, path, target) for (head, path), target in targets.items()]
+
+    @staticmethod
+    def featurise(question: TrainingQuestion, targets: Sequence[Target], lexicon: dict[str, list[str]] | None = None,
+                  synonyms: dict[str, list[str]] | None = None) -> list[Example]:
+        """A question's ``targets`` as examples, with the relations ``lexicon`` and ``synonyms``
+        say the question names."""
+        words = question_words(question.text, [e.label for e in question.entities])
         return [Example(features(words, list(path), head, lexicon=lexicon, synonyms=synonyms), target)
-                for (head, path), target in targets.items()]
+                for head, path, target in targets]
+
+    def examples(self, tree: Tree, rng: random.Random, lexicon: dict[str, list[str]] | None = None,
+                 synonyms: dict[str, list[str]] | None = None) -> list[Example]:
+        """Solution paths of a tree as training targets (deduplicated by head and path),
+        featurised with the relations ``lexicon`` and ``synonyms`` say the question names."""
+        return self.featurise(tree.question, self.targets(tree, rng), lexicon, synonyms)
 
     @staticmethod
     def _chosen_path(tree: Tree, model: ValueModel) -> tuple[str, ...] | None:
@@ -192,6 +262,35 @@ class Trainer:
         path = self._chosen_path(tree, model)
         return 0.0 if path is None else tree.rewards[path]
 
+    def _fitted(self, data: Sequence[Example], rnd: int, lexicon: dict[str, list[str]],
+                synonyms: dict[str, list[str]], history: list[dict]) -> ValueModel:
+        """The model of round ``rnd + 1``: fitted afresh on all rounds' examples."""
+        model = fit(data, epochs=self.config.epochs, seed=self.config.seed + rnd)
+        model.check_schema = False  # a relation first walked in a later round is expected
+        model.meta["lexicon"] = lexicon
+        if synonyms:
+            model.meta["synonyms"] = synonyms
+        if history:
+            model.meta["rounds"] = list(history)
+        return model
+
+    def restore(self, questions: Sequence[TrainingQuestion], state: TrainState) -> tuple[ValueModel, list[Example]]:
+        """The model of round ``state.rounds`` and the examples it was fitted on, from ``state``
+        (the examples featurised again, the model fitted again: both as they were)."""
+        if bad := next((t for t in state.targets if t[0] >= len(questions)), None):
+            raise BadInput(f"the training state names question {bad[0] + 1}, of {len(questions)} training questions")
+        data: list[Example] = []
+        words: dict[int, list[str]] = {}
+        for i, head, path, target in state.targets:
+            if i not in words:
+                q = questions[i]
+                words[i] = question_words(q.text, [e.label for e in q.entities])
+            data.append(Example(features(words[i], list(path), head, lexicon=state.lexicon, synonyms=state.synonyms),
+                                target))
+        if not data:
+            raise BadInput("the training state holds no example")
+        return self._fitted(data, state.rounds - 1, state.lexicon, state.synonyms, state.history), data
+
     async def train(
         self,
         questions: Sequence[TrainingQuestion],
@@ -199,15 +298,26 @@ class Trainer:
         *,
         on_round: Callable[[RoundReport, ValueModel], Awaitable[None] | None] | None = None,
         on_question: Callable[[int, int], None] | None = None,
+        resume: TrainState | None = None,
     ) -> ValueModel:
+        """Train ``config.rounds`` rounds; with ``resume``, those after ``resume.rounds`` (the
+        same ``questions``, in the same order, as the training it is the state of)."""
         cfg = self.config
         rng = random.Random(cfg.seed)
         model: ValueModel | None = None
         data: list[Example] = []
+        targets: list[tuple[int, str, tuple[str, ...], float]] = []
         history: list[dict] = []
         lexicon: dict[str, list[str]] | None = None
         synonyms: dict[str, list[str]] = {}
-        for rnd in range(cfg.rounds):
+        first = 0
+        if resume is not None:
+            model, data = self.restore(questions, resume)
+            rng.setstate(resume.rng)
+            targets, history = list(resume.targets), list(resume.history)
+            lexicon, synonyms, first = resume.lexicon, resume.synonyms, resume.rounds
+            self.state = resume
+        for rnd in range(first, cfg.rounds):
             started = time.perf_counter()
             trees = []
             for i, q in enumerate(questions):
@@ -220,16 +330,14 @@ class Trainer:
             if lexicon is None:  # the first round's relations; every round's data reads the same
                 lexicon = relation_lexicon(self.labels)
                 synonyms = synonym_lexicon(lexicon, self.listed) if self.listed else {}
-            for tree in trees:
-                data.extend(self.examples(tree, rng, lexicon, synonyms))
+            for i, tree in enumerate(trees):
+                got = self.targets(tree, rng)
+                targets += [(i, head, path, target) for head, path, target in got]
+                data += self.featurise(tree.question, got, lexicon, synonyms)
             if not data:  # an empty model would rate every state 0.5, and be written as if trained
                 raise BadInput(f"no training example: the trees of the {len(questions)} questions reached no entity "
                                "from the questions' entities: do those entities have relations in the KG?")
-            model = fit(data, epochs=cfg.epochs, seed=cfg.seed + rnd)
-            model.check_schema = False  # a relation first walked in a later round is expected
-            model.meta["lexicon"] = lexicon
-            if synonyms:
-                model.meta["synonyms"] = synonyms
+            model = self._fitted(data, rnd, lexicon, synonyms, [])
             held_trees = []
             for q in heldout:  # searched with the new model (a share epsilon of the relations still at
                 # random, as in training: inference has none), then read by its stop head
@@ -247,6 +355,7 @@ class Trainer:
             )
             history.append(dict(report.__dict__))
             model.meta["rounds"] = list(history)
+            self.state = TrainState(rnd + 1, list(targets), rng.getstate(), list(history), lexicon, synonyms)
             if on_round:
                 maybe = on_round(report, model)
                 if maybe is not None:
