@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
-from .eval.runner import read_results
+from .eval.runfiles import read_results
 from .search.events import action_parts
 
 __all__ = ["answer_node_id", "render_run", "render_trace", "write_run_view", "write_trace_view"]

@@ -10,7 +10,8 @@ import json
 import sys
 import types
 
-from traversals.eval.runner import read_results, run_eval
+from traversals.eval.runfiles import read_results
+from traversals.eval.runner import run_eval
 
 from .test_runner import FakeSolver, make_dataset
 

@@ -13,7 +13,8 @@ import pytest
 
 from traversals.errors import BadInput
 from traversals.eval.datasets import load_dataset
-from traversals.eval.runner import read_results, run_eval
+from traversals.eval.runfiles import read_results
+from traversals.eval.runner import run_eval
 
 from .test_runner import FakeSolver
 

@@ -11,7 +11,8 @@ import os
 import pytest
 
 from traversals.eval.datasets import Dataset, Gold, Question
-from traversals.eval.runner import ResultsFile, read_results, run_eval, trace_names
+from traversals.eval.runfiles import ResultsFile, read_results, trace_names
+from traversals.eval.runner import run_eval
 
 from .test_runner import FakeSolver, make_dataset
 
@@ -108,7 +109,7 @@ async def test_a_swallowed_cancellation_records_no_error_and_asks_no_more(tmp_pa
 
 
 def test_a_summary_is_complete_when_every_selected_question_has_a_row_not_when_rows_are_many():
-    from traversals.eval.runner import Summary
+    from traversals.eval.runfiles import Summary
 
     # rows of an earlier, larger --limit count in n, but a selected question without a row
     # (a resume with a smaller --limit and --retry-errors, interrupted) is still to answer

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from traversals.errors import BadInput
-from traversals.eval.runner import kg_digests, run_eval
+from traversals.eval.resume import kg_digests
+from traversals.eval.runner import run_eval
 
 from .test_runner import FakeSolver, make_dataset
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from traversals.errors import BadInput
-from traversals.eval.runner import _gguf_sha256, llm_identity, run_eval
+from traversals.eval.resume import _gguf_sha256, llm_identity
+from traversals.eval.runner import run_eval
 from traversals.llm.models import DEFAULT_MODEL, MODELS
 
 from .test_runner import FakeSolver, make_dataset
@@ -50,9 +51,9 @@ async def test_a_gguf_replaced_in_place_is_another_model(tmp_path):
 async def test_a_registry_model_is_named_without_reading_it(tmp_path, monkeypatch):
     """``--llm local`` is whichever model is the default of the version that runs: the
     recorded spec stays ``local`` when a newer version changes the default."""
-    import traversals.eval.runner as runner
+    import traversals.eval.resume as resume
 
-    monkeypatch.setattr(runner, "file_sha256", lambda path: pytest.fail(f"read {path}"))
+    monkeypatch.setattr(resume, "file_sha256", lambda path: pytest.fail(f"read {path}"))
     cfg = {"strategy": "tree", "llm": "local"}
     out = tmp_path / "run"
     await run_eval(make_dataset(4), FakeSolver(), out, limit=2, progress=False, config=cfg)

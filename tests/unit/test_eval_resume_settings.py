@@ -48,7 +48,7 @@ async def test_a_resume_scores_the_recorded_answers_again_with_the_current_metri
     rows by the new one: summary.json mixed two metrics."""
     import json
 
-    from traversals.eval.runner import read_results
+    from traversals.eval.runfiles import read_results
 
     ds = make_dataset(4)
     cfg = {"strategy": "tree", "llm": "x"}

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from traversals.errors import BadInput, KGTimeout, LLMUnavailable
-from traversals.eval.runner import RunLock, read_results, run_eval
+from traversals.eval.runfiles import RunLock, read_results
+from traversals.eval.runner import run_eval
 
 from .test_runner import QUESTIONS, FakeSolver, make_dataset
 

@@ -17,7 +17,8 @@ import pytest
 
 from traversals.errors import BadInput, KGTimeout, LLMUnavailable, RunStopped
 from traversals.eval.datasets import Dataset, Gold, Question
-from traversals.eval.runner import read_results, run_eval, safe_id, summarize
+from traversals.eval.runfiles import read_results, safe_id, summarize
+from traversals.eval.runner import run_eval
 from traversals.llm.base import Usage
 from traversals.search.result import NO_ANSWER, Answer
 
@@ -606,7 +607,7 @@ def test_code_revision_names_the_commit_and_whether_files_differ(tmp_path):
     import shutil
     import subprocess
 
-    from traversals.eval.runner import code_revision
+    from traversals.eval.resume import code_revision
 
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -626,7 +627,7 @@ def test_code_revision_names_the_commit_and_whether_files_differ(tmp_path):
 
 
 async def test_run_json_records_the_code_of_the_run_and_of_each_resume(tmp_path):
-    from traversals.eval.runner import code_revision
+    from traversals.eval.resume import code_revision
 
     ds = make_dataset(4)
     await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2)
@@ -641,7 +642,7 @@ async def test_run_json_records_the_code_of_the_run_and_of_each_resume(tmp_path)
 
 
 def test_a_run_that_answered_nothing_prints_no_score_rather_than_zero():
-    from traversals.eval.runner import Summary
+    from traversals.eval.runfiles import Summary
 
     empty = Summary(n=0, selected=0, dataset="metaqa-1hop", split="dev", strategy="cot", llm="local").format()
     assert "Hits@1=–" in empty and "no question answered" in empty and "0.0%" not in empty
@@ -653,7 +654,7 @@ def test_the_resume_hint_is_a_command_that_pastes_back_whole(tmp_path):
     """An --out with a space (or any shell character) is quoted in the printed command."""
     import shlex
 
-    from traversals.eval.runner import resume_hint
+    from traversals.eval.resume import resume_hint
 
     out = tmp_path / "my run"
     out.mkdir()

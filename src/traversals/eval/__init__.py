@@ -20,7 +20,7 @@ _EXPORTS = {
     "load_dataset": "traversals.eval.datasets", "DATASETS": "traversals.eval.datasets",
     "sample_questions": "traversals.eval.datasets", "Dataset": "traversals.eval.datasets.base",
     "Question": "traversals.eval.datasets.base", "Gold": "traversals.eval.datasets.base",
-    "run_eval": "traversals.eval.runner", "Summary": "traversals.eval.runner",
+    "run_eval": "traversals.eval.runner", "Summary": "traversals.eval.runfiles",
     "hits_at_1": "traversals.eval.metrics", "em_in": "traversals.eval.metrics", "f1": "traversals.eval.metrics",
 }  # fmt: skip
 

@@ -220,7 +220,9 @@ async def _eval(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .runner import ABORT_ERRORS, RESULTS, resume_hint
+    from .resume import resume_hint
+    from .runfiles import RESULTS
+    from .runner import ABORT_ERRORS
 
     out = Path(args.out)
     try:

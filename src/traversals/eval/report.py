@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
 from .metrics import em_in, hits_at_1
-from .runner import RESULTS, RUN, TRACES, Summary, _num, read_results, rescore_row, safe_id, summarize
+from .runfiles import RESULTS, RUN, TRACES, Summary, _num, read_results, rescore_row, safe_id, summarize
 from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"

@@ -59,7 +59,7 @@ def paired(a: Iterable[Mapping], b: Iterable[Mapping], metric: str = "hits@1") -
     """Compare two runs' result rows on their shared questions: the same id with the same
     question text (an id whose text differs is another question, counted in ``other``). A
     row with an error counts as wrong, as it does in the run's Hits@1
-    (:func:`~.runner.summarize`), and the first row of an id is the one read, as there too."""
+    (:func:`~.runfiles.summarize`), and the first row of an id is the one read, as there too."""
 
     def read(rows: Iterable[Mapping]) -> dict:
         """id -> (right?, the question's text with its spaces normalised, None without one)"""

@@ -70,7 +70,7 @@ from ..search.machine import option_line
 from ..search.rwt.state import MemoEdges, PathNode, offered_relations, step
 from ..search.rwt.valuemodel import UNSPACED, ListedWords, singular
 from ..search.templates import render
-from .runner import write_json_atomic
+from .runfiles import write_json_atomic
 
 SLOT = "{}"
 

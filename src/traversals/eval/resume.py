@@ -1,0 +1,357 @@
+"""What ``run.json`` records so that a resume is safe, and how a resume is checked against it.
+
+Besides the settings, a run records the code that ran (:func:`code_revision`), the SHA-256
+of each question file read (:func:`dataset_digests`), of each KG file
+(:func:`kg_digests`) and which model answers (:func:`llm_identity`). A resume
+(:func:`~.runner.run_eval` with ``resume=True``) is refused when a setting of
+:data:`RESUME_MUST_MATCH` differs (:func:`_check_resume`; two local specs of one model
+file are one model, :func:`_same_llm`; a KG file moved with the same content is the same
+KG, :func:`_kg_changes`), when ``--limit`` would draw another sample
+(:func:`_resampled`), or when an answered question is gone or reads differently now
+(:func:`_check_questions`). :func:`resume_hint` says how to continue an interrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import BadInput
+from ..kg.factory import _split_name, check_kg_spec
+from ..llm.models import file_sha256, recorded_sha256
+from .datasets.base import Question
+from .runfiles import RESULTS, read_results
+
+#: run.json keys that must agree when resuming (when both runs record them).
+RESUME_MUST_MATCH = (
+    "dataset", "split", "answerable_only", "seed", "strategy", "llm",
+    "k", "max_depth", "max_expansions", "threshold", "decoding", "search_seed", "calibrate",
+    "simulations", "value_model", "screen_dead_ends", "prior_weight",
+    "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
+    "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
+    "max_hops", "beam_width", "beam_branch", "c_puct",
+    # the model that answers: a GGUF replaced in place, or another default model of a newer
+    # version under the same --llm local, is another model (--llm-url is not compared: a
+    # server moved to another port serves the same model)
+    "llm_sha256",
+    # no flag sets these, but a library caller can and a newer version may change their
+    # defaults: the KG's cuts the LLM sees, the sampling temperature, intermediate values
+    "max_relations", "max_edges", "diverse_temperature", "evaluate_intermediate",
+)  # fmt: skip
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("traversals")
+    except Exception:  # pragma: no cover - not installed
+        return "unknown"
+
+
+def code_revision(source: Path | None = None) -> dict[str, Any] | None:
+    """The git commit of the code that runs (``{"commit": sha, "dirty": bool}``, dirty when
+    the package's files differ from it), or None when the package is not in a git checkout
+    (an installed wheel, even inside the user's own repository: ``version`` says what ran)
+    or git is missing. Recorded in ``run.json`` so that a
+    published figure names the code behind it."""
+    src = source or Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)  # fmt: skip
+        if commit.returncode != 0:  # not a checkout
+            return None
+        tracked = subprocess.run(["git", "-C", str(src), "ls-files", "--", "."], capture_output=True, text=True,
+                                 timeout=10)  # fmt: skip
+        if not tracked.stdout.strip():  # a checkout the package is not part of
+            return None
+        status = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                                capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def dataset_digests(files: Sequence[str | Path]) -> list[str | None]:
+    """The SHA-256 of each question file a loader read (``Dataset.files``), None for one that
+    cannot be read any more. Recorded in ``run.json`` as ``dataset_sha256`` (beside
+    ``dataset_files``), so that a resume notices edited questions or gold
+    (:func:`_check_questions`) while a file moved elsewhere with the same content is the
+    same file."""
+    out: list[str | None] = []
+    for f in files:
+        try:
+            out.append(file_sha256(f))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _changed_data(old: Mapping, new: Mapping) -> list[str]:
+    """How the question files of ``new`` differ in content from those ``old`` recorded (one
+    phrase per file, naming it and both hashes); empty when the content is the same,
+    whatever the paths, or when ``old`` recorded no hashes (a run of an older version)."""
+    old_h, new_h = old.get("dataset_sha256"), new.get("dataset_sha256")
+    if not isinstance(old_h, list) or not isinstance(new_h, list):
+        return []
+
+    def files(run: Mapping, hashes: list) -> list[tuple[str, str | None]]:
+        names = run.get("dataset_files")
+        if not isinstance(names, list) or len(names) != len(hashes):
+            names = [f"file {i + 1}" for i in range(len(hashes))]
+        return [(str(n), h if isinstance(h, str) else None) for n, h in zip(names, hashes)]
+
+    before, now = files(old, old_h), files(new, new_h)
+    # the same content (a moved or renamed file) is the same file
+    for item in list(now):
+        match = next((b for b in before if b[1] is not None and b[1] == item[1]), None)
+        if match is not None:
+            before.remove(match)
+            now.remove(item)
+    # the rest in the order read (a loader reads its files in a fixed order)
+    pairs: list[tuple[tuple[str, str | None] | None, tuple[str, str | None] | None]] = list(zip(before, now))
+    pairs += [(b, None) for b in before[len(now):]] + [(None, n) for n in now[len(before):]]
+    out = []
+    for was, is_ in pairs:
+        if was is not None and is_ is not None:
+            if was[1] is None or is_[1] is None:
+                continue  # unreadable then or now: nothing to compare
+            out.append(f"question file {is_[0]} changed: sha256 {was[1]} (recorded) vs {is_[1]} (now)")
+        elif was is not None:
+            out.append(f"question file {was[0]} (sha256 {was[1]}) was read then and is not now")
+        elif is_ is not None:
+            out.append(f"question file {is_[0]} (sha256 {is_[1]}) is read now and was not then")
+    return out
+
+
+def _check_questions(old: Mapping, new: Mapping, rows: list[dict], questions: Sequence[Question], run_json: Path,
+                     changed_data_ok: bool) -> int:
+    """On a resume over question files whose content changed (:func:`_changed_data`):
+    refuse when a question already answered is gone or reads differently now (its answer was
+    to another question), unless ``changed_data_ok``; otherwise the run goes on — questions
+    added to the file are answered, and an answered row whose gold was edited takes the new
+    gold (scored again, no LLM call). Returns how many rows took new gold."""
+    changed = _changed_data(old, new)
+    if not changed:
+        return 0
+    by_id = {q.id: q for q in questions}
+    regolded = 0
+    for row in rows:
+        q = by_id.get(row["id"])
+        if q is None or ("question" in row and row["question"] != q.text):
+            if changed_data_ok:
+                continue
+            why = (f"question {row['id']} was answered and is not in the files now" if q is None else
+                   f"question {row['id']} was answered as {row['question']!r} and reads {q.text!r} now")
+            raise BadInput(f"cannot resume: {run_json} was made over other questions -- {'; '.join(changed)}; "
+                           f"{why} (use another --out for a new run; give your questions ids to edit the file "
+                           "and resume)")
+        if "gold" in row and row["gold"] != q.gold_json():
+            row["gold"] = q.gold_json()
+            regolded += 1
+    return regolded
+
+
+def _gguf_sha256(path: Path, old: Mapping) -> str:
+    """The SHA-256 of a GGUF file named by ``--llm local:PATH.gguf``, as cheaply as it is
+    known: the ``FILE.sha256`` sidecar of a verified registry model
+    (:mod:`traversals.llm.models`) when its size agrees, the hash ``old`` (the recorded
+    run.json) holds for the same file, size and modification time, else read (about a second
+    per GB, once per run)."""
+    marked = recorded_sha256(path)
+    if marked is not None:
+        return marked
+    st = path.stat()
+    seen = old.get("llm_file")
+    if (isinstance(seen, dict) and isinstance(old.get("llm_sha256"), str)
+            and seen == {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}):
+        return str(old["llm_sha256"])
+    return file_sha256(path)
+
+
+def llm_identity(spec: Any, old: Mapping | None = None) -> dict[str, Any]:
+    """What names the model behind an ``--llm`` spec, without loading it or any network
+    call: ``llm_model`` (the registry name, the GGUF's file name, the endpoint's model name)
+    and, for a local model, ``llm_sha256`` (a registry model's pinned hash, which the file
+    is verified against before use; a GGUF file's content hash, with ``llm_file`` saying
+    which file it was). Empty for a spec that names no model this way (a library caller's
+    own label). ``old``: the recorded run.json, whose hash of the same unchanged file is
+    reused."""
+    if not isinstance(spec, str):
+        return {}
+    kind, _, arg = spec.strip().partition(":")
+    kind, arg = kind.strip().lower(), arg.strip()
+    if kind == "openai":  # the endpoint's model name; what it serves under it is not known offline
+        return {"llm_model": arg} if arg else {}
+    if kind != "local":
+        return {}
+    from ..llm.models import DEFAULT_MODEL, MODELS
+
+    name = arg or DEFAULT_MODEL
+    if name in MODELS:
+        return {"llm_model": name, "llm_sha256": MODELS[name].sha256} if MODELS[name].kind == "llm" else {}
+    path = Path(name).expanduser()
+    try:
+        if not path.is_file():
+            return {}  # opening the LLM says what is wrong
+        path = path.resolve()
+        st = path.stat()
+        return {"llm_model": path.name, "llm_sha256": _gguf_sha256(path, old or {}),
+                "llm_file": {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
+    except OSError:
+        return {}
+
+
+def _local_model_file(spec: Any, environ: Mapping[str, str]) -> Path | None:
+    """The model file a local ``--llm`` spec runs, resolved, whether it is there or not:
+    ``local`` and ``local:NAME`` the registry model's file in the model cache (where
+    :func:`~traversals.llm.factory.resolve_local_model` puts it), ``local:PATH`` that file;
+    None for another spec."""
+    if not isinstance(spec, str):
+        return None
+    kind, _, arg = spec.strip().partition(":")
+    if kind.strip().lower() != "local":
+        return None
+    from ..llm.models import DEFAULT_MODEL, MODELS, default_cache_dir, model_path
+
+    name = arg.strip() or DEFAULT_MODEL
+    path = model_path(name, default_cache_dir(environ)) if name in MODELS else Path(name).expanduser()
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
+def _same_llm(old: Mapping, new: Mapping, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the ``llm`` specs of the recorded run and this one name one model: the same
+    text, or two local specs (``local``, ``local:NAME``, ``local:PATH.gguf``) that run one
+    model file -- the same ``llm_sha256`` when both runs record it (a registry model's pinned
+    hash is the hash of its file), else the same resolved path. Another model under the
+    same spec is refused by ``llm_sha256`` itself."""
+    if old.get("llm") == new.get("llm"):
+        return True
+    was, now = _local_model_file(old.get("llm"), environ), _local_model_file(new.get("llm"), environ)
+    if was is None or now is None:
+        return False
+    before, after = old.get("llm_sha256"), new.get("llm_sha256")
+    if isinstance(before, str) and isinstance(after, str):
+        return before == after
+    return was == now
+
+
+def kg_digests(specs: Sequence[Any]) -> list[str | None]:
+    """The SHA-256 of each KG spec that is a triple file (kind ``file`` of
+    :func:`~traversals.kg.factory.check_kg_spec`), None for the others (a store directory, an
+    endpoint, ``wikidata``) and for a file that cannot be read. Recorded in ``run.json`` as
+    ``kg_sha256`` beside ``kg``, so that a resume takes a KG file moved elsewhere with the same
+    content as the same KG (:func:`_kg_changes`)."""
+    out: list[str | None] = []
+    for spec in specs:
+        try:
+            kind, target, _ = check_kg_spec(str(spec))
+            out.append(file_sha256(target) if kind == "file" else None)
+        except (BadInput, OSError):
+            out.append(None)
+    return out
+
+
+def _kg_hashes(run: Mapping) -> list[str | None]:
+    """The ``kg_sha256`` a run records, one per ``kg`` spec (all None when it records none)."""
+    specs, hashes = run.get("kg"), run.get("kg_sha256")
+    n = len(specs) if isinstance(specs, list) else 0
+    if not isinstance(hashes, list) or len(hashes) != n:
+        return [None] * n
+    return [h if isinstance(h, str) else None for h in hashes]
+
+
+def _kg_where(spec: Any) -> str:
+    """A KG spec as the file it names when that file exists (any path to it), else its text."""
+    text = str(spec)
+    return str(Path(text).resolve()) if Path(text).exists() else text
+
+
+def _kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
+    """How the KGs of this run (``new``) compare with the recorded ones (``old``): whether
+    they differ, a phrase per KG file whose content differs (both paths, both hashes), and
+    each KG file found at another path with the same content (``OLD -> NEW``). A spec is the
+    same KG when it names the same file by any path, or the same text; a file at another
+    path is the same KG when both runs record its ``kg_sha256`` and the hashes (and the
+    ``NAME=`` given) agree. A run recorded without hashes compares paths only."""
+    a, b = old.get("kg"), new.get("kg")
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+        return a != b, [], []
+    differ = False
+    why: list[str] = []
+    moved: list[str] = []
+    for x, y, hx, hy in zip(a, b, _kg_hashes(old), _kg_hashes(new)):
+        if _kg_where(x) == _kg_where(y):
+            continue
+        (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
+        if hx is not None and hx == hy and nx == ny:
+            moved.append(f"{px} -> {py}")
+            continue
+        differ = True
+        if hx is not None and hy is not None and hx != hy:
+            why.append(f"KG file {px} has sha256 {hx} (recorded), {py} has {hy} (now): other triples")
+    return differ, why, moved
+
+
+def _same_setting(key: str, old: Mapping, new: Mapping) -> bool:
+    """Whether setting ``key`` agrees between the recorded run (``old``) and this one."""
+    if key == "llm":
+        return _same_llm(old, new)
+    if key == "kg":
+        return not _kg_changes(old, new)[0]
+    return bool(old[key] == new[key])
+
+
+def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
+    if key == "llm_sha256":  # a hash alone does not say which model: its name too
+        return (f"llm_sha256: {old[key]!r} (recorded, model {old.get('llm_model')!r}) vs {new[key]!r} "
+                f"(now, model {new.get('llm_model')!r}): another model answers")
+    if key == "kg":
+        return f"kg: {old[key]!r} (recorded) vs {new[key]!r} (now)" + "".join(
+            f" ({why})" for why in _kg_changes(old, new)[1])
+    return f"{key}: {old[key]!r} (recorded) vs {new[key]!r} (now)"
+
+
+def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
+    diffs = [
+        _setting_diff(k, old, new)
+        for k in RESUME_MUST_MATCH
+        if k in old and k in new and not _same_setting(k, old, new)
+    ]
+    if (resampled := _resampled(old, new)) is not None:
+        diffs.append(resampled)
+    if diffs:
+        raise BadInput(
+            f"cannot resume: {run_json} was made with different settings -- "
+            + "; ".join(diffs)
+            + " (resume with the recorded settings, or use another --out for a new run)"
+        )
+
+
+def _resampled(old: Mapping, new: Mapping) -> str | None:
+    """Why a sample would not extend the recorded one, or None: ``--limit`` shuffles the
+    indices of the questions, so a dataset with another number of questions (your own file,
+    edited) gives another sample, and a resume would mix two samples under one run."""
+    sampled = old.get("limit") is not None or new.get("limit") is not None
+    before, now = old.get("dataset_size"), new.get("dataset_size")
+    if not sampled or before is None or now is None or before == now:
+        return None
+    return (f"dataset_size: {before!r} (recorded) vs {now!r} (now), and --limit samples from the "
+            "shuffled indices of all of them, so another number of questions is another sample")
+
+
+def resume_hint(out_dir: str | Path, argv: Sequence[str] | None = None) -> str:
+    """How to continue an interrupted run."""
+    n = len(read_results(Path(out_dir) / RESULTS))
+    cmd = shlex.join(argv) if argv else "the same command"  # quoted: a path with a space pastes back whole
+    if argv and "--resume" not in argv:
+        cmd += " --resume"
+    elif not argv:
+        cmd += " with --resume"
+    return f"{n} question(s) saved in {out_dir}; continue with: {cmd}"
