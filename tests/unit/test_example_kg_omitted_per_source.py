@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
 from traversals import Edges, Entity, Relation
 from traversals.llm.base import Usage
 from traversals.search.kgset import KGSet
-from traversals.search.machine import Action, ActionType, Machine
-from traversals.search.subgraph import Subgraph
+
+from .test_omitted_per_source import expanded_together
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dict_kg.py"
 
@@ -79,15 +78,7 @@ class TotalOnly(DictKG):  # type: ignore[misc, valid-type]
 
 async def expanded(kg: Any) -> dict[str, Any]:
     """The rendered subgraph after one expansion from Alpha and Beta along ``made``."""
-    machine = Machine(KGSet([kg], max_edges=5), screen_limit=0)
-    alpha, beta = kg.entity("alpha"), kg.entity("beta")
-    node = machine.root(Subgraph().with_entities([alpha, beta]))
-    usage = Usage()
-    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
-    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(alpha, beta)), usage)
-    (rel,), (key,) = node.relation_options, node.relation_keys
-    node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), usage)
-    return yaml.safe_load("\n".join(node.subgraph.render_edges()))
+    return await expanded_together(kg, [kg.entity("alpha"), kg.entity("beta")])
 
 
 async def test_two_sources_each_show_their_own_count_in_the_subgraph():

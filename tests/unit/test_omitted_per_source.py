@@ -281,20 +281,25 @@ def test_a_long_group_names_its_first_sources():
 # ------------------------------------------------------------------ through the search
 
 
-async def test_an_expansion_of_two_sources_shows_each_ones_own_count():
+async def expanded_together(kg, entities: Sequence[Entity], max_edges: int = 5) -> dict:
+    """The rendered subgraph after one expansion from ``entities`` together along the one
+    relation they have, through the state machine (at most ``max_edges`` edges)."""
     from traversals.search.machine import Action, ActionType, Machine
 
-    kg = fan(a=6, b=4)
-    machine = Machine(KGSet([kg], max_edges=5), screen_limit=0)
-    a, b = kg.entities["A"], kg.entities["B"]
-    node = machine.root(Subgraph().with_entities([a, b]))
+    machine = Machine(KGSet([kg], max_edges=max_edges), screen_limit=0)
+    node = machine.root(Subgraph().with_entities(list(entities)))
     usage = Usage()
     node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
-    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(a, b)), usage)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=tuple(entities)), usage)
     (rel,), (key,) = node.relation_options, node.relation_keys
     node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=rel, relation_key=key), usage)
+    return yaml.safe_load("\n".join(node.subgraph.render_edges()))
+
+
+async def test_an_expansion_of_two_sources_shows_each_ones_own_count():
+    kg = fan(a=6, b=4)
     # the KG's order: A's six, then B's four, the first five kept: A lost 1, B all 4
-    assert yaml.safe_load("\n".join(node.subgraph.render_edges())) == {
+    assert await expanded_together(kg, [kg.entities["A"], kg.entities["B"]]) == {
         "A": {"r": ["a0", "a1", "a2", "a3", "a4", "(1 more not shown)"]},
         "B": {"r": "(4 more not shown)"},
     }

@@ -231,22 +231,29 @@ def test_an_interruption_while_phrasing_says_the_phrasings_are_kept_and_a_rerun_
     assert "1 relation read from it, 1 relation phrased now" in capsys.readouterr().err
 
 
-def test_an_interruption_while_training_says_which_round_the_model_file_holds(tmp_path, capsys, monkeypatch):
-    from traversals.cli import main
-    from traversals.search.rwt import ValueModel
+def ctrl_c_in_fit(monkeypatch, n: int) -> list[int]:
+    """Make the ``n``-th fit of the value model raise KeyboardInterrupt (Ctrl-C in round
+    ``n``: each round fits once). Returns the fits made so far, which a test may reset."""
     import traversals.search.rwt.train as train
 
-    args, out = _synthetic_run(tmp_path, monkeypatch, rounds=3)
-    fit = train.fit
-    fits = []
+    fit, fits = train.fit, []
 
     def interrupted(*a, **kw):
         fits.append(1)
-        if len(fits) == 3:  # Ctrl-C in round 3 (each round fits once)
+        if len(fits) == n:
             raise KeyboardInterrupt
         return fit(*a, **kw)
 
     monkeypatch.setattr(train, "fit", interrupted)
+    return fits
+
+
+def test_an_interruption_while_training_says_which_round_the_model_file_holds(tmp_path, capsys, monkeypatch):
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+
+    args, out = _synthetic_run(tmp_path, monkeypatch, rounds=3)
+    fits = ctrl_c_in_fit(monkeypatch, 3)
     assert main(args) == 130
     assert f"interrupted in round 3 of 3: {out} holds the model of round 2" in capsys.readouterr().err
     assert len(ValueModel.load(out).meta["rounds"]) == 2

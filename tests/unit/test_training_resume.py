@@ -16,7 +16,7 @@ from traversals.search.rwt import ValueModel
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainState
 
 from .test_rwt_training import movie_kg, questions
-from .test_train_value_inputs import FILMS, _llm
+from .test_train_value_inputs import FILMS, _llm, ctrl_c_in_fit
 
 KB = "".join(f"P{i}|born_in|City {i % 3}\nP{i}|works_for|Firm {i % 4}\nFirm {i % 4}|based_in|City {i % 2}\n"
              for i in range(12))
@@ -103,15 +103,8 @@ def test_an_interrupted_training_resumed_gives_the_uninterrupted_model(tmp_path,
     per_round = len(grown) // 3
     capsys.readouterr()
 
-    fit, fits = train.fit, []
-
-    def interrupted(*a, **kw):
-        fits.append(1)
-        if len(fits) == 3:  # Ctrl-C in round 3 (each round fits once)
-            raise KeyboardInterrupt
-        return fit(*a, **kw)
-
-    monkeypatch.setattr(train, "fit", interrupted)
+    fit = train.fit
+    ctrl_c_in_fit(monkeypatch, 3)
     assert main(_args(tmp_path)) == 130
     out = tmp_path / "m.json"
     assert (f"interrupted in round 3 of 3: {out} holds the model of round 2; the same command with --resume goes "
@@ -246,15 +239,8 @@ def test_a_synthetic_training_resumes_and_refuses_other_synthetic_settings(tmp_p
                 "--questions-out", str(tmp_path / "q"), *flags, "--out", str(tmp_path / name)]
 
     assert main(args("whole.json")) == 0
-    fit, fits = train.fit, []
-
-    def interrupted(*a, **kw):
-        fits.append(1)
-        if len(fits) == 2:
-            raise KeyboardInterrupt
-        return fit(*a, **kw)
-
-    monkeypatch.setattr(train, "fit", interrupted)
+    fit = train.fit
+    ctrl_c_in_fit(monkeypatch, 2)
     assert main(args("m.json")) == 130
     monkeypatch.setattr(train, "fit", fit)
     capsys.readouterr()
