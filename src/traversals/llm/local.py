@@ -25,6 +25,10 @@
   :class:`asyncio.Lock` (one per event loop) and run in :func:`asyncio.to_thread` under a
   :class:`threading.Lock`, so the event loop stays free and the model sees one call at a
   time.
+- **Cancellation** (Ctrl-C): the thread cannot be stopped from outside, so a cancelled
+  call stops itself at its next step -- a generation at its next token, a prompt or the
+  options of a score at their next batch of ``n_batch`` tokens -- rather than running to
+  the end before the program can exit.
 
 Written against ``llama-cpp-python==0.3.36`` (it uses ``Llama.eval``/``n_tokens``/
 ``input_ids`` and the context's batch decode, which are stable but semi-internal).
@@ -96,6 +100,12 @@ def _prefix_tree(branches: Sequence[Sequence[int]], head: int) -> tuple[list[int
             parent = at
         rows_at.append(rows)
     return tokens, positions, members, rows_at
+
+
+class _Cancelled(TraversalsError):
+    """The awaiting task was cancelled (Ctrl-C): a prompt or scoring batch in the worker
+    thread stops at the next batch boundary instead of running to the end. The KV cache
+    stays consistent (it holds every batch evaluated), and the result is thrown away."""
 
 
 class LlamaCppLLM:
@@ -449,7 +459,7 @@ class LlamaCppLLM:
             llm.n_tokens = reuse  # eval() drops the KV cells from here on
             computed = 0
             if head > reuse:
-                llm.eval(base[reuse:head])
+                self._eval(base[reuse:head])
                 computed += head - reuse
             if self._n_seq_ctx > 1:
                 computed += self._decode_branches(branches, head, n_vocab, rows_of)
@@ -517,11 +527,24 @@ class LlamaCppLLM:
         finally:
             ctx.kv_cache_seq_rm(fork, -1, -1)
 
+    def _stop_if_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise _Cancelled(f"{self.name}: cancelled")
+
+    def _eval(self, tokens: Sequence[int]) -> None:
+        """``Llama.eval(tokens)`` one ``n_batch`` batch at a time -- the batches it makes
+        itself, so the logits are the same --, stopping between batches once the call is
+        cancelled: Ctrl-C during a long prompt waits for one batch, not the whole prompt."""
+        for i in range(0, len(tokens), self.n_batch):
+            self._stop_if_cancelled()
+            self._llm.eval(tokens[i : i + self.n_batch])
+
     def _decode_into(self, seq_id: int, toks: Sequence[int], n_past: int) -> None:
         """Evaluate ``toks`` at positions ``n_past...`` in sequence ``seq_id`` only."""
         llm = self._llm
         b = llm._batch.batch
         for i in range(0, len(toks), self.n_batch):
+            self._stop_if_cancelled()
             chunk = toks[i : i + self.n_batch]
             for j, tok in enumerate(chunk):
                 b.token[j] = tok
@@ -565,6 +588,7 @@ class LlamaCppLLM:
         # head plus every branch of the batch
         cap = max(1, min(self.n_batch, self.n_ctx - head - 1)) if cap is None else cap
         while pending:
+            self._stop_if_cancelled()
             group: list[tuple[int, list[int]]] = []
             size = 0
             while pending and len(group) < n_branch_seqs:
@@ -619,6 +643,7 @@ class LlamaCppLLM:
         llm.n_tokens = n_past
         out = np.empty((len(toks), n_vocab), dtype=np.float32)
         for i in range(0, len(toks), self.n_batch):
+            self._stop_if_cancelled()
             chunk = list(toks[i : i + self.n_batch])
             llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
             llm._ctx.decode(llm._batch)
