@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import hashlib
 import json
 import os
 import random
@@ -36,6 +35,7 @@ from typing import Any, Sequence
 from ..errors import BadInput, ScoringNotSupported
 from ..kg.base import Entity
 from ..llm.base import Usage
+from ..llm.models import file_sha256
 from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
 from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
@@ -534,7 +534,7 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                                f"({e.strerror or type(e).__name__})") from None
             assert trainer.state is not None
             try:  # after the model, with the SHA-256 of its file: a state is only ever read with its model
-                _write_state(state_path(out), trainer.state, settings, hashlib.sha256(out.read_bytes()).hexdigest())
+                _write_state(state_path(out), trainer.state, settings, file_sha256(out))
             except OSError as e:
                 raise BadInput(f"cannot write the training state of round {report.round} to {state_path(out)} "
                                f"({e.strerror or type(e).__name__})") from None
