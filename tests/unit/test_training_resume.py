@@ -252,3 +252,82 @@ def test_a_synthetic_training_resumes_and_refuses_other_synthetic_settings(tmp_p
     assert main(args("m.json", "--resume")) == 0
     assert "from round 2 of 3" in capsys.readouterr().err
     _same_model(tmp_path / "m.json", tmp_path / "whole.json")
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_other_kg_triples_that_leave_the_linking_alone_are_refused_and_the_same_file_resumes(tmp_path, capsys,
+                                                                                            grown):
+    """The questions' hash does not see a changed triple no question links to (here a firm's
+    city): the model records each KG file's SHA-256, and a resume over other triples is
+    refused naming the file and both hashes. The file as it was resumes, and a model of 1
+    round extended to 2 is the model of an uninterrupted 2-round training (the state file
+    kept after the last round is what makes that possible)."""
+    from traversals.cli import main
+
+    assert main(_args(tmp_path, rounds=1)) == 0
+    out, kb = tmp_path / "m.json", tmp_path / "kb.txt"
+    trained, before = ValueModel.load(out).meta, out.read_bytes()
+    assert trained["kg"] == [str(kb)] and trained["kg_sha256"] == [_sha256(kb)]
+    capsys.readouterr()
+    grown.clear()
+
+    resume = _args(tmp_path, "m.json", "--resume", rounds=2)  # (writes KB again)
+    edited = KB.replace("Firm 3|based_in|City 1\n", "Firm 3|based_in|City 0\n")
+    assert edited != KB
+    kb.write_text(edited)
+    assert main(resume) == 2
+    err = capsys.readouterr().err
+    assert (f"cannot resume {out}: --kg: the model was trained with {kb}, this run has {kb} (KG file {kb} has "
+            f"sha256 {trained['kg_sha256'][0]} (recorded), {_sha256(kb)} (now): the file was edited); train again "
+            "without --resume") in err
+    assert out.read_bytes() == before and not grown
+    # the questions link as before: without the KG's hash nothing would have told the two KGs apart
+    fresh = _args(tmp_path, "edited.json", rounds=1)
+    kb.write_text(edited)
+    assert main(fresh) == 0
+    assert ValueModel.load(tmp_path / "edited.json").meta["questions_sha256"] == trained["questions_sha256"]
+
+    # the same triples in a file at another path are the same KG (as an evaluation's resume has it)
+    moved = tmp_path / "elsewhere" / "kb.txt"
+    moved.parent.mkdir()
+    moved.write_text(KB)
+    capsys.readouterr()
+    grown.clear()
+    assert main([str(moved) if a == str(kb) else a for a in _args(tmp_path, "m.json", "--resume", rounds=2)]) == 0
+    assert "resuming" in capsys.readouterr().err and grown
+    assert ValueModel.load(out).meta["kg"] == [str(moved)]  # where it is now
+    assert main([str(moved) if a == str(kb) else a for a in _args(tmp_path, "whole.json", rounds=2)]) == 0
+    _same_model(out, tmp_path / "whole.json")
+
+
+def test_a_model_that_records_no_kg_hashes_resumes_with_a_note(tmp_path, capsys):
+    """A model (and state) written before the KG files' SHA-256 were recorded resumes as
+    before, a note saying the triples are not checked."""
+    import gzip
+
+    from traversals.cli import main
+    from traversals.llm.models import file_sha256
+
+    assert main(_args(tmp_path, rounds=1)) == 0
+    out, state = tmp_path / "m.json", tmp_path / "m.json.state.json.gz"
+    model = json.loads(out.read_text())
+    del model["meta"]["kg_sha256"]
+    out.write_text(json.dumps(model))
+    with gzip.open(state, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    del data["settings"]["kg_sha256"]
+    data["model_sha256"] = file_sha256(out)
+    with gzip.open(state, "wt", encoding="utf-8") as f:
+        json.dump(data, f)
+    capsys.readouterr()
+    assert main(_args(tmp_path, "m.json", "--resume", rounds=2)) == 0
+    err = capsys.readouterr().err
+    assert (f"note: --resume: {out} records no SHA-256 of its KG files (trained by an older traversals), so whether "
+            f"{tmp_path / 'kb.txt'} still holds the triples it was trained on is not checked") in err
+    assert f"resuming {out} from round 2 of 2" in err
+    assert ValueModel.load(out).meta["kg_sha256"] == [_sha256(tmp_path / "kb.txt")]  # recorded from now on

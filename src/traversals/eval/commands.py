@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..api import SearchConfig
 from ..errors import BadInput
@@ -120,7 +120,9 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 
-async def _eval(args: argparse.Namespace) -> int:
+async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """``traversals eval``; ``environ``: the process environment, read by the caller
+    (:func:`cmd_eval`), for ``$OPENAI_BASE_URL`` and the model cache a resume checks."""
     from .runner import run_eval
 
     if args.retry_errors and not args.resume:
@@ -155,7 +157,7 @@ async def _eval(args: argparse.Namespace) -> int:
     # read (and refused if unusable) before the run directory is made; its hash goes into
     # run.json, so a resume after the file was retrained in place is refused
     value_model = load_value_model(search)
-    url = args.llm_url or os.environ.get("OPENAI_BASE_URL")
+    url = args.llm_url or environ.get("OPENAI_BASE_URL")
     config: dict[str, Any] = {
         "strategy": strategy,
         "llm": args.llm,
@@ -207,6 +209,7 @@ async def _eval(args: argparse.Namespace) -> int:
             config=config,
             retry_errors=args.retry_errors,
             max_consecutive_errors=args.max_consecutive_errors,
+            environ=environ,
         )
     finally:
         for thing in reversed(opened):
@@ -226,7 +229,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     try:
-        return asyncio.run(_eval(args))
+        return asyncio.run(_eval(args, os.environ))  # the environment, read at the edge
     except KeyboardInterrupt:
         if (out / RESULTS).exists():
             print(f"\ninterrupted: {resume_hint(out, _command_line())}", file=sys.stderr)

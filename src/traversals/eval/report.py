@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
 from .metrics import em_in, hits_at_1
-from .runfiles import RESULTS, RUN, TRACES, Summary, _num, read_results, rescore_row, safe_id, summarize
+from .runfiles import RESULTS, RUN, TRACES, Summary, as_number, read_results, rescore_row, safe_id, summarize
 from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
@@ -446,7 +446,7 @@ def stop_table(run: Run) -> list[StopRow]:
     out = []
     for how, rows in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         values = [float(r["value"]) for r in rows if isinstance(r.get("value"), (int, float))]
-        out.append(StopRow(how, len(rows), sum(_num(r.get("hits@1")) for r in rows) / len(rows),
+        out.append(StopRow(how, len(rows), sum(as_number(r.get("hits@1")) for r in rows) / len(rows),
                            sum(values) / len(values) if values else None))
     return out
 

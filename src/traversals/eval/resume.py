@@ -4,16 +4,20 @@ Besides the settings, a run records the code that ran (:func:`code_revision`), t
 of each question file read (:func:`dataset_digests`), of each KG file
 (:func:`kg_digests`) and which model answers (:func:`llm_identity`). A resume
 (:func:`~.runner.run_eval` with ``resume=True``) is refused when a setting of
-:data:`RESUME_MUST_MATCH` differs (:func:`_check_resume`; two local specs of one model
+:data:`RESUME_MUST_MATCH` differs (:func:`check_resume`; two local specs of one model
 file are one model, :func:`_same_llm`; a KG file moved with the same content is the same
-KG, :func:`_kg_changes`), when ``--limit`` would draw another sample
-(:func:`_resampled`), or when an answered question is gone or reads differently now
-(:func:`_check_questions`). :func:`resume_hint` says how to continue an interrupted run.
+KG and one edited in place is another, :func:`kg_changes`), when ``--limit`` would draw
+another sample (:func:`_resampled`), or when an answered question is gone or reads
+differently now (:func:`check_questions`). :func:`resume_hint` says how to continue an
+interrupted run.
+
+The model cache that ``--llm local`` names is found through the ``environ`` mapping the
+caller passes (:func:`check_resume`): the environment is read at the edge of the program
+(the CLI, or :func:`~.runner.run_eval`'s entry), never here.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -33,6 +37,9 @@ RESUME_MUST_MATCH = (
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
     "max_hops", "beam_width", "beam_branch", "c_puct",
+    # local: the llama.cpp context size (--n-ctx): a prompt that fits in a larger one is an
+    # error in a smaller one, and a completion may be cut shorter
+    "n_ctx",
     # the model that answers: a GGUF replaced in place, or another default model of a newer
     # version under the same --llm local, is another model (--llm-url is not compared: a
     # server moved to another port serves the same model)
@@ -43,7 +50,8 @@ RESUME_MUST_MATCH = (
 )  # fmt: skip
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed version of ``traversals`` (``unknown`` when it is not installed)."""
     try:
         from importlib.metadata import version
 
@@ -79,7 +87,7 @@ def dataset_digests(files: Sequence[str | Path]) -> list[str | None]:
     """The SHA-256 of each question file a loader read (``Dataset.files``), None for one that
     cannot be read any more. Recorded in ``run.json`` as ``dataset_sha256`` (beside
     ``dataset_files``), so that a resume notices edited questions or gold
-    (:func:`_check_questions`) while a file moved elsewhere with the same content is the
+    (:func:`check_questions`) while a file moved elsewhere with the same content is the
     same file."""
     out: list[str | None] = []
     for f in files:
@@ -127,8 +135,8 @@ def _changed_data(old: Mapping, new: Mapping) -> list[str]:
     return out
 
 
-def _check_questions(old: Mapping, new: Mapping, rows: list[dict], questions: Sequence[Question], run_json: Path,
-                     changed_data_ok: bool) -> int:
+def check_questions(old: Mapping, new: Mapping, rows: list[dict], questions: Sequence[Question], run_json: Path,
+                    changed_data_ok: bool) -> int:
     """On a resume over question files whose content changed (:func:`_changed_data`):
     refuse when a question already answered is gone or reads differently now (its answer was
     to another question), unless ``changed_data_ok``; otherwise the run goes on — questions
@@ -225,12 +233,13 @@ def _local_model_file(spec: Any, environ: Mapping[str, str]) -> Path | None:
         return path.absolute()
 
 
-def _same_llm(old: Mapping, new: Mapping, environ: Mapping[str, str] = os.environ) -> bool:
+def _same_llm(old: Mapping, new: Mapping, environ: Mapping[str, str]) -> bool:
     """Whether the ``llm`` specs of the recorded run and this one name one model: the same
     text, or two local specs (``local``, ``local:NAME``, ``local:PATH.gguf``) that run one
     model file -- the same ``llm_sha256`` when both runs record it (a registry model's pinned
-    hash is the hash of its file), else the same resolved path. Another model under the
-    same spec is refused by ``llm_sha256`` itself."""
+    hash is the hash of its file), else the same resolved path (a registry model's file in
+    the model cache ``environ`` names). Another model under the same spec is refused by
+    ``llm_sha256`` itself."""
     if old.get("llm") == new.get("llm"):
         return True
     was, now = _local_model_file(old.get("llm"), environ), _local_model_file(new.get("llm"), environ)
@@ -247,7 +256,7 @@ def kg_digests(specs: Sequence[Any]) -> list[str | None]:
     :func:`~traversals.kg.factory.check_kg_spec`), None for the others (a store directory, an
     endpoint, ``wikidata``) and for a file that cannot be read. Recorded in ``run.json`` as
     ``kg_sha256`` beside ``kg``, so that a resume takes a KG file moved elsewhere with the same
-    content as the same KG (:func:`_kg_changes`)."""
+    content as the same KG, and a file edited in place as another (:func:`kg_changes`)."""
     out: list[str | None] = []
     for spec in specs:
         try:
@@ -273,13 +282,15 @@ def _kg_where(spec: Any) -> str:
     return str(Path(text).resolve()) if Path(text).exists() else text
 
 
-def _kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
+def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
     """How the KGs of this run (``new``) compare with the recorded ones (``old``): whether
-    they differ, a phrase per KG file whose content differs (both paths, both hashes), and
-    each KG file found at another path with the same content (``OLD -> NEW``). A spec is the
-    same KG when it names the same file by any path, or the same text; a file at another
-    path is the same KG when both runs record its ``kg_sha256`` and the hashes (and the
-    ``NAME=`` given) agree. A run recorded without hashes compares paths only."""
+    they differ, a phrase per KG file whose content differs (both paths, or the one path of
+    a file edited in place, and both hashes), and each KG file found at another path with
+    the same content (``OLD -> NEW``). A spec is the same KG when it names the same file by
+    any path, or the same text, unless both runs record its ``kg_sha256`` and the hashes
+    differ (the file was edited in place); a file at another path is the same KG when both
+    runs record its ``kg_sha256`` and the hashes (and the ``NAME=`` given) agree. A run
+    recorded without hashes compares paths only."""
     a, b = old.get("kg"), new.get("kg")
     if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
         return a != b, [], []
@@ -287,9 +298,12 @@ def _kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]
     why: list[str] = []
     moved: list[str] = []
     for x, y, hx, hy in zip(a, b, _kg_hashes(old), _kg_hashes(new)):
-        if _kg_where(x) == _kg_where(y):
-            continue
         (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
+        if _kg_where(x) == _kg_where(y):
+            if hx is not None and hy is not None and hx != hy:
+                differ = True
+                why.append(f"KG file {py} has sha256 {hx} (recorded), {hy} (now): the file was edited")
+            continue
         if hx is not None and hx == hy and nx == ny:
             moved.append(f"{px} -> {py}")
             continue
@@ -299,12 +313,12 @@ def _kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]
     return differ, why, moved
 
 
-def _same_setting(key: str, old: Mapping, new: Mapping) -> bool:
+def _same_setting(key: str, old: Mapping, new: Mapping, environ: Mapping[str, str]) -> bool:
     """Whether setting ``key`` agrees between the recorded run (``old``) and this one."""
     if key == "llm":
-        return _same_llm(old, new)
+        return _same_llm(old, new, environ)
     if key == "kg":
-        return not _kg_changes(old, new)[0]
+        return not kg_changes(old, new)[0]
     return bool(old[key] == new[key])
 
 
@@ -314,15 +328,21 @@ def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
                 f"(now, model {new.get('llm_model')!r}): another model answers")
     if key == "kg":
         return f"kg: {old[key]!r} (recorded) vs {new[key]!r} (now)" + "".join(
-            f" ({why})" for why in _kg_changes(old, new)[1])
+            f" ({why})" for why in kg_changes(old, new)[1])
     return f"{key}: {old[key]!r} (recorded) vs {new[key]!r} (now)"
 
 
-def _check_resume(old: Mapping, new: Mapping, run_json: Path) -> None:
+def check_resume(old: Mapping, new: Mapping, run_json: Path, *, environ: Mapping[str, str]) -> None:
+    """Refuse (:class:`BadInput`, naming each difference) to resume the run recorded in
+    ``run_json`` (its settings ``old``) with the settings ``new``: a setting of
+    :data:`RESUME_MUST_MATCH` that both record and that differs, or a ``--limit`` sample
+    drawn from another number of questions. ``environ`` is where the model cache of a
+    ``--llm local`` spec is found (``$TRAVERSALS_CACHE`` and the rest of
+    :func:`~traversals.llm.models.default_cache_dir`): the caller reads the environment."""
     diffs = [
         _setting_diff(k, old, new)
         for k in RESUME_MUST_MATCH
-        if k in old and k in new and not _same_setting(k, old, new)
+        if k in old and k in new and not _same_setting(k, old, new, environ)
     ]
     if (resampled := _resampled(old, new)) is not None:
         diffs.append(resampled)

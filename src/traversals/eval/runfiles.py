@@ -20,10 +20,11 @@ Files in ``out_dir``:
   summarises all of its questions).
 
 Here: the names of those files, how they are written (:func:`write_json_atomic`,
-:class:`ResultsFile`, under a :class:`RunLock`) and read back (:func:`read_results`), a
-row of ``results.jsonl`` (:func:`answer_row`, :func:`error_row`, :func:`rescore_row`) and
-the summary over the rows (:class:`Summary`, :func:`summarize`). The loop that writes
-them: :mod:`.runner`.
+:class:`ResultsFile`, under a :class:`RunLock`; :func:`rewrite_results` replaces
+``results.jsonl`` whole) and read back (:func:`read_results`), a row of
+``results.jsonl`` (:func:`answer_row`, :func:`error_row`, :func:`rescore_row`) and the
+summary over the rows (:class:`Summary`, :func:`summarize`, adding up each value as
+:func:`as_number`). The loop that writes them: :mod:`.runner`.
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ class Summary:
         )
 
 
-def _num(x: Any) -> float:
+def as_number(x: Any) -> float:
+    """``x`` as a finite float, 0.0 for a missing, non-numeric or non-finite value (a row's
+    metric or cost as summaries add it up: an error row counts 0)."""
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -151,7 +154,7 @@ def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
         seen.add(row.get("id"))
         uniq.append(row)
     n = len(uniq)
-    mean = lambda key: sum(_num(r.get(key)) for r in uniq) / n if n else 0.0  # noqa: E731
+    mean = lambda key: sum(as_number(r.get(key)) for r in uniq) / n if n else 0.0  # noqa: E731
     return Summary(
         n=n,
         errors=sum(1 for r in uniq if r.get("error")),
@@ -164,9 +167,9 @@ def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
         mean_computed_prompt_tokens=mean("computed_prompt_tokens"),
         mean_kg_calls=mean("kg_calls"),
         mean_seconds=mean("seconds"),
-        total_prompt_tokens=int(sum(_num(r.get("prompt_tokens")) for r in uniq)),
-        total_completion_tokens=int(sum(_num(r.get("completion_tokens")) for r in uniq)),
-        total_seconds=sum(_num(r.get("seconds")) for r in uniq),
+        total_prompt_tokens=int(sum(as_number(r.get("prompt_tokens")) for r in uniq)),
+        total_completion_tokens=int(sum(as_number(r.get("completion_tokens")) for r in uniq)),
+        total_seconds=sum(as_number(r.get("seconds")) for r in uniq),
         **info,
     )
 
@@ -231,7 +234,7 @@ def _result_line(row: Mapping) -> str:
     return json.dumps(_json_safe(dict(row)), ensure_ascii=False, default=str) + "\n"
 
 
-def _rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
+def rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
     """Replace ``results.jsonl`` with ``rows`` (temporary file, fsync, ``os.replace``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -351,7 +354,7 @@ def rescore_row(row: dict) -> bool:
         now = score(str(row.get("answer") or ""), row.get("gold"))
     except (BadInput, TypeError, KeyError):  # a hand-edited gold no metric reads: as recorded
         return False
-    changed = any(_num(row.get(m)) != now[m] for m in METRICS)
+    changed = any(as_number(row.get(m)) != now[m] for m in METRICS)
     row.update(now)
     return changed
 

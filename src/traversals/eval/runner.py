@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 import time
 import traceback
@@ -26,11 +27,11 @@ from ..errors import (
 )
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .resume import (
-    _check_questions, _check_resume, _kg_changes, _version, code_revision, dataset_digests, kg_digests, llm_identity,
+    check_questions, check_resume, code_revision, dataset_digests, kg_changes, kg_digests, llm_identity, package_version,
 )
 from .runfiles import (
-    RESULTS, RUN, SUMMARY, TRACES, ResultsFile, RunLock, Summary, _num, _rewrite_results, answer_row, error_row,
-    read_results, rescore_row, summarize, trace_names, write_json_atomic,
+    RESULTS, RUN, SUMMARY, TRACES, ResultsFile, RunLock, Summary, answer_row, as_number, error_row, read_results,
+    rescore_row, rewrite_results, summarize, trace_names, write_json_atomic,
 )
 
 #: Errors that say the infrastructure is down, not that a question is hard: the run stops
@@ -83,7 +84,7 @@ class _Progress:
         if row.get("id") in self.seen:
             return False
         self.seen.add(row.get("id"))
-        self.hits += _num(row.get("hits@1"))
+        self.hits += as_number(row.get("hits@1"))
         self.errors += 1 if row.get("error") else 0
         return True
 
@@ -116,6 +117,7 @@ async def run_eval(
     retry_errors: bool = False,
     max_consecutive_errors: int = MAX_CONSECUTIVE_ERRORS,
     changed_data_ok: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> Summary:
     """Answer the selected questions of ``dataset`` and write the run's files.
 
@@ -138,13 +140,20 @@ async def run_eval(
     for an ``llm`` spec that names a model (``local``, ``local:NAME``, ``local:PATH.gguf``,
     ``openai:MODEL``), which model answers (:func:`~.resume.llm_identity`). A resume with
     another model file is refused; two local specs of one model file (``local`` and
-    ``local:PATH`` of the default model's file) are one model (:func:`~.resume._same_llm`).
-    A KG file found at another path with the content ``kg_sha256`` recorded is the same KG
-    (:func:`~.resume._kg_changes`). Over question files whose content changed, a resume is
+    ``local:PATH`` of the default model's file) are one model (:func:`~.resume.check_resume`).
+    A KG file found at another path with the content ``kg_sha256`` recorded is the same KG,
+    and a KG file whose content changed at the same path is another
+    (:func:`~.resume.kg_changes`). Over question files whose content changed, a resume is
     refused when an answered question is gone or reads differently now (unless ``changed_data_ok``);
     added questions are answered and edited gold re-scores the answered rows. A run recorded
     without hashes is not checked.
+
+    ``environ`` is the environment the resume check finds the model cache of a ``--llm
+    local`` spec in (``$TRAVERSALS_CACHE``, ...); None (a library caller's default) reads
+    ``os.environ``, here at the entry and nowhere below. The CLI passes its own.
     """
+    if environ is None:
+        environ = os.environ
     if concurrency < 1:
         raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
     out = Path(out_dir)
@@ -173,7 +182,7 @@ async def run_eval(
     )
     if isinstance(cfg["kg"], list):  # a KG file's content: the same KG when it moves (resume)
         cfg["kg_sha256"] = kg_digests(cfg["kg"])
-    cfg.setdefault("version", _version())
+    cfg.setdefault("version", package_version())
     code = code_revision()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -198,8 +207,8 @@ async def run_eval(
         for key, value in llm_identity(cfg.get("llm"), old).items():  # which model answers
             cfg.setdefault(key, value)
         if resume and run_path.exists():
-            _check_resume(old, cfg, run_path)
-            moved = _kg_changes(old, cfg)[2]
+            check_resume(old, cfg, run_path, environ=environ)
+            moved = kg_changes(old, cfg)[2]
             cfg["started"] = old.get("started", now)
             cfg["resumed"] = [*old.get("resumed", []), now]
             cfg["code"] = old.get("code", code)  # the code the run started with; resumes say theirs
@@ -220,10 +229,10 @@ async def run_eval(
         retried = [r for r in rows if r.get("error") and r["id"] in wanted] if resume and retry_errors else []
         if retried:
             rows = [r for r in rows if not (r.get("error") and r["id"] in wanted)]
-        regolded = _check_questions(old, cfg, rows, dataset.questions, run_path, changed_data_ok) if resume else 0
+        regolded = check_questions(old, cfg, rows, dataset.questions, run_path, changed_data_ok) if resume else 0
         rescored = sum(rescore_row(r) for r in rows)  # an older version's scores: one definition per run
         if retried or rescored or regolded:
-            _rewrite_results(results_path, rows)
+            rewrite_results(results_path, rows)
         done = {r["id"] for r in rows}
         todo = [q for q in selection if q.id not in done]
         traces = trace_names(todo, rows)

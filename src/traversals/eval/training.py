@@ -12,9 +12,11 @@ answers the walks' ends.
 After every round the model is written to ``--out`` and, beside it, the training's state
 (``FILE.state.json.gz``: every example so far as question, head, path and target, and the
 state of the random draws). ``--resume`` goes on from the rounds the model holds when it
-was trained with the same settings (:func:`_settings_differ`; ``--rounds`` may be higher):
+was trained with the same settings (:func:`_settings_differ`; ``--rounds`` may be higher)
+and over KG files of the same content (their SHA-256, ``kg_sha256``: :func:`_kg_differs`):
 the rounds done are not searched again, and the model is the one an uninterrupted training
-writes.
+writes. The state stays after the last round, on purpose: a later run with a higher
+``--rounds`` and ``--resume`` extends the model from it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_
 from .commands import add_question_flags
 from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
+from .resume import kg_changes, kg_digests
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
 
 SKIP, LIMIT = 100, 200  # --skip and --limit by default
@@ -87,10 +90,14 @@ def add_training_command(subparsers: Any) -> None:
                           "(STEM.phrasings.json, reused by a rerun) go (default: the --out path)")
     add_llm_flags(syn)
     tv.add_argument("--out", required=True, metavar="FILE", help="the model file to write (JSON); beside it "
-                    f"FILE{STATE_SUFFIX}, the examples of the rounds done, for --resume")
+                    f"FILE{STATE_SUFFIX}, the examples of the rounds done, for --resume: kept after the last round "
+                    "on purpose, so that a higher --rounds with --resume extends the model (some 0.5 MB per "
+                    "100,000 examples: about 0.5 MB for the MetaQA recipe of docs/rwt.md); delete it when no "
+                    "extension is wanted")
     tv.add_argument("--resume", action="store_true",
                     help="go on from the rounds the model at --out holds, if it was trained with the same settings "
-                         "(--rounds may be higher); no model there: train from round 1")
+                         "and KG files of the same content (--rounds may be higher: a finished model is extended "
+                         f"from its FILE{STATE_SUFFIX}); no model there: train from round 1")
     tv.set_defaults(func=cmd_train_value)
 
 
@@ -367,12 +374,15 @@ def _shown(value: object) -> str:
 
 def _settings_differ(old: dict, new: dict) -> str | None:
     """The first setting of ``new`` (this run's, or those known so far) that ``old`` (a
-    model's ``meta``) records otherwise, in words; None when they agree."""
+    model's ``meta``) records otherwise, in words; None when they agree. The KGs are
+    :func:`_kg_differs`'s."""
     if ("synthetic" in old) != ("synthetic" in new):
         def source(m: dict) -> str:
             return "synthetic questions (--synthetic)" if "synthetic" in m else _shown(m.get("datasets"))
         return f"the model was trained on {source(old)}, this run trains on {source(new)}"
     for key, value in new.items():
+        if key in ("kg", "kg_sha256"):  # _kg_differs's
+            continue
         if key in ("config", "synthetic") and isinstance(value, dict):
             recorded = old.get(key)
             was: dict = recorded if isinstance(recorded, dict) else {}
@@ -386,7 +396,26 @@ def _settings_differ(old: dict, new: dict) -> str | None:
     return None
 
 
+def _kg_differs(old: dict, new: dict) -> str | None:
+    """How the KGs of ``new`` differ from those ``old`` (a model's ``meta``) was trained on,
+    in words, or None: the rule of an evaluation's resume (:func:`.resume.kg_changes`) -- the
+    same file by any path is the same KG unless its SHA-256 (``kg_sha256``) changed, and a
+    file found at another path with the same content is the same KG. Other triples can
+    leave the questions' linking alone (``questions_sha256``), and the examples of two KGs
+    would be mixed in one model. A model trained before the hashes were recorded compares
+    paths only."""
+    differ, why, _moved = kg_changes(old, new)
+    if not differ:
+        return None
+    return (f"--kg: the model was trained with {_shown(old.get('kg'))}, this run has {_shown(new.get('kg'))}"
+            + "".join(f" ({w})" for w in why))
+
+
 def _refuse_other(out: Path, old: dict, new: dict) -> None:
+    changed = _kg_differs(old, new)
+    if changed is not None:  # before the questions: other triples can also link them otherwise
+        raise BadInput(f"cannot resume {out}: {changed}; train again without --resume (or give the KG file it was "
+                       "trained on)")
     why = _settings_differ(old, new)
     if why is not None:
         raise BadInput(f"cannot resume {out}: {why}; give the settings it was trained with (only --rounds may "
@@ -407,6 +436,11 @@ def _model_to_resume(out: Path, known: dict) -> ValueModel | None:
         raise BadInput(f"cannot resume {out}: it was trained on feature set {model.version}, this traversals trains "
                        f"on {FEATURES}: train again without --resume")
     _refuse_other(out, model.meta, known)
+    files = [spec for spec, digest in zip(known.get("kg", []), known.get("kg_sha256", [])) if digest is not None]
+    if files and not isinstance(model.meta.get("kg_sha256"), list):
+        print(f"note: --resume: {out} records no SHA-256 of its KG files (trained by an older traversals), so "
+              f"whether {', '.join(map(str, files))} still hold{'s' if len(files) == 1 else ''} the triples it was "
+              "trained on is not checked", file=sys.stderr)
     return model
 
 
@@ -463,7 +497,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
                   "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
     cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
-    known = {**source, "kg": specs, "heldout": args.heldout, "config": dict(cfg.__dict__)}
+    digests = kg_digests(specs)  # each KG file's content: --resume refuses other triples (_kg_differs)
+    known = {**source, "kg": specs, "kg_sha256": digests, "heldout": args.heldout, "config": dict(cfg.__dict__)}
     previous = _model_to_resume(out, known) if args.resume else None
     if previous is not None:
         held = len(previous.meta["rounds"])
@@ -508,8 +543,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
-        settings = {**source, "kg": specs, "train_questions": len(train), "heldout_questions": len(heldout),
-                    "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
+        settings = {**source, "kg": specs, "kg_sha256": digests, "train_questions": len(train),
+                    "heldout_questions": len(heldout), "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
                     "config": dict(cfg.__dict__)}
         resume = None if previous is None else _state_to_resume(out, previous, settings)
         if resume is not None:

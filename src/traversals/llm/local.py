@@ -26,9 +26,13 @@
   :class:`threading.Lock`, so the event loop stays free and the model sees one call at a
   time.
 - **Cancellation** (Ctrl-C): the thread cannot be stopped from outside, so a cancelled
-  call stops itself at its next step -- a generation at its next token, a prompt or the
-  options of a score at their next batch of ``n_batch`` tokens -- rather than running to
-  the end before the program can exit.
+  call stops itself at its next step -- a prompt (of a generation or a score) or the
+  options of a score at their next batch of ``n_batch`` tokens, a generation at its next
+  token -- rather than running to the end before the program can exit. A generation's
+  uncached prompt is evaluated here batch by batch, in the very batches llama-cpp-python
+  would make, up to its last batch, which ``create_completion`` evaluates itself (so the
+  logits, and the replies, are the ones it would give alone); Ctrl-C waits for at most
+  one batch.
 
 Written against ``llama-cpp-python==0.3.36`` (it uses ``Llama.eval``/``n_tokens``/
 ``input_ids`` and the context's batch decode, which are stable but semi-internal).
@@ -190,9 +194,10 @@ class LlamaCppLLM:
             try:
                 return await asyncio.to_thread(self._locked, fn, *args, cancelled=cancelled)
             except asyncio.CancelledError:
-                # the thread cannot be stopped from here: a generation it runs stops at its
-                # next token (Ctrl-C in `eval` exits at once instead of after the whole
-                # reply), and what it would return is thrown away anyway
+                # the thread cannot be stopped from here: the call it runs stops at its
+                # next batch of prompt tokens or its next generated token (Ctrl-C in `eval`
+                # exits at once instead of after the whole prompt and reply), and what it
+                # would return is thrown away anyway
                 cancelled.set()
                 raise
 
@@ -400,7 +405,9 @@ class LlamaCppLLM:
         for i in range(1 if greedy else n):
             if cancelled.is_set():
                 break
-            computed += len(tokens) - self._reused(tokens)
+            reused = self._reused(tokens)
+            computed += len(tokens) - reused
+            self._prefill(tokens, reused)
             out = self._llm.create_completion(
                 tokens,
                 max_tokens=max_tokens,
@@ -538,6 +545,28 @@ class LlamaCppLLM:
         for i in range(0, len(tokens), self.n_batch):
             self._stop_if_cancelled()
             self._llm.eval(tokens[i : i + self.n_batch])
+
+    def _prefill(self, tokens: Sequence[int], reused: int) -> None:
+        """Evaluate the prompt ``tokens`` a generation does not take from the KV cache (all
+        after the first ``reused``, see :meth:`_reused`) up to the start of their last
+        ``n_batch`` batch, with the cancellable :meth:`_eval`: ``create_completion`` then
+        finds that much cached and evaluates only the last batch before its first token,
+        where nothing can stop it. The batches are the ones ``Llama.generate`` makes itself
+        (``n_batch`` tokens from the reused prefix on), so the logits are the same: the
+        prompt is just split between two callers. The cache is truncated to the reused
+        prefix as ``generate`` does (``Llama.eval`` drops the KV cells from ``n_tokens``
+        on). A recurrent or hybrid model's memory cannot always be cut at a position
+        (``generate`` then starts afresh): it is left to ``create_completion`` whole."""
+        llm = self._llm
+        if getattr(llm, "_is_recurrent", False) or getattr(llm, "_is_hybrid", False):
+            return
+        # Llama's own n_batch is min(n_ctx, n_batch); it differs from ours only when the
+        # prompt (< n_ctx) is shorter than one of our batches, and then nothing is done here
+        cut = reused + (len(tokens) - reused - 1) // self.n_batch * self.n_batch
+        if cut <= reused:
+            return
+        llm.n_tokens = reused
+        self._eval(tokens[reused:cut])
 
     def _decode_into(self, seq_id: int, toks: Sequence[int], n_past: int) -> None:
         """Evaluate ``toks`` at positions ``n_past...`` in sequence ``seq_id`` only."""
