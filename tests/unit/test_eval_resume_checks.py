@@ -75,6 +75,88 @@ async def test_a_kg_file_edited_in_place_resumes_when_the_run_recorded_no_hashes
     assert (await kg_resume(out, str(kb))).n == 3
 
 
+# --------------------------------------------------------------------------- the same --kg text from another directory
+
+
+async def relative_kg_run(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A run of two questions over ``--kg kb.txt`` typed in ``a/``: its KG file and run directory."""
+    a = tmp_path / "a"
+    a.mkdir()
+    kb = a / "kb.txt"
+    kb.write_text("Alpha|directed_by|Ann Lee\n")
+    out = tmp_path / "run"
+    monkeypatch.chdir(a)
+    await run_eval(make_dataset(4), FakeSolver(), out, limit=2, progress=False,
+                   config={"strategy": "tree", "llm": "x", "kg": ["kb.txt"]})
+    return kb, out
+
+
+def elsewhere(tmp_path: Path, monkeypatch, triples: str) -> Path:
+    """``b/kb.txt`` holding ``triples``, ``b/`` the working directory."""
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "kb.txt").write_text(triples)
+    monkeypatch.chdir(b)
+    return b / "kb.txt"
+
+
+async def test_run_json_records_where_each_kg_file_was_and_the_spec_as_typed(tmp_path, monkeypatch):
+    kb, out = await relative_kg_run(tmp_path, monkeypatch)
+    run = json.loads((out / "run.json").read_text())
+    assert run["kg"] == ["kb.txt"] and run["kg_paths"] == [str(kb.resolve())] and run["kg_sha256"] == [sha(kb)]
+
+
+async def test_the_same_kg_text_from_another_directory_with_the_same_content_is_a_moved_file(tmp_path, monkeypatch,
+                                                                                             capsys):
+    kb, out = await relative_kg_run(tmp_path, monkeypatch)
+    other = elsewhere(tmp_path, monkeypatch, kb.read_text())
+    s = await run_eval(make_dataset(4), FakeSolver(), out, resume=True, limit=3, progress=True,
+                       config={"strategy": "tree", "llm": "x", "kg": ["kb.txt"]})
+    assert s.n == 3
+    assert f"KG file moved, same content: {kb.resolve()} -> {other.resolve()}" in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text())["kg_paths"] == [str(other.resolve())]  # where it is now
+
+
+async def test_the_same_kg_text_from_another_directory_with_other_content_is_other_triples(tmp_path, monkeypatch):
+    kb, out = await relative_kg_run(tmp_path, monkeypatch)
+    other = elsewhere(tmp_path, monkeypatch, "Alpha|directed_by|Bo Ray\n")
+    with pytest.raises(BadInput) as e:
+        await kg_resume(out, "kb.txt")
+    msg = str(e.value)
+    assert (f"KG file {kb.resolve()} has sha256 {sha(kb)} (recorded), {other.resolve()} has {sha(other)} (now): "
+            "other triples, --kg kb.txt names another file from this directory") in msg
+    assert "edited" not in msg
+    # the recorded file, by a path from here: resumes
+    assert (await kg_resume(out, "../a/kb.txt")).n == 3
+
+
+async def test_the_recorded_file_edited_is_edited_by_whatever_path_and_directory(tmp_path, monkeypatch):
+    kb, out = await relative_kg_run(tmp_path, monkeypatch)
+    before = sha(kb)
+    kb.write_text("Alpha|directed_by|Bo Ray\n")
+    elsewhere(tmp_path, monkeypatch, "Alpha|directed_by|Ann Lee\n")  # the recorded content, not the recorded file
+    with pytest.raises(BadInput) as e:
+        await kg_resume(out, "../a/kb.txt")
+    assert (f"KG file {kb.resolve()} has sha256 {before} (recorded), {sha(kb)} (now): the file was edited"
+            in str(e.value))
+    monkeypatch.chdir(kb.parent)
+    with pytest.raises(BadInput, match="the file was edited"):
+        await kg_resume(out, "kb.txt")
+
+
+async def test_a_run_recorded_without_kg_paths_resolves_its_kg_from_the_current_directory(tmp_path, monkeypatch):
+    """As before ``kg_paths`` were recorded: the recorded ``kb.txt`` is what it names from here."""
+    kb, out = await relative_kg_run(tmp_path, monkeypatch)
+    run = json.loads((out / "run.json").read_text())
+    del run["kg_paths"]
+    (out / "run.json").write_text(json.dumps(run))
+    other = elsewhere(tmp_path, monkeypatch, "Alpha|directed_by|Bo Ray\n")
+    with pytest.raises(BadInput, match=f"KG file {other.resolve()} has sha256 {sha(kb)} "):
+        await kg_resume(out, "kb.txt")
+    other.write_text(kb.read_text())
+    assert (await kg_resume(out, "kb.txt")).n == 3
+
+
 # --------------------------------------------------------------------------- n_ctx
 
 

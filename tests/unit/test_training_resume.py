@@ -316,11 +316,11 @@ def test_a_model_that_records_no_kg_hashes_resumes_with_a_note(tmp_path, capsys)
     assert main(_args(tmp_path, rounds=1)) == 0
     out, state = tmp_path / "m.json", tmp_path / "m.json.state.json.gz"
     model = json.loads(out.read_text())
-    del model["meta"]["kg_sha256"]
+    del model["meta"]["kg_sha256"], model["meta"]["kg_paths"]  # neither recorded then
     out.write_text(json.dumps(model))
     with gzip.open(state, "rt", encoding="utf-8") as f:
         data = json.load(f)
-    del data["settings"]["kg_sha256"]
+    del data["settings"]["kg_sha256"], data["settings"]["kg_paths"]
     data["model_sha256"] = file_sha256(out)
     with gzip.open(state, "wt", encoding="utf-8") as f:
         json.dump(data, f)
@@ -331,3 +331,39 @@ def test_a_model_that_records_no_kg_hashes_resumes_with_a_note(tmp_path, capsys)
             f"{tmp_path / 'kb.txt'} still holds the triples it was trained on is not checked") in err
     assert f"resuming {out} from round 2 of 2" in err
     assert ValueModel.load(out).meta["kg_sha256"] == [_sha256(tmp_path / "kb.txt")]  # recorded from now on
+
+
+def test_the_same_relative_kg_from_another_directory_resumes_when_its_content_is_the_same(tmp_path, capsys,
+                                                                                           monkeypatch, grown):
+    """The model records where each KG file was (``kg_paths``) beside ``kg`` as typed: the
+    same ``--kg kb.txt`` from another directory is another file there, the same KG when its
+    content is the same, other triples (not an edit) when not."""
+    from traversals.cli import main
+
+    def relative(argv: list[str]) -> list[str]:
+        return ["kb.txt" if a == str(tmp_path / "kb.txt") else a for a in argv]
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    (first / "kb.txt").write_text(KB)
+    assert main(relative(_args(tmp_path, rounds=1))) == 0
+    out = tmp_path / "m.json"
+    meta = ValueModel.load(out).meta
+    assert meta["kg"] == ["kb.txt"] and meta["kg_paths"] == [str((first / "kb.txt").resolve())]
+
+    monkeypatch.chdir(second)
+    (second / "kb.txt").write_text(KB.replace("Firm 3|based_in|City 1\n", "Firm 3|based_in|City 0\n"))
+    capsys.readouterr()
+    grown.clear()
+    assert main(relative(_args(tmp_path, "m.json", "--resume", rounds=2))) == 2
+    err = capsys.readouterr().err
+    assert (f"KG file {(first / 'kb.txt').resolve()} has sha256 {_sha256(first / 'kb.txt')} (recorded), "
+            f"{(second / 'kb.txt').resolve()} has {_sha256(second / 'kb.txt')} (now): other triples") in err
+    assert "edited" not in err and not grown
+
+    (second / "kb.txt").write_text(KB)
+    assert main(relative(_args(tmp_path, "m.json", "--resume", rounds=2))) == 0
+    assert f"resuming {out} from round 2 of 2" in capsys.readouterr().err and grown
+    assert ValueModel.load(out).meta["kg_paths"] == [str((second / "kb.txt").resolve())]  # where it is now

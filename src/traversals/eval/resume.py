@@ -2,14 +2,14 @@
 
 Besides the settings, a run records the code that ran (:func:`code_revision`), the SHA-256
 of each question file read (:func:`dataset_digests`), of each KG file
-(:func:`kg_digests`) and which model answers (:func:`llm_identity`). A resume
-(:func:`~.runner.run_eval` with ``resume=True``) is refused when a setting of
-:data:`RESUME_MUST_MATCH` differs (:func:`check_resume`; two local specs of one model
-file are one model, :func:`_same_llm`; a KG file moved with the same content is the same
-KG and one edited in place is another, :func:`kg_changes`), when ``--limit`` would draw
-another sample (:func:`_resampled`), or when an answered question is gone or reads
-differently now (:func:`check_questions`). :func:`resume_hint` says how to continue an
-interrupted run.
+(:func:`kg_digests`; where each was, :func:`kg_paths`) and which model answers
+(:func:`llm_identity`). A resume (:func:`~.runner.run_eval` with ``resume=True``) is
+refused when a setting of :data:`RESUME_MUST_MATCH` differs (:func:`check_resume`; two
+local specs of one model file are one model, :func:`_same_llm`; a KG file moved with the
+same content is the same KG and one edited in place is another, :func:`kg_changes`), when
+``--limit`` would draw another sample (:func:`_resampled`), or when an answered question
+is gone or reads differently now (:func:`check_questions`). :func:`resume_hint` says how
+to continue an interrupted run.
 
 The model cache that ``--llm local`` names is found through the ``environ`` mapping the
 caller passes (:func:`check_resume`): the environment is read at the edge of the program
@@ -276,40 +276,84 @@ def _kg_hashes(run: Mapping) -> list[str | None]:
     return [h if isinstance(h, str) else None for h in hashes]
 
 
-def _kg_where(spec: Any) -> str:
-    """A KG spec as the file it names when that file exists (any path to it), else its text."""
-    text = str(spec)
-    return str(Path(text).resolve()) if Path(text).exists() else text
+def kg_paths(specs: Sequence[Any]) -> list[str | None]:
+    """Where each KG spec's file is: the absolute, resolved path of a spec (after its
+    ``NAME=``) that names an existing file or directory, None for the others (an endpoint,
+    ``wikidata``). Recorded in ``run.json`` as ``kg_paths`` beside ``kg`` (kept as typed), so
+    that a resume from another working directory compares the file the run read, not what the
+    same relative text names from there (:func:`kg_changes`)."""
+    out: list[str | None] = []
+    for spec in specs:
+        path = Path(_split_name(str(spec))[1]).expanduser()
+        try:
+            out.append(str(path.resolve()) if path.exists() else None)
+        except (OSError, RuntimeError):
+            out.append(None)
+    return out
+
+
+def _kg_recorded_paths(run: Mapping) -> list[str | None]:
+    """The ``kg_paths`` a run records, one per ``kg`` spec (all None when it records none:
+    a run of an older version)."""
+    specs, paths = run.get("kg"), run.get("kg_paths")
+    n = len(specs) if isinstance(specs, list) else 0
+    if not isinstance(paths, list) or len(paths) != n:
+        return [None] * n
+    return [p if isinstance(p, str) else None for p in paths]
+
+
+def _kg_where(spec: Any, recorded: str | None = None) -> str:
+    """Where a KG spec (without its ``NAME=``) is: ``recorded`` (the absolute path a run
+    recorded in ``kg_paths``) when given, else the file it names from the current working
+    directory when that exists (any path to it), else its text."""
+    if recorded is not None:
+        return recorded
+    text = _split_name(str(spec))[1]
+    path = Path(text).expanduser()
+    try:
+        return str(path.resolve()) if path.exists() else text
+    except (OSError, RuntimeError):
+        return text
 
 
 def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
     """How the KGs of this run (``new``) compare with the recorded ones (``old``): whether
     they differ, a phrase per KG file whose content differs (both paths, or the one path of
     a file edited in place, and both hashes), and each KG file found at another path with
-    the same content (``OLD -> NEW``). A spec is the same KG when it names the same file by
-    any path, or the same text, unless both runs record its ``kg_sha256`` and the hashes
-    differ (the file was edited in place); a file at another path is the same KG when both
-    runs record its ``kg_sha256`` and the hashes (and the ``NAME=`` given) agree. A run
-    recorded without hashes compares paths only."""
+    the same content (``OLD -> NEW``). The recorded side is where ``old`` says each file was
+    (``kg_paths``, absolute), this run's side what each spec names from the current working
+    directory: the same ``--kg kb.txt`` from another directory may name another file. A spec
+    is the same KG when it names the same file by any path, or the same text, with the same
+    ``NAME=``, unless both runs record its ``kg_sha256`` and the hashes differ (the file was
+    edited in place); a file at another path is the same KG when both runs record its
+    ``kg_sha256`` and the hashes (and the ``NAME=`` given) agree. A run recorded without
+    ``kg_paths`` resolves its specs from the current directory too; one recorded without
+    hashes compares paths only."""
     a, b = old.get("kg"), new.get("kg")
     if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
         return a != b, [], []
     differ = False
     why: list[str] = []
     moved: list[str] = []
-    for x, y, hx, hy in zip(a, b, _kg_hashes(old), _kg_hashes(new)):
+    for x, y, hx, hy, rx in zip(a, b, _kg_hashes(old), _kg_hashes(new), _kg_recorded_paths(old)):
         (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
-        if _kg_where(x) == _kg_where(y):
+        wx, wy = _kg_where(x, rx), _kg_where(y)
+        if (nx, wx) == (ny, wy):
             if hx is not None and hy is not None and hx != hy:
                 differ = True
-                why.append(f"KG file {py} has sha256 {hx} (recorded), {hy} (now): the file was edited")
+                why.append(f"KG file {wy} has sha256 {hx} (recorded), {hy} (now): the file was edited")
             continue
         if hx is not None and hx == hy and nx == ny:
-            moved.append(f"{px} -> {py}")
+            moved.append(f"{wx} -> {wy}")
             continue
         differ = True
+        # the same text typed in another working directory: another file
+        elsewhere = (f", --kg {py} names another file from this directory"
+                     if px == py and wx != wy and Path(wy).exists() else "")
         if hx is not None and hy is not None and hx != hy:
-            why.append(f"KG file {px} has sha256 {hx} (recorded), {py} has {hy} (now): other triples")
+            why.append(f"KG file {wx} has sha256 {hx} (recorded), {wy} has {hy} (now): other triples{elsewhere}")
+        elif elsewhere:
+            why.append(f"the run read {wx}{elsewhere} ({wy})")
     return differ, why, moved
 
 

@@ -27,7 +27,8 @@ from ..errors import (
 )
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .resume import (
-    check_questions, check_resume, code_revision, dataset_digests, kg_changes, kg_digests, llm_identity, package_version,
+    check_questions, check_resume, code_revision, dataset_digests, kg_changes, kg_digests, kg_paths, llm_identity,
+    package_version,
 )
 from .runfiles import (
     RESULTS, RUN, SUMMARY, TRACES, ResultsFile, RunLock, Summary, answer_row, as_number, error_row, read_results,
@@ -143,7 +144,9 @@ async def run_eval(
     ``local:PATH`` of the default model's file) are one model (:func:`~.resume.check_resume`).
     A KG file found at another path with the content ``kg_sha256`` recorded is the same KG,
     and a KG file whose content changed at the same path is another
-    (:func:`~.resume.kg_changes`). Over question files whose content changed, a resume is
+    (:func:`~.resume.kg_changes`); the path is the one recorded in ``kg_paths`` (absolute),
+    so the same relative ``kg`` spec resumed from another working directory is compared
+    as the file it names there. Over question files whose content changed, a resume is
     refused when an answered question is gone or reads differently now (unless ``changed_data_ok``);
     added questions are answered and edited gold re-scores the answered rows. A run recorded
     without hashes is not checked.
@@ -182,6 +185,8 @@ async def run_eval(
     )
     if isinstance(cfg["kg"], list):  # a KG file's content: the same KG when it moves (resume)
         cfg["kg_sha256"] = kg_digests(cfg["kg"])
+        # where each file is: a resume from another directory compares the file read, not the text
+        cfg["kg_paths"] = kg_paths(cfg["kg"])
     cfg.setdefault("version", package_version())
     code = code_revision()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -47,7 +47,7 @@ from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_
 from .commands import add_question_flags
 from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
-from .resume import kg_changes, kg_digests
+from .resume import kg_changes, kg_digests, kg_paths
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
 
 SKIP, LIMIT = 100, 200  # --skip and --limit by default
@@ -381,7 +381,7 @@ def _settings_differ(old: dict, new: dict) -> str | None:
             return "synthetic questions (--synthetic)" if "synthetic" in m else _shown(m.get("datasets"))
         return f"the model was trained on {source(old)}, this run trains on {source(new)}"
     for key, value in new.items():
-        if key in ("kg", "kg_sha256"):  # _kg_differs's
+        if key in ("kg", "kg_sha256", "kg_paths"):  # _kg_differs's
             continue
         if key in ("config", "synthetic") and isinstance(value, dict):
             recorded = old.get(key)
@@ -400,7 +400,9 @@ def _kg_differs(old: dict, new: dict) -> str | None:
     """How the KGs of ``new`` differ from those ``old`` (a model's ``meta``) was trained on,
     in words, or None: the rule of an evaluation's resume (:func:`.resume.kg_changes`) -- the
     same file by any path is the same KG unless its SHA-256 (``kg_sha256``) changed, and a
-    file found at another path with the same content is the same KG. Other triples can
+    file found at another path with the same content is the same KG; the model's side is
+    where its meta says each file was (``kg_paths``, absolute; a model without them resolves
+    its ``kg`` from the current directory). Other triples can
     leave the questions' linking alone (``questions_sha256``), and the examples of two KGs
     would be mixed in one model. A model trained before the hashes were recorded compares
     paths only."""
@@ -498,7 +500,9 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                   "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
     cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
     digests = kg_digests(specs)  # each KG file's content: --resume refuses other triples (_kg_differs)
-    known = {**source, "kg": specs, "kg_sha256": digests, "heldout": args.heldout, "config": dict(cfg.__dict__)}
+    places = kg_paths(specs)  # and where it is: a --resume from another directory compares that file
+    known = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "heldout": args.heldout,
+             "config": dict(cfg.__dict__)}
     previous = _model_to_resume(out, known) if args.resume else None
     if previous is not None:
         held = len(previous.meta["rounds"])
@@ -543,7 +547,7 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
-        settings = {**source, "kg": specs, "kg_sha256": digests, "train_questions": len(train),
+        settings = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "train_questions": len(train),
                     "heldout_questions": len(heldout), "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
                     "config": dict(cfg.__dict__)}
         resume = None if previous is None else _state_to_resume(out, previous, settings)
