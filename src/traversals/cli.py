@@ -146,7 +146,7 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
 async def _ask(args: argparse.Namespace) -> int:
     from .api import build_solver, close_all
     from .kg.factory import open_kgs
-    from .search.events import describe
+    from .search.events import StatusLine, describe
 
     unicode_text(args.question, "the question")
     if not args.question.strip():  # a search over nothing would still spend a minute of LLM calls
@@ -165,13 +165,17 @@ async def _ask(args: argparse.Namespace) -> int:
         check_kg_specs(args.kg or [])
     kgs = open_kgs(args.kg or [], **remote_kg_options(args)) if strategy != "cot" else []
     llm = open_llm_from_args(args)
+    # --verbose: every event as a line; else, on a terminal, one status line kept up to date
+    status = StatusLine(sys.stderr) if not args.verbose and sys.stderr.isatty() else None
     try:
         await prepare_llm(llm)
-        on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else None
+        on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else status
         solver = build_solver(strategy, llm, kgs, _search_config(args, k=args.k), on_event=on_event,
                               embedder=embedder)
         answer = await solver.ask(args.question)
     finally:
+        if status is not None:
+            status.clear()
         await close_all(llm, kgs, embedder)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))

@@ -10,14 +10,16 @@ A solver built with ``on_event=callback`` calls it synchronously, in order:
 - ``{"event": "expand", "node", "expansion", "depth", "value"}`` -- the search picked this
   node to expand next (a jump to another branch is a backtrack).
 
-The HTTP service streams them as server-sent events and ``traversals ask --verbose``
-prints them as lines (:func:`describe`). A callback must not block: it runs inside the
+The HTTP service streams them as server-sent events, ``traversals ask --verbose``
+prints them as lines (:func:`describe`), and ``traversals ask`` on a terminal keeps one
+status line up to date with them (:class:`StatusLine`). A callback must not block: it runs inside the
 search.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import time
+from typing import Any, Callable, Sequence, TextIO
 
 from ..kg.base import Entity
 from .machine import Node
@@ -25,7 +27,7 @@ from .machine import Node
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
 
-__all__ = ["Event", "EventSink", "action_parts", "describe", "expansion", "linked", "node"]
+__all__ = ["Event", "EventSink", "StatusLine", "action_parts", "describe", "expansion", "linked", "node"]
 
 
 def linked(question: str, entities: Sequence[Entity]) -> Event:
@@ -76,3 +78,42 @@ def describe(event: Event) -> str:
         parent = "" if event.get("parent") is None else f" ← #{event['parent']}"
         return f"  #{event['id']}{parent} {event.get('state')}: {action} {what}".rstrip() + value + invalid
     return str(event)
+
+
+class StatusLine:
+    """An event sink that keeps one line on a terminal up to date while a search runs --
+    ``searching: 12 nodes · 3 expansions · 25 LLM calls · 48 s`` -- rewritten in place
+    (``\\r``) at every event, so that a search of minutes on a slow CPU is seen to be
+    working. :meth:`clear` erases it before the answer is printed. The seconds are those
+    since the sink was made (they move when an event comes)."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.started = clock()
+        self.nodes = self.expansions = self.llm_calls = 0
+        self._width = 0  # of the line shown, 0 when none is
+
+    def __call__(self, event: Event) -> None:
+        kind = event.get("event")
+        if kind == "node":
+            self.nodes += 1
+            usage = event.get("usage") or {}
+            self.llm_calls += int(usage.get("llm_calls") or 0)
+        elif kind == "expand":
+            self.expansions = max(self.expansions, int(event.get("expansion") or 0))
+        self._show(f"searching: {self.nodes} node{'s' * (self.nodes != 1)} · {self.expansions} expansion"
+                   f"{'s' * (self.expansions != 1)} · {self.llm_calls} LLM call{'s' * (self.llm_calls != 1)} · "
+                   f"{self.clock() - self.started:.0f} s")
+
+    def _show(self, text: str) -> None:
+        self.stream.write("\r" + text.ljust(self._width))
+        self.stream.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        """Erase the line (nothing when none was shown)."""
+        if self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
