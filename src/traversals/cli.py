@@ -167,6 +167,14 @@ async def _ask(args: argparse.Namespace) -> int:
     llm = open_llm_from_args(args)
     # --verbose: every event as a line; else, on a terminal, one status line kept up to date
     status = StatusLine(sys.stderr) if not args.verbose and sys.stderr.isatty() else None
+    if status is not None:  # a warning during the search goes on a line of its own, not after the status
+        show = warnings.showwarning  # (main's catch_warnings puts it back)
+
+        def show_below(*a, **k) -> None:
+            status.clear()
+            show(*a, **k)
+
+        warnings.showwarning = show_below
     try:
         await prepare_llm(llm)
         on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else status

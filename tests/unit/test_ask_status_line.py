@@ -72,3 +72,35 @@ def test_ask_piped_or_verbose_writes_no_status_line(monkeypatch, flags, terminal
     rc, _ = _ask(monkeypatch, err, *flags)
     assert rc == 0, err.getvalue()
     assert "searching:" not in err.getvalue() and "\r" not in err.getvalue()
+
+
+def test_a_warning_during_the_search_is_shown_on_its_own_line(monkeypatch):
+    """The status line is erased before a warning is printed (the next event draws it again)."""
+    import warnings
+
+    import traversals.api as api
+    from traversals.errors import TraversalsWarning
+
+    real = api.build_solver
+
+    def build(*a, on_event=None, **k):
+        solver = real(*a, on_event=on_event, **k)
+        ask = solver.ask
+
+        async def ask_and_warn(question):
+            on_event({"event": "node", "id": 0, "usage": {"llm_calls": 1}})
+            warnings.warn(TraversalsWarning("something to know"))
+            return await ask(question)
+
+        solver.ask = ask_and_warn
+        return solver
+
+    monkeypatch.setattr(api, "build_solver", build)
+    err = _Terminal()
+    rc, _ = _ask(monkeypatch, err)
+    assert rc == 0, err.getvalue()
+    first = "searching: 1 node · 0 expansions · 1 LLM call · "
+    shown = err.getvalue()
+    assert shown.startswith("\r" + first)
+    line = shown[1:].split("\r")[0]
+    assert shown[1 + len(line):].startswith("\r" + " " * len(line) + "\rtraversals: warning: something to know\n")
