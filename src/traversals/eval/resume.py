@@ -267,13 +267,24 @@ def kg_digests(specs: Sequence[Any]) -> list[str | None]:
     return out
 
 
-def _kg_hashes(run: Mapping) -> list[str | None]:
-    """The ``kg_sha256`` a run records, one per ``kg`` spec (all None when it records none)."""
-    specs, hashes = run.get("kg"), run.get("kg_sha256")
+def _per_kg(run: Mapping, key: str) -> list[str | None]:
+    """What a run records one per ``kg`` spec under ``key`` (``kg_sha256``, ``kg_paths``);
+    all None when it records none (a run of an older version)."""
+    specs, values = run.get("kg"), run.get(key)
     n = len(specs) if isinstance(specs, list) else 0
-    if not isinstance(hashes, list) or len(hashes) != n:
+    if not isinstance(values, list) or len(values) != n:
         return [None] * n
-    return [h if isinstance(h, str) else None for h in hashes]
+    return [v if isinstance(v, str) else None for v in values]
+
+
+def _resolved(spec: Any) -> str | None:
+    """The absolute, resolved path of the file or directory a KG spec names (after its
+    ``NAME=``) from the current working directory, None when there is none."""
+    path = Path(_split_name(str(spec))[1]).expanduser()
+    try:
+        return str(path.resolve()) if path.exists() else None
+    except (OSError, RuntimeError):
+        return None
 
 
 def kg_paths(specs: Sequence[Any]) -> list[str | None]:
@@ -282,24 +293,7 @@ def kg_paths(specs: Sequence[Any]) -> list[str | None]:
     ``wikidata``). Recorded in ``run.json`` as ``kg_paths`` beside ``kg`` (kept as typed), so
     that a resume from another working directory compares the file the run read, not what the
     same relative text names from there (:func:`kg_changes`)."""
-    out: list[str | None] = []
-    for spec in specs:
-        path = Path(_split_name(str(spec))[1]).expanduser()
-        try:
-            out.append(str(path.resolve()) if path.exists() else None)
-        except (OSError, RuntimeError):
-            out.append(None)
-    return out
-
-
-def _kg_recorded_paths(run: Mapping) -> list[str | None]:
-    """The ``kg_paths`` a run records, one per ``kg`` spec (all None when it records none:
-    a run of an older version)."""
-    specs, paths = run.get("kg"), run.get("kg_paths")
-    n = len(specs) if isinstance(specs, list) else 0
-    if not isinstance(paths, list) or len(paths) != n:
-        return [None] * n
-    return [p if isinstance(p, str) else None for p in paths]
+    return [_resolved(spec) for spec in specs]
 
 
 def _kg_where(spec: Any, recorded: str | None = None) -> str:
@@ -308,12 +302,7 @@ def _kg_where(spec: Any, recorded: str | None = None) -> str:
     directory when that exists (any path to it), else its text."""
     if recorded is not None:
         return recorded
-    text = _split_name(str(spec))[1]
-    path = Path(text).expanduser()
-    try:
-        return str(path.resolve()) if path.exists() else text
-    except (OSError, RuntimeError):
-        return text
+    return _resolved(spec) or _split_name(str(spec))[1]
 
 
 def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
@@ -335,7 +324,7 @@ def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
     differ = False
     why: list[str] = []
     moved: list[str] = []
-    for x, y, hx, hy, rx in zip(a, b, _kg_hashes(old), _kg_hashes(new), _kg_recorded_paths(old)):
+    for x, y, hx, hy, rx in zip(a, b, _per_kg(old, "kg_sha256"), _per_kg(new, "kg_sha256"), _per_kg(old, "kg_paths")):
         (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
         wx, wy = _kg_where(x, rx), _kg_where(y)
         if (nx, wx) == (ny, wy):

@@ -102,9 +102,9 @@ class StatusLine:
             self.llm_calls += int(usage.get("llm_calls") or 0)
         elif kind == "expand":
             self.expansions = max(self.expansions, int(event.get("expansion") or 0))
-        self._show(f"searching: {self.nodes} node{'s' * (self.nodes != 1)} · {self.expansions} expansion"
-                   f"{'s' * (self.expansions != 1)} · {self.llm_calls} LLM call{'s' * (self.llm_calls != 1)} · "
-                   f"{self.clock() - self.started:.0f} s")
+        counts = ((self.nodes, "node"), (self.expansions, "expansion"), (self.llm_calls, "LLM call"))
+        self._show("searching: " + " · ".join(f"{n} {what}{'s' * (n != 1)}" for n, what in counts)
+                   + f" · {self.clock() - self.started:.0f} s")
 
     def _show(self, text: str) -> None:
         self.stream.write("\r" + text.ljust(self._width))
