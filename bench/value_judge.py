@@ -180,7 +180,7 @@ async def main(args: argparse.Namespace) -> None:
     out = open(args.out, "w") if args.out else None
     try:
         for hops, ds in datasets.items():
-            for q in sample_questions(ds.questions, args.skip + args.limit, args.sample_seed)[args.skip:]:
+            for q in sample_questions(ds.questions, args.limit, args.sample_seed, skip=args.skip):
                 record = await judge(q, machine, value, usage)
                 if record is None:
                     continue

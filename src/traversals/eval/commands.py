@@ -50,6 +50,10 @@ def add_eval_commands(subparsers: Any) -> None:
     add_question_flags(ev)
     ev.add_argument("--limit", type=int, default=None, metavar="N",
                     help="evaluate N questions: the first N of the indices shuffled with --sample-seed")
+    ev.add_argument("--skip", type=int, default=0, metavar="N",
+                    help="leave out the first N questions of the shuffle (those --limit N answers): questions "
+                         "held out from what was tuned or trained on the first ones; with --limit M, questions "
+                         "N+1 to N+M")
     ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot, mcts (RwT), beam (RwT hop-level beam search)")
     add_llm_flags(ev)
     add_kg_flags(ev)
@@ -205,6 +209,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             resume=args.resume,
             limit=args.limit,
             seed=args.sample_seed,
+            skip=args.skip,
             progress=not args.no_progress,
             config=config,
             retry_errors=args.retry_errors,

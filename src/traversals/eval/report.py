@@ -617,7 +617,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         subset = r.config.get("split", "")
         if r.config.get("answerable_only"):
             subset += ", answerable"
-        if r.config.get("limit") is not None:
+        if r.config.get("skip"):  # questions held out from the first ones of the shuffle
+            first, size = r.config["skip"] + 1, r.config.get("selected", r.config.get("limit"))
+            subset += f", questions {first}-{first + size - 1 if size else '…'} of the shuffle (seed {r.config.get('seed')})"
+        elif r.config.get("limit") is not None:
             subset += f", {r.config['limit']} sampled (seed {r.config.get('seed')})"
         rows.append(
             [

@@ -7,7 +7,7 @@ of each question file read (:func:`dataset_digests`), of each KG file
 refused when a setting of :data:`RESUME_MUST_MATCH` differs (:func:`check_resume`; two
 local specs of one model file are one model, :func:`_same_llm`; a KG file moved with the
 same content is the same KG and one edited in place is another, :func:`kg_changes`), when
-``--limit`` would draw another sample (:func:`_resampled`), or when an answered question
+``--limit`` or ``--skip`` would draw another sample (:func:`_resampled`), or when an answered question
 is gone or reads differently now (:func:`check_questions`). :func:`resume_hint` says how
 to continue an interrupted run.
 
@@ -368,8 +368,9 @@ def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
 def check_resume(old: Mapping, new: Mapping, run_json: Path, *, environ: Mapping[str, str]) -> None:
     """Refuse (:class:`BadInput`, naming each difference) to resume the run recorded in
     ``run_json`` (its settings ``old``) with the settings ``new``: a setting of
-    :data:`RESUME_MUST_MATCH` that both record and that differs, or a ``--limit`` sample
-    drawn from another number of questions. ``environ`` is where the model cache of a
+    :data:`RESUME_MUST_MATCH` that both record and that differs, another ``--skip`` (a run
+    recorded without one skipped none), or a ``--limit`` sample drawn from another number of
+    questions. ``environ`` is where the model cache of a
     ``--llm local`` spec is found (``$TRAVERSALS_CACHE`` and the rest of
     :func:`~traversals.llm.models.default_cache_dir`): the caller reads the environment."""
     diffs = [
@@ -377,6 +378,9 @@ def check_resume(old: Mapping, new: Mapping, run_json: Path, *, environ: Mapping
         for k in RESUME_MUST_MATCH
         if k in old and k in new and not _same_setting(k, old, new, environ)
     ]
+    if old.get("skip", 0) != new.get("skip", 0):  # recorded since --skip exists; before, none was skipped
+        diffs.append(f"skip: {old.get('skip', 0)!r} (recorded) vs {new.get('skip', 0)!r} (now), so other "
+                     "questions are left out")
     if (resampled := _resampled(old, new)) is not None:
         diffs.append(resampled)
     if diffs:
@@ -391,11 +395,11 @@ def _resampled(old: Mapping, new: Mapping) -> str | None:
     """Why a sample would not extend the recorded one, or None: ``--limit`` shuffles the
     indices of the questions, so a dataset with another number of questions (your own file,
     edited) gives another sample, and a resume would mix two samples under one run."""
-    sampled = old.get("limit") is not None or new.get("limit") is not None
+    sampled = any(run.get("limit") is not None or run.get("skip") for run in (old, new))
     before, now = old.get("dataset_size"), new.get("dataset_size")
     if not sampled or before is None or now is None or before == now:
         return None
-    return (f"dataset_size: {before!r} (recorded) vs {now!r} (now), and --limit samples from the "
+    return (f"dataset_size: {before!r} (recorded) vs {now!r} (now), and --limit and --skip sample from the "
             "shuffled indices of all of them, so another number of questions is another sample")
 
 

@@ -113,6 +113,7 @@ async def run_eval(
     resume: bool = False,
     limit: int | None = None,
     seed: int = DEFAULT_SEED,
+    skip: int = 0,
     progress: bool = True,
     config: Mapping[str, Any] | None = None,
     retry_errors: bool = False,
@@ -123,8 +124,9 @@ async def run_eval(
     """Answer the selected questions of ``dataset`` and write the run's files.
 
     ``solver_factory`` is a Solver or a callable (sync or async) returning one; it is
-    called once, only if there is something left to answer. ``limit``/``seed`` select the
-    questions (:func:`~traversals.eval.datasets.sample_questions`). ``config`` is stored in
+    called once, only if there is something left to answer. ``limit``/``seed``/``skip`` select
+    the questions (:func:`~traversals.eval.datasets.sample_questions`; ``skip`` leaves out the
+    first questions of the shuffle, those a run with ``limit=skip`` answers). ``config`` is stored in
     ``run.json`` (strategy, llm, k, ...) and checked on resume. Returns the summary over
     every line of ``results.jsonl``.
 
@@ -162,7 +164,7 @@ async def run_eval(
     out = Path(out_dir)
     results_path = out / RESULTS
     run_path = out / RUN
-    selection = sample_questions(dataset.questions, limit, seed)
+    selection = sample_questions(dataset.questions, limit, seed, skip=skip)
     selected_ids = [q.id for q in selection]
     if len(set(selected_ids)) != len(selected_ids):
         raise BadInput(f"dataset {dataset.name} has duplicate question ids")
@@ -176,6 +178,7 @@ async def run_eval(
             "answerable_only": dataset.answerable_only,
             "limit": limit,
             "seed": seed,
+            "skip": skip,
             "selected": len(selection),
             "dataset_size": len(dataset.questions),
             "dataset_files": [str(Path(f).resolve()) for f in dataset.files],

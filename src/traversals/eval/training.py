@@ -104,9 +104,7 @@ def add_training_command(subparsers: Any) -> None:
 def training_questions(questions: Sequence[Question], skip: int, limit: int, seed: int) -> list[Question]:
     """The ``limit`` questions after the first ``skip`` of the seeded shuffle (the ones an
     eval with ``--limit skip`` and the same seed does not ask)."""
-    if skip < 0 or limit < 0:
-        raise BadInput("--skip and --limit must be >= 0")
-    return sample_questions(questions, skip + limit, seed)[skip:]
+    return sample_questions(questions, limit, seed, skip=skip)
 
 
 def with_gold(questions: Sequence[Question]) -> tuple[list[Question], int]:

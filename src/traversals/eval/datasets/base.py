@@ -105,23 +105,28 @@ class Dataset:
 
 
 def sample_questions(
-    questions: Sequence[Question], limit: int | None, seed: int = DEFAULT_SEED
+    questions: Sequence[Question], limit: int | None, seed: int = DEFAULT_SEED, skip: int = 0
 ) -> list[Question]:
     """The questions a run evaluates.
 
-    ``limit=None`` keeps all of them in file order. Otherwise the indices ``0..n-1`` are
-    shuffled with ``random.Random(seed).shuffle`` and the first ``limit`` are taken, in that
+    ``limit=None`` and ``skip=0`` keep all of them in file order. Otherwise the indices
+    ``0..n-1`` are shuffled with ``random.Random(seed).shuffle``, the first ``skip`` are left
+    out and the next ``limit`` (all the rest when ``limit`` is None) are taken, in that
     shuffled order -- exactly what ReAct and the Tree-of-Traversals authors' scripts do
     (``idxs = list(range(n)); random.Random(233).shuffle(idxs); idxs[:500]``). A smaller
-    limit is therefore always a prefix of a larger one with the same seed.
+    limit is therefore always a prefix of a larger one with the same seed and skip, and
+    ``skip=100`` selects none of the questions ``limit=100`` does: questions held out from
+    whatever was tuned or trained on the first ones.
     """
-    if limit is None:
-        return list(questions)
-    if limit < 0:
+    if limit is not None and limit < 0:
         raise BadInput(f"--limit must be >= 0, got {limit}")
+    if skip < 0:
+        raise BadInput(f"--skip must be >= 0, got {skip}")
+    if limit is None and not skip:
+        return list(questions)
     idxs = list(range(len(questions)))
     random.Random(seed).shuffle(idxs)
-    return [questions[i] for i in idxs[:limit]]
+    return [questions[i] for i in idxs[skip:None if limit is None else skip + limit]]
 
 
 def dedupe(items: Iterable[str]) -> list[str]:
