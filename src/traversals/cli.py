@@ -209,6 +209,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return asyncio.run(_ask(args))
 
 
+def _api_keys(args: argparse.Namespace, what: str) -> list[str]:
+    """The keys an HTTP endpoint accepts (``--api-key-file``, ``$TRAVERSALS_API_KEY``), read
+    before any model loads; a warning when it listens beyond this machine without one."""
+    from .auth import API_KEY_ENV, is_loopback, read_api_keys
+
+    keys = read_api_keys(args.api_key_file, os.environ)
+    if not keys and not is_loopback(args.host):
+        print(f"warning: {what} listens on {args.host} with no API key: anyone who can reach it can use the LLM "
+              f"and the KGs (--api-key-file FILE or ${API_KEY_ENV}; docs/service.md)", file=sys.stderr)
+    return keys
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .service import ServiceLimits, create_app
@@ -220,6 +232,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.shutdown_timeout >= 0:
         raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
+    api_keys = _api_keys(args, "the service")
     # flags one another makes pointless, whatever strategy a request names ("tree": a --k
     # beside a chain default is the k of tree requests here)
     refuse_contradicting_flags("tree", args)
@@ -230,7 +243,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
-                     embedder=embedder)
+                     embedder=embedder, api_keys=api_keys)
     # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
     service_log = logging.getLogger("traversals")
     if not service_log.handlers:
@@ -250,6 +263,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     # out of range: one line, before a model loads
     ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
+    if args.transport == "stdio" and args.api_key_file is not None:
+        raise BadInput("--api-key-file guards the streamable-http transport; with stdio only the host that "
+                       "started this command talks to it")
+    api_keys = _api_keys(args, "the MCP server") if args.transport != "stdio" else []
     refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
     refuse_unused_llm_flags(args)
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
@@ -262,8 +279,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=args.host, port=args.port)
+    else:  # the SDK's own app, behind the same API-key check as serve (none: every request passes)
+        import uvicorn
+
+        from .auth import BearerAuth
+
+        app = BearerAuth(server.streamable_http_app(host=args.host), keys=api_keys)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
 
@@ -283,6 +305,13 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise BadInput(f"no such file or directory: {path}")
     print(written)
     return 0
+
+
+def _add_api_key_flag(p: argparse.ArgumentParser, only: str = "") -> None:
+    p.add_argument("--api-key-file", metavar="FILE", default=None,
+                   help=f"{only}accept only requests with 'Authorization: Bearer KEY' for a key in FILE (one a "
+                        "line, '#' comments) or in $TRAVERSALS_API_KEY; GET /health stays open (default: no key "
+                        "is checked)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="on Ctrl-C / SIGTERM, wait this long for questions being searched, then stop them "
                             "(default 30)")
+    _add_api_key_flag(serve)
     serve.set_defaults(func=cmd_serve)
 
     mcp = sub.add_parser("mcp", help="offer the KG interface and the search as MCP tools (docs/mcp.md)")
@@ -326,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--max-queue", type=int, default=MCP_MAX_QUEUE,
                      help=f"answer_question calls that may wait behind the running searches; more are refused "
                           f"as busy (default {MCP_MAX_QUEUE})")
+    _add_api_key_flag(mcp, "streamable-http: ")
     mcp.set_defaults(func=cmd_mcp)
 
     view = sub.add_parser("view", help="HTML view of a search trace or of an evaluation run's traces")

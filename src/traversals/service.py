@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
+from .auth import BearerAuth, Unauthorized, check_key
 from .embed import Embedder, open_embedder
 from .errors import (
     BadInput,
@@ -239,6 +240,8 @@ def status_for(exc: BaseException) -> int:
         return 413
     if isinstance(exc, BodyTooSlow):
         return 408
+    if isinstance(exc, Unauthorized):
+        return 401
     if isinstance(exc, BadInput):
         return 400
     if isinstance(exc, (Busy, ShuttingDown, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
@@ -267,12 +270,15 @@ def create_app(
     close_on_shutdown: bool = True,
     solver_factory: SolverFactory | None = None,
     embedder: Embedder | None = None,
+    api_keys: Sequence[str] = (),
 ):
     """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
     endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
     ``close_on_shutdown`` is false (the caller owns them). ``embedder`` serves RwT's
     critical model in every request (default: ``defaults.embedder`` opened here); it is
-    closed at shutdown with the LLM."""
+    closed at shutdown with the LLM. With ``api_keys`` every request but ``GET /health``
+    needs ``Authorization: Bearer KEY`` for one of them (:class:`~traversals.auth.BearerAuth`:
+    401 otherwise)."""
     try:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
@@ -377,7 +383,8 @@ def create_app(
         # curl (without -L) and many clients show as an empty reply instead of following it
         routes=[Route(path + slash, endpoint, methods=[method])
                 for path, endpoint, method in endpoints for slash in ("", "/")],
-        middleware=[Middleware(_CountInFlight, in_flight=in_flight)],
+        middleware=[Middleware(BearerAuth, keys=[check_key(k, "api_keys") for k in api_keys]),
+                    Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )

@@ -1,0 +1,102 @@
+"""API keys for the HTTP endpoints (``traversals serve`` and ``traversals mcp --transport
+http``): an ASGI middleware that lets a request through only with ``Authorization: Bearer
+KEY`` for one of the keys, and the reading of the keys from a file or the environment.
+
+With no key configured nothing is checked (the default on 127.0.0.1). Keys are compared in
+constant time and never written to a message or a log.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import BadInput, TraversalsError
+
+#: the environment variable holding one API key (read by the command line, at its edge)
+API_KEY_ENV = "TRAVERSALS_API_KEY"
+#: paths a load balancer probes: open without a key
+OPEN_PATHS = ("/health", "/health/")
+
+
+class Unauthorized(TraversalsError):
+    """A request without one of the server's API keys (HTTP 401)."""
+
+
+def check_key(key: str, where: str) -> str:
+    """``key`` stripped, or :class:`BadInput`: a key travels in an HTTP header, so it is
+    printable ASCII without spaces."""
+    key = key.strip()
+    if not key:
+        raise BadInput(f"{where}: an empty API key")
+    if not all(33 <= ord(c) < 127 for c in key):
+        raise BadInput(f"{where}: an API key must be printable ASCII without spaces (it is sent in a header)")
+    return key
+
+
+def read_api_keys(path: str | Path | None, environ: Mapping[str, str]) -> list[str]:
+    """The keys a server accepts: one per line of the file at ``path`` (blank lines and lines
+    starting with ``#`` skipped) and ``$TRAVERSALS_API_KEY`` from ``environ``. None of
+    either: no key, so nothing is checked. A file named but unreadable or holding no key is
+    :class:`BadInput`, so a typo never leaves a server open."""
+    keys: list[str] = []
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"--api-key-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                keys.append(check_key(line, f"--api-key-file {path} line {n}"))
+        if not keys:
+            raise BadInput(f"--api-key-file {path} holds no key (one a line; '#' starts a comment)")
+    if environ.get(API_KEY_ENV, "").strip():
+        keys.append(check_key(environ[API_KEY_ENV], f"${API_KEY_ENV}"))
+    return keys
+
+
+class BearerAuth:
+    """ASGI middleware: an HTTP request to any path but ``open_paths`` needs the header
+    ``Authorization: Bearer KEY`` with one of ``keys``; without it the answer is 401 in the
+    service's error shape (``{"error": {"type", "message"}}``) with ``WWW-Authenticate:
+    Bearer``. Other scopes (lifespan, websocket) pass through. No keys: every request passes."""
+
+    def __init__(self, app: Any, *, keys: Iterable[str], open_paths: Sequence[str] = OPEN_PATHS) -> None:
+        self.app = app
+        self.keys = [k.encode("ascii") for k in keys]
+        self.open_paths = tuple(open_paths)
+
+    def _allowed(self, headers: Iterable[tuple[bytes, bytes]]) -> bool | None:
+        """True for a known key, False for another, None when no key was sent."""
+        for name, value in headers:
+            if name.lower() == b"authorization":
+                scheme, _, given = value.strip().partition(b" ")
+                if scheme.lower() != b"bearer" or not given.strip():
+                    return False
+                given = given.strip()
+                # every key compared, in constant time each: the time says nothing about which
+                return any([hmac.compare_digest(given, key) for key in self.keys])
+        return None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.keys or scope.get("path") in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        allowed = self._allowed(scope.get("headers") or ())
+        if allowed:
+            await self.app(scope, receive, send)
+            return
+        refused = Unauthorized("this server needs an API key: send the header 'Authorization: Bearer KEY'"
+                               if allowed is None else "the API key sent is not one this server accepts")
+        body = json.dumps({"error": {"type": type(refused).__name__, "message": str(refused)}}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b'Bearer realm="traversals"')]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``--host`` only listens on this machine."""
+    return host in ("localhost", "::1") or host.startswith("127.")

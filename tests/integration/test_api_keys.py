@@ -1,0 +1,100 @@
+"""API keys on the real HTTP endpoints: `traversals serve` and `traversals mcp --transport
+streamable-http` started as subprocesses on 127.0.0.1, with a key in a file or in
+$TRAVERSALS_API_KEY, driven by httpx and by the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .servers import free_port
+
+EXE = Path(sys.executable).parent / "traversals"
+KEY = "team-key-0123456789"
+
+
+def start(args: list[str], log: Path, ready: str, env: dict | None = None) -> subprocess.Popen:
+    """Start ``traversals ARGS`` and wait until ``ready`` (a URL) answers at all."""
+    out = open(log, "wb")
+    proc = subprocess.Popen([str(EXE), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            out.close()
+            pytest.fail(f"traversals {args[0]} exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            httpx.get(ready, timeout=2)
+            return proc
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"traversals {args[0]} did not start within 120 s")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.timeout(180)
+def test_serve_with_a_key_file_refuses_requests_without_the_key(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text(f"# ops\n{KEY}\n", encoding="utf-8")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start(["serve", "--kg", "demo", "--strategy", "cot", "--port", str(port), "--log-level", "warning",
+                  "--api-key-file", str(keys)], tmp_path / "serve.log", base + "/health")
+    try:
+        assert httpx.get(base + "/health").json() == {"status": "ok"}
+        refused = httpx.post(base + "/v1/ask", json={"question": "Who is Bob Dylan's mother?"})
+        assert refused.status_code == 401 and refused.json()["error"]["type"] == "Unauthorized"
+        assert httpx.get(base + "/v1/info", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        info = httpx.get(base + "/v1/info", headers={"Authorization": f"Bearer {KEY}"})
+        assert info.status_code == 200 and info.json()["kgs"] == ["demo"]
+    finally:
+        stop(proc)
+    assert KEY not in (tmp_path / "serve.log").read_text(errors="replace")  # never logged
+
+
+@pytest.mark.timeout(180)
+async def test_mcp_over_http_with_the_key_in_the_environment(tmp_path):
+    pytest.importorskip("mcp")
+    from mcp import Client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    proc = start(["mcp", "--transport", "streamable-http", "--port", str(port), "--kg", "demo", "--strategy", "cot"],
+                 tmp_path / "mcp.log", f"http://127.0.0.1:{port}/health", env={**os.environ, "TRAVERSALS_API_KEY": KEY})
+    try:
+        refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                             headers={"Accept": "application/json, text/event-stream"})
+        assert refused.status_code == 401 and "Authorization: Bearer KEY" in refused.json()["error"]["message"]
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as c:
+            r = await c.call_tool("kg_search", {"text": "Beatrice Stone"})
+        assert [e["label"] for e in r.structured_content["entities"]][:1] == ["Beatrice Stone"]
+    finally:
+        stop(proc)
+    assert KEY not in (tmp_path / "mcp.log").read_text(errors="replace")
+
+
+def test_mcp_over_stdio_refuses_a_key_file(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text(KEY + "\n", encoding="utf-8")
+    r = subprocess.run([str(EXE), "mcp", "--kg", "demo", "--api-key-file", str(keys)],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "--api-key-file guards the streamable-http transport" in r.stderr

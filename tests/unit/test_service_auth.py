@@ -1,0 +1,89 @@
+"""API keys on the HTTP service: ``create_app(api_keys=...)`` (``serve --api-key-file`` /
+``$TRAVERSALS_API_KEY``) lets a request through only with ``Authorization: Bearer KEY``;
+``/health`` stays open for load balancers; keys are read from a file or the environment and
+a file that would leave the server open by mistake is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.auth import API_KEY_ENV, is_loopback, read_api_keys
+from traversals.errors import BadInput
+
+from .test_service import Factory, client
+
+KEY = "s3cret-Key_0123456789"
+
+
+async def test_without_the_key_every_endpoint_but_health_is_refused_with_401():
+    factory = Factory()
+    async with client(factory, api_keys=[KEY, "another-key-abcdef"]) as c:
+        assert (await c.get("/health")).json() == {"status": "ok"}  # a load balancer's probe needs no key
+        missing = await c.post("/v1/ask", json={"question": "Who directed Alpha?"})
+        wrong = await c.post("/v1/ask", json={"question": "Who directed Alpha?"},
+                             headers={"Authorization": "Bearer not-the-key"})
+        basic = await c.get("/v1/info", headers={"Authorization": f"Basic {KEY}"})
+        info = await c.get("/v1/info")
+        ok = await c.post("/v1/ask", json={"question": "Who directed Alpha?"},
+                          headers={"Authorization": f"Bearer {KEY}"})
+        other = await c.get("/v1/info", headers={"authorization": "bearer another-key-abcdef"})
+    for r in (missing, wrong, basic, info):
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+        assert r.json()["error"]["type"] == "Unauthorized"
+        assert KEY not in r.text  # never echoed
+    assert "Authorization: Bearer KEY" in missing.json()["error"]["message"]
+    assert "not one this server accepts" in wrong.json()["error"]["message"]
+    assert ok.status_code == 200 and ok.json()["answer"] == "Ann Lee"
+    assert other.status_code == 200 and "llm" in other.json()  # either key, the scheme in any case
+    assert len(factory.built) == 1  # the refused requests never reached a solver
+
+
+async def test_without_keys_nothing_is_checked():
+    async with client() as c:
+        assert (await c.post("/v1/ask", json={"question": "Who directed Alpha?"})).status_code == 200
+
+
+def test_keys_come_from_a_file_and_the_environment(tmp_path):
+    f = tmp_path / "keys"
+    f.write_text("# the team's keys\n\n  first-key-123  \nsecond-key-456\n", encoding="utf-8")
+    assert read_api_keys(f, {}) == ["first-key-123", "second-key-456"]
+    assert read_api_keys(f, {API_KEY_ENV: " env-key-789\n"}) == ["first-key-123", "second-key-456", "env-key-789"]
+    assert read_api_keys(None, {API_KEY_ENV: "env-key-789"}) == ["env-key-789"]
+    assert read_api_keys(None, {}) == [] and read_api_keys(None, {API_KEY_ENV: "  "}) == []
+
+
+def test_a_key_file_that_would_leave_the_server_open_is_refused(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing yet\n\n", encoding="utf-8")
+    with pytest.raises(BadInput, match="holds no key"):
+        read_api_keys(empty, {})
+    with pytest.raises(BadInput, match="cannot read it"):
+        read_api_keys(tmp_path / "missing", {})
+    spaced = tmp_path / "spaced"
+    spaced.write_text("two words\n", encoding="utf-8")
+    with pytest.raises(BadInput, match="line 1: an API key must be printable ASCII without spaces"):
+        read_api_keys(spaced, {})
+    with pytest.raises(BadInput, match=API_KEY_ENV):
+        read_api_keys(None, {API_KEY_ENV: "clé-non-ascii"})
+
+
+def test_a_bad_key_given_to_the_library_is_refused_at_start():
+    with pytest.raises(BadInput, match="printable ASCII"):
+        client(api_keys=["has space"])
+
+
+def test_loopback_hosts():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("::")
+
+
+def test_serve_warns_when_it_listens_beyond_this_machine_without_a_key(capsys, monkeypatch):
+    from traversals.cli import _api_keys, build_parser
+
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    assert _api_keys(build_parser().parse_args(["serve", "--host", "0.0.0.0"]), "the service") == []
+    assert "listens on 0.0.0.0 with no API key" in capsys.readouterr().err
+    assert _api_keys(build_parser().parse_args(["serve"]), "the service") == []  # 127.0.0.1: no warning
+    monkeypatch.setenv(API_KEY_ENV, "env-key-789")
+    assert _api_keys(build_parser().parse_args(["serve", "--host", "0.0.0.0"]), "the service") == ["env-key-789"]
+    assert capsys.readouterr().err == ""
