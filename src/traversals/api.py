@@ -22,12 +22,15 @@ from .search.events import EventSink
 from .search.kgset import KGSet
 from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
+from .search.retrieve import DEFAULT_HOPS as RETRIEVE_HOPS, MAX_HOPS as RETRIEVE_MAX_HOPS, RetrieveThenRead
 from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
 
 if TYPE_CHECKING:
     from .search.rwt.valuemodel import ValueModel
 
-STRATEGIES = ("tree", "chain", "cot", "mcts", "beam")
+STRATEGIES = ("tree", "chain", "cot", "mcts", "beam", "retrieve")
+#: the hops mcts/beam walk at most when ``SearchConfig.max_hops`` is None (the paper's T)
+RWT_HOPS = 3
 
 
 @dataclass
@@ -75,17 +78,20 @@ class SearchConfig:
     simulations: int = 16  # mcts: simulations per question
     #: mcts: PUCT's exploration weight, the prior's share against the mean value (RwTConfig.c_puct's default)
     c_puct: float = 1.25
-    #: mcts/beam: the most hops a path walks (T)
-    max_hops: int = 3
+    #: mcts/beam: the most hops a path walks (T); retrieve: the hops of facts gathered around the
+    #: question's entities (1 or 2). None: 3 for mcts/beam, 1 for retrieve (KAPING's one hop)
+    max_hops: int | None = None
     #: beam: states kept per hop (B1) and relations tried from each (B2); the paper's Table 6
     #: sweeps B1 = 1..5 with B2 = 5
     beam_width: int = 3
     beam_branch: int = 3
-    #: mcts/beam: the critical model's sentence embeddings (:func:`~traversals.embed.open_embedder`:
-    #: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical";
+    #: mcts/beam: the critical model's sentence embeddings; retrieve: those ranking its facts
+    #: (:func:`~traversals.embed.open_embedder`: "sbert", the paper's Sentence-BERT family, all-MiniLM-L6-v2; "sbert:DIR"; "lexical";
     #: "openai:MODEL", an embeddings endpoint, whose URL and key are not part of the config:
     #: pass ``build_solver(..., embedder=open_embedder(spec, url=..., api_key=...))``)
     embedder: str = "sbert"
+    #: retrieve: the facts most similar to the question that its prompt lists (KAPING's top N)
+    top_facts: int = 10
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
     #: seconds one call to a KG may take before the search fails with ``KGTimeout`` naming
     #: it (None: no bound of the search's own; remote backends have their request timeout)
@@ -104,8 +110,9 @@ def build_solver(
 ) -> Solver:
     """The solver for ``strategy``. ``on_event`` receives the search's events as they
     happen (:mod:`traversals.search.events`; the KG strategies only). ``embedder`` serves
-    RwT's critical model (mcts/beam); without one, ``config.embedder`` is opened (pass one
-    to share a loaded model between solvers, as the service does). ``value_model`` is
+    RwT's critical model (mcts/beam) and ranks retrieve's facts; without one,
+    ``config.embedder`` is opened (pass one to share a loaded model between solvers, as the
+    service does). ``value_model`` is
     ``config.value_model`` already loaded (:func:`load_value_model`), shared the same way;
     without it the file is read here."""
     cfg = config or SearchConfig()
@@ -132,13 +139,22 @@ def build_solver(
     for flag, n in (("--max-depth", cfg.max_depth), ("--max-expansions", cfg.max_expansions),
                     ("--simulations", cfg.simulations), ("--max-hops", cfg.max_hops),
                     ("--beam-width", cfg.beam_width), ("--beam-branch", cfg.beam_branch)):
-        if n < 1:
+        if n is not None and n < 1:
             raise BadInput(f"{flag} must be at least 1, got {n}")
     if not 0.0 <= cfg.c_puct < math.inf:  # 0: the values alone choose; NaN would choose at random
         raise BadInput(f"--c-puct is a weight of 0 or more, got {cfg.c_puct}")
     if cfg.kg_timeout is not None and not cfg.kg_timeout > 0:
         raise BadInput(f"kg_timeout is a number of seconds over 0 (or None), got {cfg.kg_timeout}")
     kgset = KGSet(kgs, max_relations=cfg.max_relations, max_edges=cfg.max_edges, timeout=cfg.kg_timeout)
+    if strategy == "retrieve":  # one generation over ranked facts: no state to rate, no value model
+        hops = RETRIEVE_HOPS if cfg.max_hops is None else cfg.max_hops
+        if hops > RETRIEVE_MAX_HOPS:
+            raise BadInput(f"--max-hops with retrieve is 1 or {RETRIEVE_MAX_HOPS} (the facts that many hops around "
+                           f"the question's entities), got {hops}")
+        if cfg.top_facts < 1:
+            raise BadInput(f"top_facts (the facts retrieve's prompt lists) must be at least 1, got {cfg.top_facts}")
+        return RetrieveThenRead(llm, kgset, embedder or open_embedder(cfg.embedder), hops=hops,
+                                top_facts=cfg.top_facts, on_event=on_event)
     model = value_model or load_value_model(cfg)
     if model is not None:
         check_value_model(model, kgs)
@@ -150,7 +166,8 @@ def build_solver(
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
         rollout = TrainedRollout(model) if model else None
         critical = CriticalModel(embedder or open_embedder(cfg.embedder))
-        rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=cfg.max_hops,
+        hops = RWT_HOPS if cfg.max_hops is None else cfg.max_hops
+        rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=hops,
                             beam_width=cfg.beam_width, beam_branch=cfg.beam_branch, c_puct=cfg.c_puct)
         return cls(llm, kgset, rwt_cfg, rollout=rollout, critical=critical, on_event=on_event)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
@@ -191,6 +208,12 @@ def build_solver(
 
         value = TrainedValue(model)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
+
+
+def default_max_hops(strategy: str) -> int | None:
+    """``SearchConfig.max_hops`` when it is None: :data:`RWT_HOPS` for mcts/beam, one hop
+    for retrieve; None for the strategies that do not read it."""
+    return {"mcts": RWT_HOPS, "beam": RWT_HOPS, "retrieve": RETRIEVE_HOPS}.get(strategy)
 
 
 def check_value_model(model: ValueModel, kgs: Sequence[KnowledgeGraph]) -> None:
@@ -243,4 +266,4 @@ async def close_all(llm: LLM, kgs: Sequence[KnowledgeGraph], embedder: Embedder 
                 await close_embedder(embedder)
 
 
-__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all", "load_value_model"]
+__all__ = ["Answer", "SearchConfig", "STRATEGIES", "build_solver", "close_all", "default_max_hops", "load_value_model"]

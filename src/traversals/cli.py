@@ -132,7 +132,7 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"traversals train-value, docs/rwt.md)")
     if answer.strategy == "cot" and getattr(args, "kg", None):  # accepted with cot, never opened (docs/decisions.md)
         notes.append(f"cot asks the LLM alone: --kg {', '.join(args.kg)} was not opened "
-                     f"(tree, chain, mcts and beam search it)")
+                     f"(tree, chain, mcts, beam and retrieve search it)")
     if answer.linked_entities == []:
         notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "
                      "(name the entity as the KG labels it, or put it in [brackets])")
@@ -158,7 +158,8 @@ async def _ask(args: argparse.Namespace) -> int:
     strategy = _strategy(args)
     refuse_unused_flags(strategy, args)
     refuse_unused_llm_flags(args)  # before a KG loads
-    embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam") else None  # RwT's critical model
+    # RwT's critical model, retrieve's fact ranking
+    embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam", "retrieve") else None
     # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one, but a
     # malformed one is refused as the other strategies refuse it
     if strategy == "cot":
@@ -321,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer one question")
     ask.add_argument("question")
-    _add_solver_flags(ask, strategy_help="default: chain when --k 1, else tree")
+    _add_solver_flags(ask, strategy_help="tree, chain, cot (the LLM alone), mcts, beam (RwT), retrieve (KAPING: "
+                                         "the KG facts most similar to the question, one LLM call); default: chain "
+                                         "when --k 1, else tree")
     ask.add_argument("--trace", metavar="FILE", help="write the whole search tree as JSON")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--verbose", "-v", action="store_true", help="show the search as it runs (on stderr)")

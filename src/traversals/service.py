@@ -12,7 +12,7 @@ Endpoints
     the LLM, the KGs, the strategies, the default search settings and the limits.
 ``POST /v1/ask``
     (each path also with a trailing slash, ``/v1/ask/``: the same endpoint, not a redirect)
-    body ``{"question": "...", "strategy": "tree|chain|cot|mcts|beam", "topic_entities": [...],
+    body ``{"question": "...", "strategy": "tree|chain|cot|mcts|beam|retrieve", "topic_entities": [...],
     "k": 3, "max_depth": 7, "max_expansions": 20, "threshold": 0.8, "seed": 0,
     "simulations": 16, "trace": false, "stream": false}`` (only ``question`` is required;
     unknown fields are refused) →

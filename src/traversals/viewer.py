@@ -10,7 +10,8 @@ prior ``P(s, a)``, the MCTS visits ``N`` and ``Q = W / N``, the value ``V̂`` (E
 answer value of a trained roll-out model; the relations MCTS offered but never walked
 collapse into one line per state, with their priors; the page's header gives the
 simulations or hops, the roll-out model, the critical model's embedder and the LLM's
-guessed answers it compares states with.
+guessed answers it compares states with. A ``retrieve`` trace has no tree: its page lists
+the ranked facts the LLM was given, with their similarity to the question, and the reply.
 An evaluation run directory becomes an index page (one row per question: answer, gold,
 Hits@1, value, costs; failures are easy to scan) linking to one page per question.
 
@@ -241,6 +242,13 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
             f'{_e(e.get("label"))} <code>{_e(e.get("id"))}</code>' for e in trace["linked_entities"]) + "</p>")
     if trace.get("config"):
         parts.append('<p class="meta">config: ' + ", ".join(f"{_e(k)}={_e(v)}" for k, v in trace["config"].items()) + "</p>")
+    facts = trace.get("facts")
+    if isinstance(facts, list):  # retrieve: the ranked facts its one prompt listed
+        parts.append(_facts_table(facts, trace))
+    if isinstance(trace.get("raw"), str):  # cot, retrieve: the LLM's one reply
+        parts.append(f'<p class="meta">the LLM\'s reply:</p><pre>{_e(trace["raw"])}</pre>')
+    for note in trace.get("notes") or []:
+        parts.append(f'<p class="note">{_e(note)}</p>')
     if nodes:
         parts.append('<p class="meta">Blue: the path to the returned answer (green). Click a node for its option '
                      'probabilities, new edges and notes.</p>')
@@ -250,9 +258,26 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
                          f"prior: the policy's P(s, a) of the relation that led here{counted}.</p>")
         parts.append('<ul class="tree root">' + "".join(
             _render_node(n, children, path, answer_id) for n in children.get(None, [])) + "</ul>")
+    elif isinstance(facts, list):
+        parts.append("<p>No search tree (this strategy ranks the KG's facts and asks the LLM once).</p>")
     else:
         parts.append("<p>No search tree (this strategy does not search a KG).</p>")
     return _page(str(trace.get("question", "trace")), "\n".join(parts))
+
+
+def _facts_table(facts: list, trace: dict) -> str:
+    """retrieve's facts, most similar to the question first, with their scores and hops."""
+    rows = "".join(
+        f'<tr><td>{_e(f.get("rank"))}</td><td class="val">{_fmt_value(f.get("score"))}</td>'
+        f'<td>{_e(f.get("hop"))}</td><td>{_e(f.get("fact"))}</td></tr>'
+        for f in facts if isinstance(f, dict))
+    retrieved = trace.get("retrieved")
+    of = f" of the {_e(retrieved)} retrieved" if retrieved is not None else ""
+    head = (f'<p class="meta">facts given to the LLM{of}, the most similar to the question first '
+            f'(embedder {_e(trace.get("embedder", "–"))}):</p>')
+    if not rows:
+        return head + "<p>none</p>"
+    return head + f"<table><tr><th>#</th><th>score</th><th>hop</th><th>fact</th></tr>{rows}</table>"
 
 
 def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:

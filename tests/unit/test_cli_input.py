@@ -113,9 +113,11 @@ def run(command: list[str], strategy: str, flags: list[str], capsys) -> str:
     ("cot", ["--decoding", "sampled"], "tree/chain/mcts/beam"),
     ("cot", ["--value-model", "m.json"], "tree/chain/mcts/beam"),
     ("tree", ["--simulations", "64"], "mcts"),
-    ("tree", ["--embedder-url", "http://127.0.0.1:9/v1"], "mcts/beam"),
-    ("chain", ["--embedder", "lexical"], "mcts/beam"),
-    ("tree", ["--max-hops", "2"], "mcts/beam"),
+    ("tree", ["--embedder-url", "http://127.0.0.1:9/v1"], "mcts/beam/retrieve"),
+    ("chain", ["--embedder", "lexical"], "mcts/beam/retrieve"),
+    ("tree", ["--max-hops", "2"], "mcts/beam/retrieve"),
+    ("retrieve", ["--k", "3"], "tree/chain"),
+    ("retrieve", ["--threshold", "0.5"], "tree/chain"),
     ("mcts", ["--beam-width", "5"], "beam"),
     ("chain", ["--beam-branch", "5"], "beam"),
 ])
@@ -166,8 +168,8 @@ def test_an_unknown_eval_strategy_is_refused_before_anything_runs(capsys):
 NOT_SEARCH_FLAGS = {
     "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template",
     "--llm-timeout", "--n-ctx", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
-    "--sample-seed", "--limit", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
-    "--no-progress",
+    "--sample-seed", "--limit", "--skip", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
+    "--no-progress", "--label-predicate",
 }
 
 
@@ -286,7 +288,7 @@ def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr()
     assert opened == [] and out.out.splitlines()[0] == "Bob"
     assert out.err == (f"note: cot asks the LLM alone: --kg {tmp_path / 'kb.txt.gz'}, wikidata was not opened "
-                       "(tree, chain, mcts and beam search it)\n")
+                       "(tree, chain, mcts, beam and retrieve search it)\n")
     assert main(question) == 0
     assert opened == [] and capsys.readouterr().err == ""
     main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs

@@ -576,5 +576,5 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
     # a chain search has no critical model: --embedder is refused before anything is opened
     assert main(["eval", "metaqa-1hop", "--data", str(SHARED_DATA / "metaqa"), "--limit", "1", "--strategy", "chain",
                  "--out", str(tmp_path / "c"), "--no-progress", "--embedder", "openai:x"]) == 2  # fmt: skip
-    assert "--embedder is used by --strategy mcts/beam only" in capsys.readouterr().err
+    assert "--embedder is used by --strategy mcts/beam/retrieve only" in capsys.readouterr().err
     assert embedders[1:] == [] and not (tmp_path / "c").exists()

@@ -205,7 +205,7 @@ async def test_info_and_health():
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "MethodNotAllowed"
     assert unknown.status_code == 404 and "POST /v1/ask" in unknown.json()["error"]["message"]
     assert info["llm"] == "scripted" and info["kgs"] == ["demo"] and info["default_strategy"] == "chain"
-    assert info["strategies"] == ["tree", "chain", "cot", "mcts", "beam"] and info["limits"]["max_concurrency"] == 1
+    assert info["strategies"] == ["tree", "chain", "cot", "mcts", "beam", "retrieve"] and info["limits"]["max_concurrency"] == 1
 
 
 async def test_startup_prepares_the_llm_and_shutdown_closes_llm_and_kgs():

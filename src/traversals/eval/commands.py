@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..api import SearchConfig
+from ..api import SearchConfig, default_max_hops
 from ..errors import BadInput
 from ..validate import shown_url
 from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
-    add_tree_flags, add_value_flags, check_kg_specs, flag_dest, open_embedder_from_args, open_llm_from_args, prepare_llm,
-    redact_secrets, refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options,
+    add_tree_flags, add_value_flags, check_kg_specs, flag_dest, label_predicates_from_args, open_embedder_from_args,
+    open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from ..llm.local import DEFAULT_N_CTX
@@ -54,7 +54,9 @@ def add_eval_commands(subparsers: Any) -> None:
                     help="leave out the first N questions of the shuffle (those --limit N answers): questions "
                          "held out from what was tuned or trained on the first ones; with --limit M, questions "
                          "N+1 to N+M")
-    ev.add_argument("--strategy", required=True, metavar="S", help="tree, chain, cot, mcts (RwT), beam (RwT hop-level beam search)")
+    ev.add_argument("--strategy", required=True, metavar="S",
+                    help="tree, chain, cot, mcts (RwT), beam (RwT hop-level beam search), retrieve (KAPING: ranked "
+                         "KG facts, one LLM call)")
     add_llm_flags(ev)
     add_kg_flags(ev)
     add_decoding_flag(ev)
@@ -111,12 +113,14 @@ def unread_settings(strategy: str) -> list[str]:
 
 def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
+    # run.json records the hops the strategy walks (3 for mcts/beam, 1 for retrieve), not None
+    max_hops = args.max_hops if args.max_hops is not None else default_max_hops(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
               "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
               "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "value_reasoning": args.value_reasoning,
-              "simulations": args.simulations, "c_puct": args.c_puct, "seed": args.seed, "max_hops": args.max_hops,
+              "simulations": args.simulations, "c_puct": args.c_puct, "seed": args.seed, "max_hops": max_hops,
               "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
@@ -155,6 +159,12 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             raise BadInput(f"{dataset.name} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
                            "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
                            "(a SPARQL endpoint serving MusicBrainz)")
+    from ..kg.factory import label_predicates_for
+    from ..kg.iris import DEFAULT_LABEL_PREDICATES
+
+    # what the KGs are labelled with, refused for Wikidata alone before the run directory is made
+    label_predicates = (label_predicates_for(kg_specs, label_predicates_from_args(args))
+                        if strategy != "cot" else None)
     search = _search_config(args)
     from ..api import load_value_model
 
@@ -171,6 +181,8 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         # local: the llama.cpp context size (--n-ctx; an endpoint's server sets its own, not recorded)
         "n_ctx": (args.n_ctx or DEFAULT_N_CTX) if args.llm.strip().lower().startswith("local") else None,
         "kg": kg_specs if strategy != "cot" else [],
+        # the predicates entities are labelled with (--label-predicate, else the default ones); cot opens no KG
+        **({"label_predicates": list(label_predicates or DEFAULT_LABEL_PREDICATES)} if strategy != "cot" else {}),
         "data": str(Path(args.data).resolve()),
         # the search's own hyper-parameters; its RNG seed is not the sampling seed
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
@@ -180,8 +192,8 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         config["value_model_sha256"] = value_model.sha256
     for key in unread_settings(strategy):  # the strategy's defaults, never used: not recorded as if used
         config.pop(key, None)
-    rwt = strategy in ("mcts", "beam")
-    if rwt and str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
+    embeds = strategy in ("mcts", "beam", "retrieve")  # the strategies with an embedder (retrieve ranks its facts)
+    if embeds and str(search.embedder).startswith("openai:"):  # where its vectors came from (never the key)
         config["embedder_url"] = shown_url((args.embedder_url or url or "").rstrip("/")) or None
     opened: list[Any] = []
 
@@ -189,7 +201,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         from ..api import build_solver
         from ..kg.factory import open_kgs
 
-        embedder = open_embedder_from_args(args) if rwt else None  # RwT's critical model
+        embedder = open_embedder_from_args(args) if embeds else None  # RwT's critical model, retrieve's ranking
         if hasattr(embedder, "close"):  # an endpoint's client (a local model holds no connection)
             opened.append(embedder)
         llm = open_llm_from_args(args)

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import BadInput
 from ..kg.factory import _split_name, check_kg_spec
+from ..kg.iris import DEFAULT_LABEL_PREDICATES
 from ..llm.models import file_sha256, recorded_sha256
 from .datasets.base import Question
 from .runfiles import RESULTS, read_results
@@ -36,6 +37,9 @@ RESUME_MUST_MATCH = (
     "simulations", "value_model", "screen_dead_ends", "prior_weight",
     "answer_choice", "group_selection", "answers", "calibrate_answers", "both_orders", "embedder",
     "compare_answers", "value_examples", "value_reasoning", "kg", "llm_template", "value_model_sha256",
+    # the predicates the KGs' entities are labelled with (--label-predicate): other labels
+    # link other entities and show other names
+    "label_predicates",
     "max_hops", "beam_width", "beam_branch", "c_puct",
     # local: the llama.cpp context size (--n-ctx): a prompt that fits in a larger one is an
     # error in a smaller one, and a completion may be cut shorter
@@ -47,7 +51,14 @@ RESUME_MUST_MATCH = (
     # no flag sets these, but a library caller can and a newer version may change their
     # defaults: the KG's cuts the LLM sees, the sampling temperature, intermediate values
     "max_relations", "max_edges", "diverse_temperature", "evaluate_intermediate",
+    # retrieve: the facts its prompt lists
+    "top_facts",
 )  # fmt: skip
+#: settings of :data:`RESUME_MUST_MATCH` that runs of older versions did not record, and what
+#: such a run used: a run recorded without one is compared as if it had recorded this, when
+#: the run resumed records the setting (before ``--label-predicate``, every KG but Wikidata
+#: was read with the default label predicates)
+RECORDED_SINCE: dict[str, Any] = {"label_predicates": list(DEFAULT_LABEL_PREDICATES)}
 
 
 def package_version() -> str:
@@ -372,7 +383,9 @@ def check_resume(old: Mapping, new: Mapping, run_json: Path, *, environ: Mapping
     recorded without one skipped none), or a ``--limit`` sample drawn from another number of
     questions. ``environ`` is where the model cache of a
     ``--llm local`` spec is found (``$TRAVERSALS_CACHE`` and the rest of
-    :func:`~traversals.llm.models.default_cache_dir`): the caller reads the environment."""
+    :func:`~traversals.llm.models.default_cache_dir`): the caller reads the environment.
+    A setting of :data:`RECORDED_SINCE` that ``old`` does not record is taken as its value there."""
+    old = {**{k: v for k, v in RECORDED_SINCE.items() if k in new}, **old}
     diffs = [
         _setting_diff(k, old, new)
         for k in RESUME_MUST_MATCH

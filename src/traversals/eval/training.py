@@ -38,7 +38,9 @@ from ..errors import BadInput, ScoringNotSupported
 from ..kg.base import Entity
 from ..llm.base import Usage
 from ..llm.models import file_sha256
-from ..options import add_kg_flags, add_llm_flags, open_llm_from_args, prepare_llm, remote_kg_options
+from ..options import (
+    add_kg_flags, add_llm_flags, label_predicates_from_args, open_llm_from_args, prepare_llm, remote_kg_options,
+)
 from ..search.kgset import KGSet
 from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
@@ -47,7 +49,7 @@ from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_
 from .commands import add_question_flags
 from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
-from .resume import kg_changes, kg_digests, kg_paths
+from .resume import RECORDED_SINCE, kg_changes, kg_digests, kg_paths
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
 
 SKIP, LIMIT = 100, 200  # --skip and --limit by default
@@ -351,6 +353,7 @@ def _write_state(path: Path, state: TrainState, settings: dict, model_sha256: st
 _SETTING_FLAGS = {
     "datasets": "the datasets", "split": "--split", "answerable_only": "--answerable-only",
     "sample_seed": "--sample-seed", "skip": "--skip", "limit": "--limit", "kg": "--kg", "heldout": "--heldout",
+    "label_predicates": "--label-predicate",
     "config.trees": "--trees", "config.max_hops": "--max-hops", "config.seed": "--seed",
     "synthetic.asked": "--synthetic", "synthetic.llm": "--llm", "synthetic.max_hops": "--max-hops",
     "synthetic.seed": "--seed", "synthetic.questions": "the number of synthetic questions made",
@@ -373,7 +376,9 @@ def _shown(value: object) -> str:
 def _settings_differ(old: dict, new: dict) -> str | None:
     """The first setting of ``new`` (this run's, or those known so far) that ``old`` (a
     model's ``meta``) records otherwise, in words; None when they agree. The KGs are
-    :func:`_kg_differs`'s."""
+    :func:`_kg_differs`'s. A setting a model of an older version did not record
+    (:data:`~.resume.RECORDED_SINCE`: the label predicates) is compared with what it used."""
+    old = {**{k: v for k, v in RECORDED_SINCE.items() if k in new}, **old}
     if ("synthetic" in old) != ("synthetic" in new):
         def source(m: dict) -> str:
             return "synthetic questions (--synthetic)" if "synthetic" in m else _shown(m.get("datasets"))
@@ -476,7 +481,8 @@ def _state_to_resume(out: Path, model: ValueModel, settings: dict) -> TrainState
 
 
 async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
-    from ..kg.factory import open_kgs
+    from ..kg.factory import label_predicates_for, open_kgs
+    from ..kg.iris import DEFAULT_LABEL_PREDICATES
 
     _check_flags(args)
     out = Path(args.out)
@@ -499,8 +505,10 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
     cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
     digests = kg_digests(specs)  # each KG file's content: --resume refuses other triples (_kg_differs)
     places = kg_paths(specs)  # and where it is: a --resume from another directory compares that file
-    known = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "heldout": args.heldout,
-             "config": dict(cfg.__dict__)}
+    # what the KGs' entities are labelled with (refused for Wikidata alone before anything is opened)
+    labels = list(label_predicates_for(specs, label_predicates_from_args(args)) or DEFAULT_LABEL_PREDICATES)
+    known = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
+             "heldout": args.heldout, "config": dict(cfg.__dict__)}
     previous = _model_to_resume(out, known) if args.resume else None
     if previous is not None:
         held = len(previous.meta["rounds"])
@@ -545,7 +553,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
-        settings = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "train_questions": len(train),
+        settings = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
+                    "train_questions": len(train),
                     "heldout_questions": len(heldout), "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
                     "config": dict(cfg.__dict__)}
         resume = None if previous is None else _state_to_resume(out, previous, settings)

@@ -21,6 +21,11 @@ a directory
 Any spec may be prefixed with ``NAME=`` to name the KG (``movies=kb.txt``); the name is
 what entities and relations carry in ``.kg`` and what multi-KG prompts show. The
 SPARQL and Wikidata back ends are imported only when asked for.
+
+``label_predicates`` (the ``--label-predicate`` flag) replaces the predicates an entity's
+label is read from (by default ``rdfs:label``, ``skos:prefLabel``, ``schema:name``) for
+every KG opened but Wikidata, which keeps its own: given for Wikidata alone, it is refused
+(:func:`label_predicates_for`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TypedDict, Unpack, cast
 
 from ..errors import BadInput
-from . import formats
+from . import formats, iris
+from . import sparql_text as st
 from .base import KnowledgeGraph
 
 if TYPE_CHECKING:
@@ -43,7 +49,14 @@ SPEC_HELP = (
     + ", optionally .gz) | a store directory; prefix NAME= to name it"
 )
 
+LABEL_PREDICATE_HELP = (
+    "a full IRI (http://..., https://... or urn:...) or a prefixed name: "
+    + ", ".join(f"{prefix}:NAME" for prefix in iris.LABEL_PREFIXES)
+    + " (e.g. foaf:name)"
+)
+
 _NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
+_FULL_IRI = re.compile(r"(?i)(https?://|urn:)")
 #: Compressions a triple file may come in that are not read (only ``.gz`` is).
 _OTHER_COMPRESSIONS = (".bz2", ".xz", ".zst", ".lz4", ".zip", ".7z")
 
@@ -82,19 +95,29 @@ class _BackendOptions(TypedDict, total=False):
     language: str
 
 
-def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOptions]) -> KnowledgeGraph:
+def open_kg(
+    spec: str,
+    *,
+    name: str | None = None,
+    label_predicates: Sequence[str] | None = None,
+    **remote: Unpack[RemoteOptions],
+) -> KnowledgeGraph:
     """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
 
-    ``remote`` keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
+    ``label_predicates`` (IRIs or prefixed names, most preferred first:
+    :func:`check_label_predicates`) replace the default label predicates of a file, a store,
+    the demo KG or an endpoint; Wikidata keeps its own, and is refused them. ``remote``
+    keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
     SPARQL and Wikidata back ends only; files and stores ignore them. ``None`` values
     are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
     Wikidata)."""
+    preds = label_predicates_for([spec], label_predicates, what="label_predicates")
     kind, target, given = check_kg_spec(spec)
     name = name or given
     if kind == "demo":
         from .store import OxigraphKG
 
-        return OxigraphKG.demo(name=name or "demo")
+        return OxigraphKG.demo(name=name or "demo", label_predicates=preds)
     if kind == "wikidata":
         from .wikidata import WikidataKG
 
@@ -102,12 +125,60 @@ def open_kg(spec: str, *, name: str | None = None, **remote: Unpack[RemoteOption
     if kind == "sparql":
         from .sparql import SparqlKG
 
-        return SparqlKG(target, **_backend_options(name, remote))
+        return SparqlKG(
+            target, label_predicates=preds or iris.DEFAULT_LABEL_PREDICATES, **_backend_options(name, remote)
+        )
     from .store import OxigraphKG
 
     if kind == "store":
-        return OxigraphKG.open(Path(target), name=name, read_only=True)
-    return OxigraphKG.from_file(Path(target), name=name)
+        return OxigraphKG.open(Path(target), name=name, read_only=True, label_predicates=preds)
+    return OxigraphKG.from_file(Path(target), name=name, label_predicates=preds)
+
+
+def check_label_predicates(values: Sequence[str], *, what: str = "label_predicates") -> tuple[str, ...]:
+    """The label predicates ``values`` names, as full IRIs, in the order given and without
+    repeats: each a full ``http://``, ``https://`` or ``urn:`` IRI, or a name with one of the
+    prefixes of :data:`iris.LABEL_PREFIXES <traversals.kg.iris.LABEL_PREFIXES>`
+    (``foaf:name`` -> ``http://xmlns.com/foaf/0.1/name``). Anything else, or none at all,
+    is :class:`BadInput` naming ``what`` (``--label-predicate`` on the command line) and
+    the accepted forms; nothing is read or contacted."""
+    if isinstance(values, str):
+        values = [values]
+    out: list[str] = []
+    for value in values:
+        text = value.strip() if isinstance(value, str) else ""
+        prefix, colon, local = text.partition(":")
+        if colon and prefix in iris.LABEL_PREFIXES and not local.startswith("//"):
+            full = iris.LABEL_PREFIXES[prefix] + local if local else ""
+        else:
+            scheme = _FULL_IRI.match(text)
+            full = text if scheme and len(text) > scheme.end() else ""
+        if full and st.is_strict_iri(full):
+            out.append(full)
+            continue
+        raise BadInput(f"{what} {value!r}: not a label predicate; give {LABEL_PREDICATE_HELP}")
+    if not out:
+        raise BadInput(f"{what}: no label predicate given; give {LABEL_PREDICATE_HELP}")
+    return tuple(dict.fromkeys(out))
+
+
+def label_predicates_for(
+    specs: Sequence[str], values: Sequence[str] | None, *, what: str = "--label-predicate"
+) -> tuple[str, ...] | None:
+    """The label predicates the KGs of ``specs`` are opened with (:func:`check_label_predicates`),
+    None when none are given (each back end's default). Checked before anything is opened: a
+    malformed one, and label predicates for Wikidata alone, which keeps its own labels
+    (``rdfs:label`` in its languages; among other KGs it keeps them and the others take these),
+    are :class:`BadInput`."""
+    if values is None:
+        return None
+    preds = check_label_predicates(values, what=what)
+    if specs and all(_identity(spec) == "wikidata" for spec in specs):
+        raise BadInput(
+            f"{what} sets the labels of triple files, stores and SPARQL endpoints, not Wikidata's, which keeps "
+            "its own (rdfs:label in its languages), and every KG here is Wikidata: drop it"
+        )
+    return preds
 
 
 def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
@@ -192,16 +263,23 @@ def _backend_options(name: str | None, remote: RemoteOptions) -> _BackendOptions
     return options
 
 
-def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> list[KnowledgeGraph]:
+def open_kgs(
+    specs: Sequence[str] | None,
+    *,
+    label_predicates: Sequence[str] | None = None,
+    **remote: Unpack[RemoteOptions],
+) -> list[KnowledgeGraph]:
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
 
     Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and
     relations are told apart by ``.kg``: a name given as ``NAME=SPEC`` is kept and a
     default name gives way to it; one NAME given twice, or one KG given twice, is
-    :class:`BadInput`.
+    :class:`BadInput`. ``label_predicates`` (:func:`label_predicates_for`) go to every KG
+    but Wikidata, checked before any is opened.
     """
     if not specs:
         specs = ["demo"]
+    preds = label_predicates_for(specs, label_predicates)
     first: dict[str, str] = {}  # what a spec opens -> the spec that named it first
     for spec in specs:
         key = _identity(spec)
@@ -218,7 +296,10 @@ def open_kgs(specs: Sequence[str] | None, **remote: Unpack[RemoteOptions]) -> li
     for g in set(named):
         if named.count(g) > 1:
             raise BadInput(f"two KGs are named {g!r} (NAME=SPEC); give each its own name")
-    kgs = [open_kg(spec, **remote) for spec in specs]
+    kgs = [
+        open_kg(spec, label_predicates=None if _identity(spec) == "wikidata" else preds, **remote)
+        for spec in specs
+    ]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
     seen: set[str] = set(named)  # a name the user gave stays; a default name gives way
     for kg, name in zip(kgs, given):

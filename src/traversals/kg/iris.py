@@ -1,7 +1,11 @@
-"""How names from plain triple files become IRIs and labels.
+"""How names from plain triple files become IRIs and labels, and the RDF vocabulary both
+KG back ends read.
 
 One scheme shared by the embedded store and ``traversals kg convert`` so that the same
-data loaded here or served by any SPARQL server has the same identifiers.
+data loaded here or served by any SPARQL server has the same identifiers; one set of
+vocabulary constants (labels, descriptions, the Wikidata and Wikibase namespaces) that the
+embedded store (:mod:`.store`) and the SPARQL back end (:mod:`.sparql`) both import, so the
+two read the same predicates.
 """
 
 from __future__ import annotations
@@ -10,10 +14,47 @@ from urllib.parse import quote, unquote
 
 ENTITY_NS = "http://traversals.local/entity/"
 RELATION_NS = "http://traversals.local/relation/"
-RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-SCHEMA_DESCRIPTION = "http://schema.org/description"
+
+# -- namespaces -------------------------------------------------------------------------
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SCHEMA = "http://schema.org/"
+FOAF = "http://xmlns.com/foaf/0.1/"
+DCTERMS = "http://purl.org/dc/terms/"
+DC = "http://purl.org/dc/elements/1.1/"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
+WIKIDATA_DIRECT = "http://www.wikidata.org/prop/direct/"
+WIKIBASE = "http://wikiba.se/ontology#"
+
+# -- labels, descriptions, metadata -----------------------------------------------------
+RDFS_LABEL = RDFS + "label"
+SKOS_PREF_LABEL = SKOS + "prefLabel"
+SKOS_ALT_LABEL = SKOS + "altLabel"
+SKOS_HIDDEN_LABEL = SKOS + "hiddenLabel"
+SCHEMA_NAME = SCHEMA + "name"
+SCHEMA_DESCRIPTION = SCHEMA + "description"
 #: Optional explicit inverse label of a property (used by the demo KG and converters).
 INVERSE_LABEL = "http://traversals.local/vocab/inverseLabel"
+WIKIBASE_DIRECT_CLAIM = WIKIBASE + "directClaim"
+#: An entity's display label, most preferred first, when none are given
+#: (``--label-predicate``, ``label_predicates=``): what both back ends read by default.
+DEFAULT_LABEL_PREDICATES = (RDFS_LABEL, SKOS_PREF_LABEL, SCHEMA_NAME)
+#: Searchable aliases (the embedded store shows one only when a node has no label).
+ALIAS_PREDICATES = (SKOS_ALT_LABEL,)
+#: Predicates that describe nodes rather than relate them, never offered as relations by
+#: either back end, besides the label and description predicates a KG reads.
+META_PREDICATES = (SKOS_ALT_LABEL, SKOS_HIDDEN_LABEL, INVERSE_LABEL, WIKIBASE_DIRECT_CLAIM)
+#: The prefixes a label predicate may be written with (``--label-predicate foaf:name``);
+#: anything else is a full http(s) or urn IRI (:func:`~.factory.check_label_predicates`).
+LABEL_PREFIXES = {
+    "rdfs": RDFS,
+    "skos": SKOS,
+    "schema": SCHEMA,
+    "foaf": FOAF,
+    "dcterms": DCTERMS,
+    "dc": DC,
+}
 #: Predicates that state two IRIs name the same thing: explicit links between KGs (§2.4).
 IDENTITY_PREDICATES = (
     "http://www.w3.org/2002/07/owl#sameAs",

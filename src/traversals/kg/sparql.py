@@ -79,29 +79,27 @@ log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
 
+# the vocabulary shared with the embedded store (one definition: kg/iris.py)
 RDFS_LABEL = iris.RDFS_LABEL
-SKOS = "http://www.w3.org/2004/02/skos/core#"
-SKOS_PREF_LABEL = SKOS + "prefLabel"
-SCHEMA_NAME = "http://schema.org/name"
+SKOS = iris.SKOS
+SKOS_PREF_LABEL = iris.SKOS_PREF_LABEL
+SCHEMA_NAME = iris.SCHEMA_NAME
 SCHEMA_DESCRIPTION = iris.SCHEMA_DESCRIPTION
-XSD = "http://www.w3.org/2001/XMLSchema#"
+XSD = iris.XSD
+WIKIDATA_ENTITY = iris.WIKIDATA_ENTITY
+WIKIDATA_DIRECT = iris.WIKIDATA_DIRECT
+WIKIBASE = iris.WIKIBASE
+WIKIBASE_DIRECT_CLAIM = iris.WIKIBASE_DIRECT_CLAIM
+#: An entity's label predicates by default, most preferred first (as in the embedded store).
+DEFAULT_LABEL_PREDICATES = iris.DEFAULT_LABEL_PREDICATES
 
-WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
 WIKIDATA_PROP = "http://www.wikidata.org/prop/"
-WIKIDATA_DIRECT = "http://www.wikidata.org/prop/direct/"
 WIKIDATA_GENID = "http://www.wikidata.org/.well-known/genid/"
-WIKIBASE = "http://wikiba.se/ontology#"
-WIKIBASE_DIRECT_CLAIM = WIKIBASE + "directClaim"
 WIKIBASE_PROPERTY_TYPE = WIKIBASE + "propertyType"
 WIKIBASE_EXTERNAL_ID = WIKIBASE + "ExternalId"
 #: Predicates that describe nodes rather than relate them: never offered as relations
 #: (as in the embedded store), besides the configured label and description predicates.
-META_PREDICATES = (
-    SKOS + "altLabel",
-    SKOS + "hiddenLabel",
-    iris.INVERSE_LABEL,
-    WIKIBASE_DIRECT_CLAIM,
-)
+META_PREDICATES = iris.META_PREDICATES
 
 WIKIDATA_ID_RE = re.compile(r"[QPL][1-9][0-9]*\Z")
 #: Longest URL-encoded query sent with GET; longer ones are POSTed.
@@ -247,7 +245,10 @@ class SparqlKG:
     name:
         The KG's name in traces and multi-KG setups (default: the URL).
     label_predicates, description_predicates:
-        Predicates giving an entity's label / description, in order of preference.
+        Predicates giving an entity's label / description, in order of preference (full
+        IRIs; labels by default :data:`DEFAULT_LABEL_PREDICATES`: ``rdfs:label``,
+        ``skos:prefLabel``, ``schema:name``; ``--label-predicate`` and
+        :func:`~traversals.kg.factory.open_kg` take prefixed names too).
     language:
         A language tag or a sequence of them, most preferred first; labels are chosen
         preferred language(s) -> no language tag -> any language.
@@ -290,7 +291,7 @@ class SparqlKG:
         endpoint_url: str,
         *,
         name: str | None = None,
-        label_predicates: Sequence[str] = (RDFS_LABEL, SKOS_PREF_LABEL, SCHEMA_NAME),
+        label_predicates: Sequence[str] = DEFAULT_LABEL_PREDICATES,
         description_predicates: Sequence[str] = (SCHEMA_DESCRIPTION,),
         language: str | Sequence[str] = "en",
         timeout: float = 30.0,

@@ -31,7 +31,8 @@ Literal objects
     it has no forward ones. Blank nodes are entities with id ``_:<id>``.
 
 Labels
-    ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order), language
+    ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order; ``label_predicates=``,
+    the ``--label-predicate`` flag, replaces them, e.g. with ``foaf:name``), language
     ``en`` first, then ``en-*``, then no language, then any other; ``skos:altLabel`` only
     as a last resort for display, but every label and alias is searchable. Descriptions
     come from ``schema:description``. A node without a label is shown by its local name
@@ -41,8 +42,9 @@ Labels
     links to it); explicit inverse labels from ``iris.INVERSE_LABEL`` on either, else
     :func:`~traversals.kg.base.inverse_label_for` ("directed by" -> "directed"), as
     the SPARQL back end does.
-    Metadata predicates (the label/description ones, ``skos:*Label``,
-    ``iris.INVERSE_LABEL``, ``wikibase:directClaim``) are never offered as relations;
+    Metadata predicates (the label predicates read, the description, ``skos:*Label``,
+    ``iris.INVERSE_LABEL``, ``wikibase:directClaim``: :func:`meta_predicates`) are never
+    offered as relations;
     every other predicate is (``rdf:type``, ``owl:sameAs`` ... included).
 
 Search
@@ -68,9 +70,12 @@ Bounded fan-out
 
 Query safety
     Bound values always go in through ``Store.query(..., substitutions={Variable: term})``;
-    the only terms ever written into query text are our own constant IRIs and, for the
-    multi-entity description lookup, ``VALUES`` rows made from ``str(NamedNode)``, which
-    pyoxigraph serialises with proper escaping (and ``NamedNode`` refuses invalid IRIs).
+    the only terms ever written into query text are our own constant IRIs, the label
+    predicates (checked by pyoxigraph's ``NamedNode`` and written by
+    :func:`~traversals.kg.sparql_text.iri_list`, which refuses any character that could end
+    an ``<...>``) and, for the multi-entity description lookup, ``VALUES`` rows made from
+    ``str(NamedNode)``, which pyoxigraph serialises with proper escaping (and ``NamedNode``
+    refuses invalid IRIs).
 
 Threads
     Each async method runs its synchronous twin (``search_sync`` ...) with
@@ -93,6 +98,7 @@ import random
 import re
 import shutil
 import unicodedata
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +107,9 @@ from typing import Iterable, Iterator, Sequence, Union
 import pyoxigraph as ox
 from rapidfuzz import fuzz, process
 
-from ..errors import BadInput, KGUnavailable
+from ..errors import BadInput, KGUnavailable, TraversalsWarning
 from . import formats, iris
+from . import sparql_text as st
 from .base import (
     DEFAULT_MAX_EDGES,
     DEFAULT_MAX_RELATIONS,
@@ -121,30 +128,32 @@ Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal]
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDF_PROPERTY = "http://www.w3.org/1999/02/22-rdf-syntax-ns#Property"
 OWL = "http://www.w3.org/2002/07/owl#"
-SKOS = "http://www.w3.org/2004/02/skos/core#"
-SCHEMA_NAME = "http://schema.org/name"
-WD_ENTITY = "http://www.wikidata.org/entity/"
-WD_DIRECT = "http://www.wikidata.org/prop/direct/"
-WIKIBASE = "http://wikiba.se/ontology#"
-WIKIBASE_DIRECT_CLAIM = WIKIBASE + "directClaim"
-XSD = "http://www.w3.org/2001/XMLSchema#"
+# the vocabulary shared with the SPARQL back end (one definition: kg/iris.py)
+SKOS = iris.SKOS
+SCHEMA_NAME = iris.SCHEMA_NAME
+WD_ENTITY = iris.WIKIDATA_ENTITY
+WD_DIRECT = iris.WIKIDATA_DIRECT
+WIKIBASE = iris.WIKIBASE
+WIKIBASE_DIRECT_CLAIM = iris.WIKIBASE_DIRECT_CLAIM
+XSD = iris.XSD
 _XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)$")
 
-#: Display-label predicates, most preferred first.
-LABEL_PREDICATES = (iris.RDFS_LABEL, SKOS + "prefLabel", SCHEMA_NAME)
+#: Display-label predicates by default, most preferred first (``label_predicates=`` of
+#: :class:`OxigraphKG`, ``--label-predicate``, replaces them for one KG).
+LABEL_PREDICATES = iris.DEFAULT_LABEL_PREDICATES
 #: Searchable aliases (used for display only when nothing else exists).
-ALIAS_PREDICATES = (SKOS + "altLabel",)
-#: Predicates that describe nodes rather than relate them: never offered as relations.
-META_PREDICATES = frozenset(
-    LABEL_PREDICATES
-    + ALIAS_PREDICATES
-    + (
-        SKOS + "hiddenLabel",
-        iris.SCHEMA_DESCRIPTION,
-        iris.INVERSE_LABEL,
-        WIKIBASE_DIRECT_CLAIM,
-    )
-)
+ALIAS_PREDICATES = iris.ALIAS_PREDICATES
+
+
+def meta_predicates(label_predicates: Sequence[str] = LABEL_PREDICATES) -> frozenset[str]:
+    """Predicates that describe nodes rather than relate them, never offered as relations
+    by a KG that reads these label predicates: they, the aliases, the description and
+    :data:`iris.META_PREDICATES <traversals.kg.iris.META_PREDICATES>`."""
+    return frozenset((*label_predicates, *ALIAS_PREDICATES, iris.SCHEMA_DESCRIPTION, *iris.META_PREDICATES))
+
+
+#: :func:`meta_predicates` of the default label predicates.
+META_PREDICATES = meta_predicates()
 #: Classes whose instances are properties (not searchable entities).
 PROPERTY_CLASSES = (
     RDF_PROPERTY,
@@ -162,9 +171,6 @@ _WORD = re.compile(r"\w+")
 _V = ox.Variable
 
 # Fixed query texts. Bound values only ever arrive through ``substitutions``.
-_Q_LABELS = "SELECT ?s ?p ?l WHERE { VALUES ?p { %s } ?s ?p ?l }" % " ".join(
-    f"<{p}>" for p in LABEL_PREDICATES + ALIAS_PREDICATES
-)
 _Q_PREDICATES = "SELECT DISTINCT ?p WHERE { ?s ?p ?o }"
 _Q_SUBJECTS = "SELECT DISTINCT ?x WHERE { ?x ?p ?o }"
 _Q_OBJECTS = "SELECT DISTINCT ?x WHERE { ?s ?p ?x FILTER(!isLiteral(?x)) }"
@@ -180,6 +186,40 @@ _Q_RELATION_COUNTS = (
     "} GROUP BY ?e ?p ?dir"
 )
 _Q_DESCRIPTIONS = "SELECT ?s ?d WHERE { VALUES ?s { %s } ?s <" + iris.SCHEMA_DESCRIPTION + "> ?d }"
+
+
+def _labels_query(label_predicates: Sequence[str]) -> str:
+    """The query that reads every label and alias of a KG with these label predicates: their
+    IRIs written by :func:`~traversals.kg.sparql_text.iri_list` (checked against SPARQL's
+    ``IRIREF``, never pasted as given), then the aliases. With the default predicates, the
+    same text as ever."""
+    preds = tuple(dict.fromkeys((*label_predicates, *ALIAS_PREDICATES)))
+    return "SELECT ?s ?p ?l WHERE { VALUES ?p { " + st.iri_list(preds) + " } ?s ?p ?l }"
+
+
+def label_predicate_iris(label_predicates: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The label predicates an :class:`OxigraphKG` reads, most preferred first: the default
+    (:data:`LABEL_PREDICATES`) for None, else the IRIs given (one string is one IRI), each
+    one pyoxigraph takes (RFC 3987) and SPARQL's ``IRIREF`` too, without repeats.
+    :class:`BadInput` for none or an IRI that is not one (prefixed names such as
+    ``foaf:name`` are expanded by :func:`~traversals.kg.factory.check_label_predicates`,
+    what ``--label-predicate`` and ``open_kg`` take)."""
+    if label_predicates is None:
+        return LABEL_PREDICATES
+    given = (label_predicates,) if isinstance(label_predicates, str) else tuple(label_predicates)
+    if not given:
+        raise BadInput("at least one label predicate is needed")
+    for p in given:
+        if not isinstance(p, str):
+            raise BadInput(f"a label predicate is an IRI string, not {type(p).__name__}")
+        try:
+            st.iri(p)  # BadInput naming the character SPARQL cannot take
+            ox.NamedNode(p)
+        except BadInput as e:
+            raise BadInput(f"label predicate {p!r}: {e}") from None
+        except ValueError:
+            raise BadInput(f"label predicate {p!r}: not a valid IRI") from None
+    return tuple(dict.fromkeys(given))
 
 
 def demo_kg_path() -> Path:
@@ -295,10 +335,14 @@ class OxigraphKG:
         store: ox.Store,
         *,
         name: str = "kg",
+        label_predicates: Sequence[str] | None = None,
         _all_labelled: bool = False,
         _location: str | None = None,
     ) -> None:
         self.name = name
+        #: an entity's label predicates, most preferred first (:func:`label_predicate_iris`)
+        self.label_predicates = label_predicate_iris(label_predicates)
+        self._meta_predicates = meta_predicates(self.label_predicates)
         self._store: ox.Store | None = store
         self._location = _location
         self._read_only = False
@@ -315,14 +359,18 @@ class OxigraphKG:
         *,
         store_dir: str | os.PathLike[str] | None = None,
         delimiter: str | None = None,
+        label_predicates: Sequence[str] | None = None,
     ) -> "OxigraphKG":
         """Load a triple file (RDF or plain, see :mod:`~traversals.kg.formats`).
 
         In memory by default; with ``store_dir`` the store is built on disk there (the
         directory must not exist or be empty) and can be reopened with :meth:`open`.
-        ``name`` defaults to the file's stem. Raises :class:`BadInput` for a missing,
-        unknown or unparseable file (with the line of the error).
+        ``name`` defaults to the file's stem. ``label_predicates`` (IRIs, most preferred
+        first) replace the default :data:`LABEL_PREDICATES`. Raises :class:`BadInput` for a
+        missing, unknown or unparseable file (with the line of the error) or a label
+        predicate that is no IRI (before the file is read).
         """
+        preds = label_predicate_iris(label_predicates)
         p = formats.check_readable(path)
         fmt = formats.detect_format(p)
         if fmt is None and delimiter is None:
@@ -371,7 +419,10 @@ class OxigraphKG:
                 shutil.rmtree(store_dir, ignore_errors=True)  # type: ignore[arg-type]
             raise
         location = str(Path(store_dir)) if store_dir is not None else None
-        return cls(store, name=kg_name, _all_labelled=plain, _location=location)
+        # a plain file labels every node with rdfs:label: no node is left to its local name, unless
+        # other label predicates replace it
+        all_labelled = plain and iris.RDFS_LABEL in preds
+        return cls(store, name=kg_name, label_predicates=preds, _all_labelled=all_labelled, _location=location)
 
     @classmethod
     def open(
@@ -380,9 +431,11 @@ class OxigraphKG:
         name: str | None = None,
         *,
         read_only: bool = False,
+        label_predicates: Sequence[str] | None = None,
     ) -> "OxigraphKG":
         """Open a persistent store made by ``from_file(..., store_dir=directory)`` (or by
-        ``oxigraph load --location``). ``name`` defaults to the directory name.
+        ``oxigraph load --location``). ``name`` defaults to the directory name;
+        ``label_predicates`` as in :meth:`from_file`.
 
         A directory that does not look like an Oxigraph (RocksDB) store - no ``CURRENT``
         and ``MANIFEST-*`` files - is refused with :class:`BadInput` before anything is
@@ -393,6 +446,7 @@ class OxigraphKG:
         graphs (``oxigraph load`` of an N-Quads or TriG file) is refused with
         :class:`BadInput` saying so (``from_file`` merges a file's graphs instead).
         """
+        preds = label_predicate_iris(label_predicates)
         d = Path(directory)
         if not d.is_dir():
             raise BadInput(f"no such store directory: {d}")
@@ -409,14 +463,15 @@ class OxigraphKG:
         except OSError as exc:
             raise KGUnavailable(f"cannot open the Oxigraph store in {d}: {exc}") from exc
         _check_default_graph(store, d)
-        kg = cls(store, name=name or d.resolve().name, _location=str(d))
+        kg = cls(store, name=name or d.resolve().name, label_predicates=preds, _location=str(d))
         kg._read_only = read_only
         return kg
 
     @classmethod
-    def demo(cls, name: str = "demo") -> "OxigraphKG":
-        """The built-in demo KG (Bob Dylan's family, Christopher Nolan's films ...)."""
-        return cls.from_file(demo_kg_path(), name=name)
+    def demo(cls, name: str = "demo", *, label_predicates: Sequence[str] | None = None) -> "OxigraphKG":
+        """The built-in demo KG (Bob Dylan's family, Christopher Nolan's films ...), labelled
+        with ``rdfs:label`` (``label_predicates`` as in :meth:`from_file`)."""
+        return cls.from_file(demo_kg_path(), name=name, label_predicates=label_predicates)
 
     def __repr__(self) -> str:
         where = self._location or "memory"
@@ -523,7 +578,7 @@ class OxigraphKG:
         for term in self._terms(entities):
             for sol in _select(store, _Q_RELATION_COUNTS, substitutions={_V("e"): term}):
                 pred = sol["p"].value
-                if pred in META_PREDICATES:
+                if pred in self._meta_predicates:
                     continue
                 counts[(pred, sol["dir"].value == "i")] += int(sol["n"].value)
         rels = [(n, self._relation(p, inv)) for (p, inv), n in counts.items()]
@@ -685,8 +740,10 @@ class OxigraphKG:
 
         best: dict[str, tuple[tuple, str]] = {}
         names: dict[str, set[str]] = defaultdict(set)
-        pred_rank = {p: i for i, p in enumerate(LABEL_PREDICATES + ALIAS_PREDICATES)}
-        for sol in _select(store, _Q_LABELS):
+        labels = frozenset(self.label_predicates)
+        order = (*self.label_predicates, *(a for a in ALIAS_PREDICATES if a not in labels))
+        pred_rank = {p: i for i, p in enumerate(order)}
+        for sol in _select(store, _labels_query(self.label_predicates)):
             s, p, lit = sol["s"], sol["p"], sol["l"]
             if not isinstance(lit, ox.Literal) or isinstance(s, ox.Literal):
                 continue
@@ -694,12 +751,16 @@ class OxigraphKG:
             if not value:
                 continue
             key = _key(s)
-            is_alias = p.value in ALIAS_PREDICATES
+            is_alias = p.value not in labels
             rank = (is_alias, _lang_rank(lit.language), pred_rank[p.value], value)
             if key not in best or rank < best[key][0]:
                 best[key] = (rank, value)
             names[key].add(value)
         self._labels: dict[str, str] = {k: v for k, (_, v) in best.items()}
+        if self.label_predicates != LABEL_PREDICATES and not any(not rank[0] for rank, _ in best.values()):
+            warnings.warn(  # a typo in --label-predicate would otherwise only show as nothing linked
+                f"KG {self.name!r}: no node has a label by {', '.join(self.label_predicates)}, the label predicates "
+                "given: its entities are shown by the local names of their IRIs", TraversalsWarning, stacklevel=2)
 
         predicates = {sol["p"].value for sol in _select(store, _Q_PREDICATES)}
         direct_claims: dict[str, str] = {}
@@ -761,7 +822,7 @@ class OxigraphKG:
         relinfo: dict[str, _RelInfo] = {}
         by_local: dict[str, list[str]] = defaultdict(list)
         for p in predicates:
-            if p not in META_PREDICATES:
+            if p not in self._meta_predicates:
                 by_local[iris.local_name(p)].append(p)
         for local, preds in by_local.items():
             for p in preds:
@@ -799,7 +860,7 @@ class OxigraphKG:
 
     def _predicate(self, relation: Relation) -> ox.NamedNode | None:
         iri = relation.iri or self._rel_by_id.get(relation.id, "")
-        if not iri or iri in META_PREDICATES:
+        if not iri or iri in self._meta_predicates:
             return None
         try:
             return ox.NamedNode(iri)

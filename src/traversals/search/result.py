@@ -19,7 +19,7 @@ class Answer:
     #: the answer as the LLM wrote it (several entities: comma-separated), or
     #: :data:`NO_ANSWER` ("Cannot find answer"; :attr:`found` is false then)
     text: str
-    #: how sure the search is, in [0, 1] (the value function's rating); None: not rated (cot)
+    #: how sure the search is, in [0, 1] (the value function's rating); None: not rated (cot, retrieve)
     value: float | None = None
     #: provenance: the KG edges on every walk from the question's entities to the entities
     #: the answer names, each stored as its KG states it (subject, forward relation, object)
@@ -36,7 +36,7 @@ class Answer:
     #: "max_expansions" or "frontier_empty" (no answer was: the one returned is the
     #: best-rated of those below τ); mcts: "simulations" (all used) or "exhausted" (nothing
     #: left to explore); beam: "max_hops" or "exhausted" (RwT has no threshold: it answers
-    #: its best-valued state); None: not said (cot)
+    #: its best-valued state); None: not said (cot, retrieve)
     stopped: str | None = None
     #: the whole search tree: {"question", "answer", "nodes": [{id, parent, depth, state,
     #: action, value, ...}]}

@@ -1,0 +1,293 @@
+"""Retrieve-then-read: the KAPING baseline (Baek et al., 2023, "Knowledge-Augmented
+Language Model Prompting for Zero-Shot Knowledge Graph Question Answering").
+
+No search: the question's entities are linked as every KG strategy links them
+(:class:`~.linking.Linker`, ``topic_entities`` and MetaQA's ``[brackets]`` first), the
+facts around them are gathered through the KG interface (``get_relations``, then
+``get_edges`` along each relation, both directions as the KG offers them, within its
+``max_relations`` / ``max_edges`` caps), each fact is written as one line of labels
+(``The Gumball Rally | directed_by | Charles Bail``, as the KG states it), the lines are
+ranked by the cosine of their sentence embedding with the question's, and the ``top_facts``
+best are put in one prompt (``prompts/retrieve.txt``) that the LLM answers in one greedy
+generation (``ANSWER: ...``, read by :func:`~.cot.extract_answer`, as cot's).
+
+Bounds, so that a hub entity costs neither the prompt nor the time: at most
+``max_kg_calls`` KG requests a question (``get_relations`` and ``get_edges``, at most
+``concurrency`` in flight), and at most ``max_facts`` distinct facts collected (and
+embedded). Both are cut fairly: each entity's first relation before any entity's second,
+each call's first edge before any call's second. With ``hops=2`` the entities the
+best-ranked hop-1 facts reach (at most ``top_facts`` of them) are expanded in turn.
+
+The answer's ``supporting_edges`` are the facts given to the LLM whose end other than the
+question's own entities is named in the answer (and, for a hop-2 fact, the hop-1 fact
+that reached it); ``value`` is None (nothing is rated) and ``stopped`` None (nothing stops
+early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Sequence, TypeVar
+
+from ..embed.base import Embedder, Vector, cosine
+from ..kg.base import Edge, Entity, Relation
+from ..llm.base import LLM, Usage
+from . import events
+from .cot import extract_answer
+from .events import EventSink
+from .kgset import KGSet
+from .linking import _BRACKETS, Linker
+from .machine import normalise_label
+from .result import NO_ANSWER, Answer
+from .subgraph import shown
+from .templates import render
+
+T = TypeVar("T")
+
+DEFAULT_HOPS = 1  # KAPING retrieves the one-hop facts of the question's entities
+MAX_HOPS = 2
+DEFAULT_TOP_FACTS = 10  # KAPING's best setting was around 10 facts
+#: KG requests (``get_relations`` and ``get_edges``) one question may make
+MAX_KG_CALLS = 100
+#: distinct facts one question collects, and embeds, at most
+MAX_FACTS = 500
+#: KG requests in flight at once
+CONCURRENCY = 8
+MAX_TOKENS = 256
+#: what the prompt lists when no fact was found
+NO_FACTS = "(none: nothing in the question was found in the knowledge graph)"
+NO_FACTS_LINKED = "(none: the knowledge graph has no fact about the question's entities)"
+
+
+def _label(text: str) -> str:
+    """A label as a fact line shows it: on one line (:func:`~.subgraph.shown`), and without
+    the ``|`` that separates a fact's parts."""
+    return shown(text).replace("|", "/").strip() or "?"
+
+
+@dataclass
+class Fact:
+    """One retrieved edge, with the hop it was found at and its similarity to the question."""
+
+    edge: Edge
+    hop: int
+    #: hop 2: the hop-1 fact whose far end this edge was gathered from
+    via: Fact | None = None
+    score: float = 0.0
+
+    @property
+    def line(self) -> str:
+        """The fact as the prompt lists it: ``subject | relation | object``, labels only."""
+        e = self.edge
+        return f"{_label(e.subject.label)} | {_label(e.relation.label)} | {_label(e.object.label)}"
+
+    @property
+    def sentence(self) -> str:
+        """The fact as it is embedded: its labels in a row, as KAPING verbalises a triple."""
+        e = self.edge
+        return " ".join(_label(x).replace("_", " ") for x in (e.subject.label, e.relation.label, e.object.label))
+
+    def to_trace(self, rank: int) -> dict:
+        return {"rank": rank, "fact": self.line, "score": round(self.score, 4), "hop": self.hop,
+                "edge": self.edge.to_json()}
+
+
+def _interleaved(lists: Sequence[Sequence[T]]) -> list[T]:
+    """The lists' items taken in turns: every list's first, then every list's second …"""
+    out: list[T] = []
+    for rank in range(max((len(x) for x in lists), default=0)):
+        out.extend(x[rank] for x in lists if rank < len(x))
+    return out
+
+
+def _names(label: str, answer: str) -> bool:
+    """Whether ``answer`` names ``label``: its normalised words appear there as a whole."""
+    norm = normalise_label(label)
+    return bool(norm) and re.search(rf"(?<!\w){re.escape(norm)}(?!\w)", normalise_label(answer)) is not None
+
+
+def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
+    """The edges of ``facts`` whose end other than the question's own entities is named in
+    ``answer`` (a hop-2 fact brings the hop-1 fact that reached it first), each once."""
+    if answer == NO_ANSWER or not answer.strip():
+        return []
+    own = {(e.kg, e.id) for e in question_entities}
+    out: dict[Edge, None] = {}
+    for f in facts:
+        ends = [x for x in (f.edge.subject, f.edge.object) if (x.kg, x.id) not in own]
+        if any(_names(x.label, answer) for x in ends):
+            if f.via is not None:
+                out.setdefault(f.via.edge)
+            out.setdefault(f.edge)
+    return list(out)
+
+
+@dataclass
+class _Gathered:
+    facts: list[Fact]
+    kg_requests: int = 0
+    #: KG requests the ``max_kg_calls`` bound left out
+    requests_cut: int = 0
+    #: facts the ``max_facts`` bound left out
+    facts_cut: int = 0
+    #: relations and edges the KG's own caps (max_relations, max_edges) left out
+    relations_omitted: int = 0
+    edges_omitted: int = 0
+
+
+class RetrieveThenRead:
+    """``--strategy retrieve``: KAPING-style retrieval-augmented prompting (module doc)."""
+
+    name = "retrieve"
+
+    def __init__(
+        self,
+        llm: LLM,
+        kgs: KGSet,
+        embedder: Embedder,
+        *,
+        hops: int = DEFAULT_HOPS,
+        top_facts: int = DEFAULT_TOP_FACTS,
+        max_kg_calls: int = MAX_KG_CALLS,
+        max_facts: int = MAX_FACTS,
+        concurrency: int = CONCURRENCY,
+        max_tokens: int = MAX_TOKENS,
+        on_event: EventSink | None = None,
+    ) -> None:
+        if not 1 <= hops <= MAX_HOPS:
+            raise ValueError(f"hops is 1 or {MAX_HOPS}, got {hops}")
+        for what, n in (("top_facts", top_facts), ("max_kg_calls", max_kg_calls), ("max_facts", max_facts),
+                        ("concurrency", concurrency), ("max_tokens", max_tokens)):
+            if n < 1:
+                raise ValueError(f"{what} must be at least 1, got {n}")
+        self.llm = llm
+        self.kgs = kgs
+        self.embedder = embedder
+        self.hops = hops
+        self.top_facts = top_facts
+        self.max_kg_calls = max_kg_calls
+        self.max_facts = max_facts
+        self.concurrency = concurrency
+        self.max_tokens = max_tokens
+        self.on_event = on_event
+
+    @property
+    def constrained(self) -> bool:
+        """Linking picks among an ambiguous mention's candidates by their probability when
+        the LLM can score them (what every KG strategy does by default), else by generation."""
+        return bool(getattr(self.llm, "can_score", False))
+
+    async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
+        started = time.perf_counter()
+        usage = Usage()
+        kgs = self.kgs.fresh()  # this question's links only
+        entities = await Linker(self.llm, kgs, constrained=self.constrained).initialize(question, usage, topic_entities)
+        if self.on_event is not None:
+            self.on_event(events.linked(question, entities))
+        query = _BRACKETS.sub(r"\1", question)
+        gathered = await self._gather(kgs, entities, query, usage) if entities else _Gathered([])
+        ranked = sorted(gathered.facts, key=lambda f: -f.score)  # stable: ties keep the KG's order
+        given = ranked[: self.top_facts]
+        lines = "\n".join(f"- {f.line}" for f in given) or (NO_FACTS_LINKED if entities else NO_FACTS)
+        gen = await self.llm.generate(render("retrieve", facts=lines, query=query), n=1, temperature=0.0,
+                                      max_tokens=self.max_tokens)
+        usage.add_generation(gen)
+        raw = gen.texts[0] if gen.texts else ""
+        text = extract_answer(raw) or NO_ANSWER
+        answer = Answer(
+            question, text, usage=usage, seconds=time.perf_counter() - started, strategy=self.name,
+            supporting_edges=supporting_facts(given, text, entities), linked_entities=list(entities),
+        )
+        notes = []
+        if not entities:
+            notes.append("nothing in the question was found in the knowledge graph: the LLM answered alone")
+        elif not gathered.facts:
+            notes.append("the knowledge graph has no fact about the question's entities: the LLM answered alone")
+        if gathered.requests_cut or gathered.facts_cut:
+            notes.append(f"bounded: {gathered.requests_cut} KG requests (over {self.max_kg_calls}) and "
+                         f"{gathered.facts_cut} facts (over {self.max_facts}) left out")
+        answer.trace = {
+            "question": question,
+            "answer": text,
+            "value": None,
+            "strategy": self.name,
+            "decoding": answer.decoding,
+            "linking": "constrained" if self.constrained else "sampled",
+            "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
+            "config": {"hops": self.hops, "top_facts": self.top_facts, "max_kg_calls": self.max_kg_calls,
+                       "max_facts": self.max_facts, "max_relations": kgs.max_relations, "max_edges": kgs.max_edges},
+            "linked_entities": [e.ref() for e in entities],
+            "retrieved": len(gathered.facts),
+            "kg_requests": gathered.kg_requests,
+            "cut": {"kg_requests": gathered.requests_cut, "facts": gathered.facts_cut,
+                    "relations_omitted_by_kg": gathered.relations_omitted,
+                    "edges_omitted_by_kg": gathered.edges_omitted},
+            "facts": [f.to_trace(i) for i, f in enumerate(given, 1)],
+            "raw": raw,
+            "notes": notes,
+            "stopped": None,
+            "usage": usage.to_json(),
+            "nodes": [],
+        }
+        return answer
+
+    async def _gather(self, kgs: KGSet, entities: Sequence[Entity], query: str, usage: Usage) -> _Gathered:
+        """The facts ``self.hops`` hops around ``entities``, each scored against ``query``."""
+        out = _Gathered([])
+        known: dict[Edge, Fact] = {}
+        seen = {(e.kg, e.id) for e in entities}
+        frontier: list[tuple[Entity, Fact | None]] = [(e, None) for e in entities]
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def bounded(call: Awaitable[T]) -> T:
+            async with limit:
+                return await call
+
+        def budget(n: int) -> int:
+            """How many of ``n`` wanted requests the bound leaves; the rest counted as cut."""
+            left = max(0, self.max_kg_calls - out.kg_requests)
+            out.requests_cut += max(0, n - left)
+            out.kg_requests += min(n, left)
+            return min(n, left)
+
+        [question_vector] = await self.embedder.embed([query])
+        for hop in range(1, self.hops + 1):
+            asked = frontier[: budget(len(frontier))]
+            relations = await asyncio.gather(*(bounded(kgs.get_relations([e], usage)) for e, _ in asked))
+            out.relations_omitted += sum(r.omitted for r in relations)
+            walks: list[tuple[Entity, Fact | None, Relation]] = _interleaved(
+                [[(e, via, r) for r in got.items] for (e, via), got in zip(asked, relations)])
+            walks = walks[: budget(len(walks))]
+            found = await asyncio.gather(*(bounded(kgs.get_edges([e], r, usage)) for e, _, r in walks))
+            out.edges_omitted += sum(g.omitted for g in found)
+            new: list[tuple[Fact, Relation]] = []
+            for (e, via, r), edge in _interleaved([[(w, edge) for edge in g.edges] for w, g in zip(walks, found)]):
+                if edge in known:
+                    continue
+                if len(known) >= self.max_facts:
+                    out.facts_cut += 1
+                    continue
+                known[edge] = Fact(edge, hop, via)
+                new.append((known[edge], r))
+            await self._score([f for f, _ in new], question_vector)
+            out.facts.extend(f for f, _ in new)
+            if hop == self.hops:
+                break
+            # the next hop starts from the entities the best-ranked facts of this one reached
+            frontier = []
+            for fact, r in sorted(new, key=lambda fr: -fr[0].score):
+                far = fact.edge.subject if r.inverse else fact.edge.object
+                if (far.kg, far.id) not in seen and len(frontier) < self.top_facts:
+                    seen.add((far.kg, far.id))
+                    frontier.append((far, fact))
+        return out
+
+    async def _score(self, facts: Sequence[Fact], question: Vector) -> None:
+        if not facts:
+            return
+        vectors = await self.embedder.embed([f.sentence for f in facts])
+        for f, v in zip(facts, vectors):
+            f.score = cosine(question, v)
