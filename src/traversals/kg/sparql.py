@@ -74,24 +74,16 @@ from .base import (
 )
 from .cache import QueryCache
 from .http import HttpClient, RateLimit
+# the vocabulary shared with the embedded store (one definition: kg/iris.py)
+from .iris import (  # noqa: F401 - also read from this module by its users
+    DEFAULT_LABEL_PREDICATES, RDFS_LABEL, SCHEMA_DESCRIPTION, SCHEMA_NAME, SKOS, SKOS_PREF_LABEL, WIKIBASE,
+    WIKIBASE_DIRECT_CLAIM, WIKIDATA_DIRECT, WIKIDATA_ENTITY, XSD,
+)
 
 log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
 
-# the vocabulary shared with the embedded store (one definition: kg/iris.py)
-RDFS_LABEL = iris.RDFS_LABEL
-SKOS = iris.SKOS
-SKOS_PREF_LABEL = iris.SKOS_PREF_LABEL
-SCHEMA_NAME = iris.SCHEMA_NAME
-SCHEMA_DESCRIPTION = iris.SCHEMA_DESCRIPTION
-XSD = iris.XSD
-WIKIDATA_ENTITY = iris.WIKIDATA_ENTITY
-WIKIDATA_DIRECT = iris.WIKIDATA_DIRECT
-WIKIBASE = iris.WIKIBASE
-WIKIBASE_DIRECT_CLAIM = iris.WIKIBASE_DIRECT_CLAIM
-#: An entity's label predicates by default, most preferred first (as in the embedded store).
-DEFAULT_LABEL_PREDICATES = iris.DEFAULT_LABEL_PREDICATES
 
 WIKIDATA_PROP = "http://www.wikidata.org/prop/"
 WIKIDATA_GENID = "http://www.wikidata.org/.well-known/genid/"

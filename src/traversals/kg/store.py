@@ -109,6 +109,9 @@ from rapidfuzz import fuzz, process
 
 from ..errors import BadInput, KGUnavailable, TraversalsWarning
 from . import formats, iris
+# the vocabulary shared with the SPARQL back end (one definition: kg/iris.py)
+from .iris import SCHEMA_NAME, SKOS, WIKIBASE, WIKIBASE_DIRECT_CLAIM, XSD  # noqa: F401
+from .iris import WIKIDATA_DIRECT as WD_DIRECT, WIKIDATA_ENTITY as WD_ENTITY
 from . import sparql_text as st
 from .base import (
     DEFAULT_MAX_EDGES,
@@ -128,14 +131,6 @@ Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal]
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDF_PROPERTY = "http://www.w3.org/1999/02/22-rdf-syntax-ns#Property"
 OWL = "http://www.w3.org/2002/07/owl#"
-# the vocabulary shared with the SPARQL back end (one definition: kg/iris.py)
-SKOS = iris.SKOS
-SCHEMA_NAME = iris.SCHEMA_NAME
-WD_ENTITY = iris.WIKIDATA_ENTITY
-WD_DIRECT = iris.WIKIDATA_DIRECT
-WIKIBASE = iris.WIKIBASE
-WIKIBASE_DIRECT_CLAIM = iris.WIKIBASE_DIRECT_CLAIM
-XSD = iris.XSD
 _XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)$")
 
 #: Display-label predicates by default, most preferred first (``label_predicates=`` of
