@@ -68,6 +68,42 @@ class OxigraphServer:
             self._log.close()
 
 
+def start_traversals(args: list[str], log: Path, ready: str, *, env: dict | None = None,
+                     timeout: float = 120) -> subprocess.Popen:
+    """Start ``traversals ARGS`` (this venv's command) with its output in ``log`` and wait
+    until ``ready`` (a URL) answers (any status under 500: an MCP server has no ``/health``
+    and answers 404 once it listens); the test fails with the log's tail if the process
+    exits first or does not answer within ``timeout`` seconds."""
+    out = open(log, "wb")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "traversals"), *args], stdout=out,
+                            stderr=subprocess.STDOUT, env=env)
+    out.close()  # the child holds its own handle
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"traversals {args[0]} exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(ready, timeout=2).status_code < 500:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"traversals {args[0]} did not start within {timeout:g} s")
+        time.sleep(0.2)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate ``proc`` (SIGTERM, then SIGKILL after 20 s) and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def load_store(location: Path, files: list[Path], *, lenient: bool = False) -> None:
     """Load files into an Oxigraph store; ``lenient`` lets in IRIs RFC 3987 refuses."""
     subprocess.run(

@@ -7,46 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from .servers import free_port
+from .servers import free_port, start_traversals as start, stop_process as stop
 
-EXE = Path(sys.executable).parent / "traversals"
+EXE = Path(sys.executable).parent / "traversals"  # the stdio test runs it directly
 KEY = "team-key-0123456789"
-
-
-def start(args: list[str], log: Path, ready: str, env: dict | None = None) -> subprocess.Popen:
-    """Start ``traversals ARGS`` and wait until ``ready`` (a URL) answers at all."""
-    out = open(log, "wb")
-    proc = subprocess.Popen([str(EXE), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            out.close()
-            pytest.fail(f"traversals {args[0]} exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            httpx.get(ready, timeout=2)
-            return proc
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"traversals {args[0]} did not start within 120 s")
-        time.sleep(0.2)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.mark.timeout(180)

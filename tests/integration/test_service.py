@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +19,7 @@ import pytest
 from traversals.llm.scripted import ScriptedLLM
 from traversals.service import ServiceLimits, create_app
 
-from .servers import free_port
+from .servers import free_port, start_traversals
 
 
 @pytest.fixture()
@@ -29,32 +28,13 @@ def served(SHARED, default_model_path, tmp_path):
     if not kb.exists():
         pytest.skip(f"{kb} is not there")
     port = free_port()
-    log = open(tmp_path / "serve.log", "wb")
-    exe = Path(sys.executable).parent / "traversals"
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--kg", str(kb), "--k", "1", "--port", str(port), "--log-level", "warning"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        if proc.poll() is not None:
-            log.close()
-            pytest.fail(f"traversals serve exited: {(tmp_path / 'serve.log').read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("traversals serve did not start within 300 s")
-        time.sleep(0.2)
+    proc = start_traversals(["serve", "--kg", str(kb), "--k", "1", "--port", str(port), "--log-level", "warning"],
+                            tmp_path / "serve.log", base + "/health", timeout=300)
     yield base, proc
     if proc.poll() is None:
         proc.kill()
         proc.wait(10)
-    log.close()
 
 
 @pytest.mark.model
