@@ -22,7 +22,7 @@ from .search.events import EventSink
 from .search.kgset import KGSet
 from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
-from .search.retrieve import DEFAULT_HOPS as RETRIEVE_HOPS, MAX_HOPS as RETRIEVE_MAX_HOPS, RetrieveThenRead
+from .search.retrieve import DEFAULT_HOPS as RETRIEVE_HOPS, DEFAULT_TOP_FACTS, MAX_HOPS as RETRIEVE_MAX_HOPS, RetrieveThenRead
 from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class SearchConfig:
     #: pass ``build_solver(..., embedder=open_embedder(spec, url=..., api_key=...))``)
     embedder: str = "sbert"
     #: retrieve: the facts most similar to the question that its prompt lists (KAPING's top N)
-    top_facts: int = 10
+    top_facts: int = DEFAULT_TOP_FACTS
     value_model: str | None = None  # a model trained by `traversals train-value` (None: the LLM rates states)
     #: seconds one call to a KG may take before the search fails with ``KGTimeout`` naming
     #: it (None: no bound of the search's own; remote backends have their request timeout)

@@ -316,9 +316,12 @@ def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
     if strategy == "chain" and getattr(args, "k", None) not in (None, 1):
         clashes.append(f"--k {args.k} with --strategy chain, the k = 1 search (Chain-of-Traversals): "
                        f"drop --k or use --strategy tree")
-    if strategy == "retrieve" and getattr(args, "max_hops", None) not in (None, 1, 2):  # search/retrieve.py MAX_HOPS
-        clashes.append(f"--max-hops {args.max_hops} with --strategy retrieve, which gathers the facts 1 or 2 hops "
-                       f"around the question's entities: give 1 or 2")
+    from .search.retrieve import MAX_HOPS as RETRIEVE_MAX_HOPS
+
+    hops = getattr(args, "max_hops", None)
+    if strategy == "retrieve" and hops is not None and not 1 <= hops <= RETRIEVE_MAX_HOPS:
+        clashes.append(f"--max-hops {hops} with --strategy retrieve, which gathers the facts 1 or "
+                       f"{RETRIEVE_MAX_HOPS} hops around the question's entities: give 1 or {RETRIEVE_MAX_HOPS}")
     if clashes:
         raise BadInput(". ".join(clashes))
 
