@@ -79,7 +79,7 @@ class SearchConfig:
     #: mcts: PUCT's exploration weight, the prior's share against the mean value (RwTConfig.c_puct's default)
     c_puct: float = 1.25
     #: mcts/beam: the most hops a path walks (T); retrieve: the hops of facts gathered around the
-    #: question's entities (1 or 2). None: 3 for mcts/beam, 1 for retrieve (KAPING's one hop)
+    #: question's entities (1 to 3). None: 3 for mcts/beam, 1 for retrieve (KAPING's one hop)
     max_hops: int | None = None
     #: beam: states kept per hop (B1) and relations tried from each (B2); the paper's Table 6
     #: sweeps B1 = 1..5 with B2 = 5
@@ -137,7 +137,7 @@ def build_solver(
     if not 0.0 <= cfg.threshold < math.inf:  # over 1: no answer stops the search early (allowed)
         raise BadInput(f"--threshold is a value of 0 or more (in [0, 1] to stop at an answer), got {cfg.threshold}")
     for flag, n in (("--max-depth", cfg.max_depth), ("--max-expansions", cfg.max_expansions),
-                    ("--simulations", cfg.simulations), ("--max-hops", cfg.max_hops),
+                    ("--simulations", cfg.simulations), ("--max-hops", cfg.max_hops), ("--top-facts", cfg.top_facts),
                     ("--beam-width", cfg.beam_width), ("--beam-branch", cfg.beam_branch)):
         if n is not None and n < 1:
             raise BadInput(f"{flag} must be at least 1, got {n}")
@@ -149,10 +149,8 @@ def build_solver(
     if strategy == "retrieve":  # one generation over ranked facts: no state to rate, no value model
         hops = RETRIEVE_HOPS if cfg.max_hops is None else cfg.max_hops
         if hops > RETRIEVE_MAX_HOPS:
-            raise BadInput(f"--max-hops with retrieve is 1 or {RETRIEVE_MAX_HOPS} (the facts that many hops around "
+            raise BadInput(f"--max-hops with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around "
                            f"the question's entities), got {hops}")
-        if cfg.top_facts < 1:
-            raise BadInput(f"top_facts (the facts retrieve's prompt lists) must be at least 1, got {cfg.top_facts}")
         return RetrieveThenRead(llm, kgset, embedder or open_embedder(cfg.embedder), hops=hops,
                                 top_facts=cfg.top_facts, on_event=on_event)
     model = value_model or load_value_model(cfg)

@@ -95,6 +95,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         simulations=args.simulations,
         c_puct=args.c_puct,
         max_hops=args.max_hops,
+        top_facts=args.top_facts,
         beam_width=args.beam_width,
         beam_branch=args.beam_branch,
         value_model=args.value_model,

@@ -115,7 +115,10 @@ def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
     # no default of its own (SearchConfig's None): each strategy that reads it has its own
     p.add_argument("--max-hops", type=int, default=None, metavar="N",
                    help=f"mcts/beam: the most hops a path walks (T; default {RWT_HOPS}); retrieve: the hops of "
-                        f"facts gathered around the question's entities (1 or {MAX_HOPS}; default {DEFAULT_HOPS})")
+                        f"facts gathered around the question's entities (1 to {MAX_HOPS}; default {DEFAULT_HOPS})")
+    p.add_argument("--top-facts", type=int, default=d.top_facts if defaults else None, metavar="N",
+                   help=f"retrieve: the facts its one prompt lists, the best-ranked first (default {d.top_facts}, "
+                        f"about KAPING's best; more facts, a longer prompt)")
     p.add_argument("--c-puct", type=float, default=d.c_puct if defaults else None, metavar="X",
                    help=f"mcts: PUCT's exploration weight, the prior's share against the visits' mean value "
                         f"(0: follow the values alone; default {d.c_puct:g})")
@@ -146,6 +149,7 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--c-puct": ("mcts",),  # PUCT's selection: beam ranks by value alone
     # add_rwt_flags
     "--max-hops": RWT + RETRIEVE,  # retrieve: the hops of facts it gathers (None: each strategy's default)
+    "--top-facts": RETRIEVE,
     "--beam-width": ("beam",),
     "--beam-branch": ("beam",),
     # add_tree_flags
@@ -176,7 +180,6 @@ SEARCH_SETTING_STRATEGIES: dict[str, tuple[str, ...]] = {
     "max_relations": TREE_SEARCH + RWT + RETRIEVE,
     "max_edges": TREE_SEARCH + RWT + RETRIEVE,
     "kg_timeout": TREE_SEARCH + RWT + RETRIEVE,
-    "top_facts": RETRIEVE,  # the facts retrieve's prompt lists (library: SearchConfig(top_facts=N))
 }
 #: flags that set the same value as a flag of :data:`SEARCH_FLAG_STRATEGIES`, named with it
 SAME_SETTING = {"--calibrate": "--calibrate (or --calibrate-weight)"}
@@ -320,8 +323,8 @@ def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
 
     hops = getattr(args, "max_hops", None)
     if strategy == "retrieve" and hops is not None and not 1 <= hops <= RETRIEVE_MAX_HOPS:
-        clashes.append(f"--max-hops {hops} with --strategy retrieve, which gathers the facts 1 or "
-                       f"{RETRIEVE_MAX_HOPS} hops around the question's entities: give 1 or {RETRIEVE_MAX_HOPS}")
+        clashes.append(f"--max-hops {hops} with --strategy retrieve, which gathers the facts 1 to "
+                       f"{RETRIEVE_MAX_HOPS} hops around the question's entities: give 1 to {RETRIEVE_MAX_HOPS}")
     if clashes:
         raise BadInput(". ".join(clashes))
 

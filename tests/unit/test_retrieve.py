@@ -120,6 +120,19 @@ async def test_two_hops_expand_the_entities_the_best_facts_reach(tmp_path):
     assert {f["hop"] for f in (await one.ask("[The Gumball Rally]")).trace["facts"]} == {1}
 
 
+async def test_three_hops_reach_the_third_hop_and_the_answer_brings_its_whole_walk(tmp_path):
+    llm = ScriptedLLM(["ANSWER: Canada"])
+    ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))],
+                       SearchConfig(embedder="lexical", max_hops=3, top_facts=30))
+    answer = await ask.ask("which country is the birthplace of the star of [The Gumball Rally] in")
+    assert "- Quebec City | country | Canada" in facts_of(llm.calls[0].prompt)
+    assert {f["hop"] for f in answer.trace["facts"]} == {1, 2, 3}
+    # provenance: the hop-3 fact with the facts that reached it, from the film on
+    walk = [(e.subject.label, e.relation.id, e.object.label) for e in answer.supporting_edges]
+    assert walk == [("The Gumball Rally", "starred_actors", "Michael Sarrazin"),
+                    ("Michael Sarrazin", "born_in", "Quebec City"), ("Quebec City", "country", "Canada")]
+
+
 async def test_a_hub_with_thousands_of_edges_stays_within_the_bounds(tmp_path):
     lines = [f"Hub|likes|Fan {i}" for i in range(2500)]  # one relation of 2,500 edges
     lines += [f"Hub|rel_{r}|Thing {r}-{i}" for r in range(40) for i in range(60)]  # 40 more of 60 each
@@ -217,9 +230,9 @@ async def test_hostile_labels_cannot_break_the_fact_lines(tmp_path):
 async def test_build_solver_checks_and_the_value_model_is_not_read(tmp_path):
     assert "retrieve" in STRATEGIES
     kgs = [open_kg(str(kb(tmp_path)))]
-    for bad, says in ((SearchConfig(max_hops=3), "--max-hops with retrieve is 1 or 2"),
+    for bad, says in ((SearchConfig(max_hops=4), "--max-hops with retrieve is 1 to 3"),
                       (SearchConfig(max_hops=0), "--max-hops must be at least 1"),
-                      (SearchConfig(top_facts=0), "top_facts")):
+                      (SearchConfig(top_facts=0), "--top-facts must be at least 1")):
         with pytest.raises(BadInput, match=says):
             build_solver("retrieve", ScriptedLLM([]), kgs, bad, embedder=open_embedder("lexical"))
     # a server's default value model (a file that is not there) is not read for retrieve
@@ -264,8 +277,8 @@ def test_the_cli_refuses_a_flag_retrieve_does_not_read(command, flags, named, tm
 def test_the_cli_accepts_what_retrieve_reads_and_refuses_more_than_two_hops(tmp_path, capsys):
     ask = ["ask", QUESTION, "--kg", str(kb(tmp_path)), *NO_MODEL, "--strategy", "retrieve"]
     assert "model file not found" in one_error([*ask, "--max-hops", "2", "--embedder", "lexical"], capsys)
-    err = one_error([*ask, "--max-hops", "3"], capsys)
-    assert "--max-hops 3 with --strategy retrieve" in err and "give 1 or 2" in err
+    err = one_error([*ask, "--max-hops", "4"], capsys)
+    assert "--max-hops 4 with --strategy retrieve" in err and "give 1 to 3" in err
     # --max-hops is read by mcts/beam and retrieve only
     err = one_error(["ask", QUESTION, "--kg", "demo", *NO_MODEL, "--strategy", "tree", "--max-hops", "2"], capsys)
     assert "--max-hops is used by --strategy mcts/beam/retrieve only" in err
@@ -297,6 +310,28 @@ def test_ask_prints_the_answer_and_its_facts(tmp_path, monkeypatch, capsys):
     assert "facts given to the LLM of the 4 retrieved" in page and "The Gumball Rally | directed by | Charles Bail" in page
     assert "ranks the KG's facts" in page and "ANSWER: The Gumball Rally" in page
     capsys.readouterr()
+
+
+def test_top_facts_sets_how_many_facts_the_prompt_lists(tmp_path, monkeypatch, capsys):
+    made = scripted(monkeypatch)
+    argv = ["ask", QUESTION, "--kg", str(kb(tmp_path)), "--strategy", "retrieve", "--embedder", "lexical", "--json"]
+    assert main([*argv, "--top-facts", "2"]) == 0
+    assert len(facts_of(made[-1].calls[0].prompt)) == 2
+    assert main(argv) == 0  # the default lists all 4 facts here (fewer than 10)
+    assert len(facts_of(made[-1].calls[0].prompt)) == 4
+    capsys.readouterr()
+    assert "--top-facts must be at least 1, got 0" in one_error([*argv, "--top-facts", "0"], capsys)
+    err = one_error(["ask", QUESTION, "--kg", "demo", *NO_MODEL, "--strategy", "chain", "--top-facts", "5"], capsys)
+    assert "--top-facts is used by --strategy retrieve only" in err
+    # eval records it, and a resume with another number is refused
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "what films did [Charles Bail] direct", "answers": ["The Gumball Rally"]}\n')
+    out = tmp_path / "run"
+    run = ["eval", "questions", "--data", str(questions), "--kg", str(kb(tmp_path)), "--strategy", "retrieve",
+           "--embedder", "lexical", "--out", str(out), "--no-progress"]
+    assert main([*run, "--top-facts", "3"]) == 0
+    assert json.loads((out / "run.json").read_text())["top_facts"] == 3
+    assert "top_facts" in one_error([*run, "--top-facts", "4", "--resume"], capsys)
 
 
 def test_eval_with_retrieve_writes_a_run_that_report_and_view_read(tmp_path, monkeypatch, capsys):

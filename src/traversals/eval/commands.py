@@ -121,6 +121,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "compare_answers": args.compare_answers, "value_examples": args.value_examples,
               "value_reasoning": args.value_reasoning,
               "simulations": args.simulations, "c_puct": args.c_puct, "seed": args.seed, "max_hops": max_hops,
+              "top_facts": args.top_facts,
               "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,

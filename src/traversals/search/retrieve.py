@@ -15,13 +15,13 @@ Bounds, so that a hub entity costs neither the prompt nor the time: at most
 ``max_kg_calls`` KG requests a question (``get_relations`` and ``get_edges``, at most
 ``concurrency`` in flight), and at most ``max_facts`` distinct facts collected (and
 embedded). Both are cut fairly: each entity's first relation before any entity's second,
-each call's first edge before any call's second. With ``hops=2`` the entities the
-best-ranked hop-1 facts reach (at most ``top_facts`` of them) are expanded in turn.
+each call's first edge before any call's second. With ``hops`` 2 or 3 the entities the
+best-ranked facts of one hop reach (at most ``top_facts`` of them) are expanded at the next.
 
 The answer's ``supporting_edges`` are the facts given to the LLM whose end other than the
-question's own entities is named in the answer (and, for a hop-2 fact, the hop-1 fact
-that reached it); ``value`` is None (nothing is rated) and ``stopped`` None (nothing stops
-early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
+question's own entities is named in the answer (and, for a fact of a later hop, the facts
+that reached it, back to the question's entity); ``value`` is None (nothing is rated) and
+``stopped`` None (nothing stops early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .templates import render
 T = TypeVar("T")
 
 DEFAULT_HOPS = 1  # KAPING retrieves the one-hop facts of the question's entities
-MAX_HOPS = 2
+MAX_HOPS = 3  # the furthest a MetaQA/PathQuestion question walks; each hop expands at most top_facts entities
 DEFAULT_TOP_FACTS = 10  # KAPING's best setting was around 10 facts
 #: KG requests (``get_relations`` and ``get_edges``) one question may make
 MAX_KG_CALLS = 100
@@ -74,7 +74,7 @@ class Fact:
 
     edge: Edge
     hop: int
-    #: hop 2: the hop-1 fact whose far end this edge was gathered from
+    #: hop 2 or 3: the fact of the hop before whose far end this edge was gathered from
     via: Fact | None = None
     score: float = 0.0
 
@@ -111,7 +111,8 @@ def _names(label: str, answer: str) -> bool:
 
 def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
     """The edges of ``facts`` whose end other than the question's own entities is named in
-    ``answer`` (a hop-2 fact brings the hop-1 fact that reached it first), each once."""
+    ``answer`` (a fact of a later hop brings first the facts that reached it, from the
+    question's entity on), each once."""
     if answer == NO_ANSWER or not answer.strip():
         return []
     own = {(e.kg, e.id) for e in question_entities}
@@ -119,9 +120,13 @@ def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequ
     for f in facts:
         ends = [x for x in (f.edge.subject, f.edge.object) if (x.kg, x.id) not in own]
         if any(_names(x.label, answer) for x in ends):
-            if f.via is not None:
-                out.setdefault(f.via.edge)
-            out.setdefault(f.edge)
+            walk = []
+            step: Fact | None = f
+            while step is not None:
+                walk.append(step.edge)
+                step = step.via
+            for edge in reversed(walk):
+                out.setdefault(edge)
     return list(out)
 
 
@@ -158,7 +163,7 @@ class RetrieveThenRead:
         on_event: EventSink | None = None,
     ) -> None:
         if not 1 <= hops <= MAX_HOPS:
-            raise ValueError(f"hops is 1 or {MAX_HOPS}, got {hops}")
+            raise ValueError(f"hops is 1 to {MAX_HOPS}, got {hops}")
         for what, n in (("top_facts", top_facts), ("max_kg_calls", max_kg_calls), ("max_facts", max_facts),
                         ("concurrency", concurrency), ("max_tokens", max_tokens)):
             if n < 1:
