@@ -16,6 +16,7 @@ ENTITY_NS = "http://traversals.local/entity/"
 RELATION_NS = "http://traversals.local/relation/"
 
 # -- namespaces -------------------------------------------------------------------------
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 SKOS = "http://www.w3.org/2004/02/skos/core#"
 SCHEMA = "http://schema.org/"

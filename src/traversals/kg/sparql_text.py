@@ -26,6 +26,7 @@ from typing import Iterable
 import pyoxigraph
 
 from ..errors import BadInput
+from .iris import RDF, XSD
 
 # Characters the IRIREF production forbids: <>"{}|^`\ and U+0000..U+0020.
 _IRI_FORBIDDEN = re.compile(r'[<>"{}|^`\\\x00-\x20]')
@@ -33,9 +34,8 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*\Z")
 _VARNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
-RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+RDF_LANG_STRING = RDF + "langString"
 
 
 def _show(value: str, n: int = 60) -> str:

@@ -110,7 +110,7 @@ from rapidfuzz import fuzz, process
 from ..errors import BadInput, KGUnavailable, TraversalsWarning
 from . import formats, iris
 # the vocabulary shared with the SPARQL back end (one definition: kg/iris.py)
-from .iris import SCHEMA_NAME, SKOS, WIKIBASE, WIKIBASE_DIRECT_CLAIM, XSD  # noqa: F401
+from .iris import RDF, SCHEMA_NAME, SKOS, WIKIBASE, WIKIBASE_DIRECT_CLAIM, XSD  # noqa: F401
 from .iris import WIKIDATA_DIRECT as WD_DIRECT, WIKIDATA_ENTITY as WD_ENTITY
 from . import sparql_text as st
 from .base import (
@@ -128,8 +128,8 @@ log = logging.getLogger(__name__)
 
 Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal]
 
-RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-RDF_PROPERTY = "http://www.w3.org/1999/02/22-rdf-syntax-ns#Property"
+RDF_TYPE = RDF + "type"
+RDF_PROPERTY = RDF + "Property"
 OWL = "http://www.w3.org/2002/07/owl#"
 _XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)$")
 
