@@ -106,8 +106,9 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_rwt_flags(p: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """RwT's search sizes and retrieve's (--max-hops, --top-facts; ``ask``/``serve``/``mcp`` show the defaults; ``eval`` leaves them
-    unset, so :class:`~traversals.api.SearchConfig` fills them and run.json records them)."""
+    """RwT's search sizes and retrieve's (``--max-hops``, ``--top-facts``). ``ask``/``serve``/``mcp``
+    show the defaults; ``eval`` leaves them unset, so :class:`~traversals.api.SearchConfig`
+    fills them and run.json records them."""
     from .api import RWT_HOPS, SearchConfig
     from .search.retrieve import DEFAULT_HOPS, MAX_HOPS
 
