@@ -15,6 +15,11 @@ splits their Hits@1 into the two parts::
 
     python bench/metaqa_ambiguity.py                              # first 100 1-hop questions
     python bench/metaqa_ambiguity.py --limit 60 runs/t1 runs/t1-other
+    python bench/metaqa_ambiguity.py runs/held-out                # its run.json's --skip/--limit/seed
+
+Given runs and no ``--limit``/``--skip``/``--seed``, the questions are those the first run
+asked (its run.json's ``limit``, ``skip`` and ``seed``), so a held-out run (``eval --skip 600``)
+is split over its own questions.
 
 1-hop only: 2-hop gold sets are exactly what the KB reaches (the topic entity left out) in
 every answerable dev question, and 3-hop gold sets follow a rule kb.txt does not reproduce
@@ -58,14 +63,21 @@ def reach(kb: dict[str, dict[str, set[str]]], question: Question) -> set[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="*", type=Path, help="run folders of `traversals eval metaqa-1hop` to split")
-    ap.add_argument("--limit", type=int, default=100, help="questions of the shuffle (what `eval --limit` asks)")
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--limit", type=int, default=None,
+                    help="questions of the shuffle (what `eval --limit` asks; default the first run's, else 100)")
+    ap.add_argument("--skip", type=int, default=None,
+                    help="questions of the shuffle left out first (`eval --skip`; default the first run's, else 0)")
+    ap.add_argument("--seed", type=int, default=None, help=f"the shuffle's seed (default the first run's, else {DEFAULT_SEED})")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
     args = ap.parse_args()
+    recorded = json.loads((args.runs[0] / "run.json").read_text()) if args.runs else {}
+    limit = args.limit if args.limit is not None else recorded.get("limit", 100)  # a run's None: every question
+    skip = args.skip if args.skip is not None else recorded.get("skip") or 0
+    seed = args.seed if args.seed is not None else recorded.get("seed", DEFAULT_SEED)
 
     ds = load_dataset("metaqa-1hop", str(args.data), "dev", True)
     kb = read_kb(Path(ds.kg_specs[0]))
-    asked = sample_questions(ds.questions, args.limit, args.seed)
+    asked = sample_questions(ds.questions, limit, seed, skip=skip)
     draw: dict[str, float] = {}  # ambiguous question id -> chance a random KB answer is gold
     for q in asked:
         gold, reached = {g.answer for g in q.gold}, reach(kb, q)
@@ -73,7 +85,8 @@ def main() -> None:
             draw[q.id] = len(gold) / len(reached)
     n = len(asked)
     ceiling = (n - len(draw) + sum(draw.values())) / n
-    print(f"MetaQA 1-hop dev answerable, seed {args.seed}, first {n}: {len(draw)} ambiguous "
+    which = f"first {n}" if not skip else f"questions {skip + 1}-{skip + n} of the shuffle"
+    print(f"MetaQA 1-hop dev answerable, seed {seed}, {which}: {len(draw)} ambiguous "
           f"(a title several films share); ceiling of the expected Hits@1 {100 * ceiling:.1f}")
     for run in args.runs:
         rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]

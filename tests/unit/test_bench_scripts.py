@@ -49,3 +49,27 @@ def test_run_script_awaits_a_coroutine_and_passes_its_exit_code_on(monkeypatch, 
     assert capsys.readouterr().err == "some_bench.py: error: --data x: no such file or directory\n"
     with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
         clean_exit.run_script(lambda: 1 / 0)
+
+
+def test_metaqa_ambiguity_splits_a_held_out_run_over_its_own_questions(tmp_path):
+    """Given a run, the questions are the run's (its run.json's limit, skip and seed): a run
+    of `eval --skip 600 --limit 100` is split over questions 601-700, not the first 100."""
+    from traversals.eval.datasets import load_dataset, sample_questions
+
+    data = BENCH.parents[1] / "shared" / "data" / "metaqa"
+    asked = sample_questions(load_dataset("metaqa-1hop", str(data), "dev", True).questions, 100, 233, skip=600)
+    run = tmp_path / "held-out"
+    run.mkdir()
+    (run / "run.json").write_text('{"limit": 100, "skip": 600, "seed": 233}')
+    (run / "results.jsonl").write_text("".join(f'{{"id": "{q.id}", "hits@1": 1.0}}\n' for q in asked))
+    done = subprocess.run([sys.executable, str(BENCH / "metaqa_ambiguity.py"), str(run), "--data", str(data)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    head, split = done.stdout.splitlines()
+    assert "seed 233, questions 601-700 of the shuffle:" in head
+    ambiguous = int(head.split(": ")[1].split()[0])
+    assert split == f"{run}: Hits@1 100.0 of 100; unambiguous 100.0 of {100 - ambiguous}; ambiguous 100.0 of {ambiguous}"
+    # the flags still choose: the first 100 share no question with this run
+    done = subprocess.run([sys.executable, str(BENCH / "metaqa_ambiguity.py"), str(run), "--data", str(data),
+                           "--skip", "0"], capture_output=True, text=True, timeout=300)
+    assert "first 100:" in done.stdout and f"{run}: Hits@1 –;" in done.stdout
