@@ -14,7 +14,7 @@ Endpoints
     (each path also with a trailing slash, ``/v1/ask/``: the same endpoint, not a redirect)
     body ``{"question": "...", "strategy": "tree|chain|cot|mcts|beam|retrieve", "topic_entities": [...],
     "k": 3, "max_depth": 7, "max_expansions": 20, "threshold": 0.8, "seed": 0,
-    "simulations": 16, "trace": false, "stream": false}`` (only ``question`` is required;
+    "simulations": 16, "max_hops": null, "top_facts": 10, "trace": false, "stream": false}`` (only ``question`` is required;
     unknown fields are refused) →
     the same object as ``traversals ask --json`` (answer, value, supporting edges with
     their KG, LLM/KG calls, tokens, seconds, decoding, strategy) plus ``"trace"`` (the
@@ -62,6 +62,7 @@ from .kg.base import KnowledgeGraph
 from .llm.base import LLM
 from .options import flag_dest, unread_flags
 from .search.result import Solver
+from .search.retrieve import MAX_HOPS as RETRIEVE_MAX_HOPS
 from .validate import unicode_text
 
 __all__ = ["BodyTooLarge", "Busy", "ClientGone", "RequestTimeout", "ServiceLimits", "ShuttingDown", "create_app",
@@ -75,6 +76,8 @@ OVERRIDES: dict[str, tuple[type, ...]] = {
     "threshold": (int, float),
     "seed": (int,),
     "simulations": (int,),
+    "max_hops": (int, type(None)),  # null: each strategy's default (what /v1/info shows when none was set)
+    "top_facts": (int,),
 }
 #: seconds shutdown waits, once the server has cancelled what still ran, for those requests
 #: to send their 503 and stop their searches, before the LLM and KGs are closed
@@ -126,6 +129,10 @@ class ServiceLimits:
     max_depth: int = 30
     max_expansions: int = 100
     max_simulations: int = 200
+    #: hops mcts/beam walk or retrieve gathers (retrieve: at most 3 whatever this says)
+    max_hops: int = 5
+    #: facts retrieve's one prompt lists
+    max_top_facts: int = 100
     #: entity names a request may give in ``topic_entities`` (each is linked, maybe with an LLM call)
     max_topic_entities: int = 10
     #: bytes of a request body (a question of ``max_question_chars`` fits many times over)
@@ -202,16 +209,20 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             continue
         value = body[name]
         if isinstance(value, bool) or not isinstance(value, types):
-            raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer")
+            raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer"
+                           + (" or null" if type(None) in types else ""))
         changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
     caps = (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions),
-            ("simulations", limits.max_simulations))
+            ("simulations", limits.max_simulations), ("max_hops", limits.max_hops), ("top_facts", limits.max_top_facts))
     for name, cap in caps:
-        if name in changes and not 1 <= changes[name] <= cap:
+        if changes.get(name) is not None and not 1 <= changes[name] <= cap:
             raise BadInput(f"'{name}' must be between 1 and {cap}")
     if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
         raise BadInput("'threshold' must be between 0 and 1")
     _refuse_unread(strategy, changes, defaults)
+    if strategy == "retrieve" and (changes.get("max_hops") or 0) > RETRIEVE_MAX_HOPS:
+        raise BadInput(f"'max_hops' with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around the "
+                       f"question's entities)")
     if strategy == "chain":
         if changes.get("k", 1) != 1:
             raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")

@@ -126,6 +126,10 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
         (b'{"question": "q", "k": true}', "'k' must be an integer"),
         (b'{"question": "q", "max_expansions": 1000000}', "between 1 and 100"),
         (b'{"question": "q", "threshold": 2}', "between 0 and 1"),
+        (b'{"question": "q", "top_facts": 0}', "between 1 and 100"),
+        (b'{"question": "q", "strategy": "mcts", "max_hops": 6}', "'max_hops' must be between 1 and 5"),
+        (b'{"question": "q", "max_hops": "3"}', "'max_hops' must be an integer or null"),
+        (b'{"question": "q", "strategy": "retrieve", "max_hops": 4}', "'max_hops' with retrieve is 1 to 3"),
         (b'{"question": "q", "strategy": "chain", "k": 3}', "k = 1"),
         (b'{"question": "q", "topic_entities": "Alpha"}', "list of non-empty strings"),
         (b'{"question": "q", "trace": "yes"}', "'trace'"),
@@ -150,6 +154,8 @@ async def test_bad_requests_get_400_naming_the_problem(body, says):
         ({"strategy": "cot", "k": 2}, "'k' is read by tree, chain, not by strategy cot"),
         ({"strategy": "mcts", "max_expansions": 5}, "'max_expansions' is read by tree, chain, not by strategy mcts"),
         ({"strategy": "beam", "threshold": 0.5, "seed": 3}, "'seed', 'threshold' are read by tree, chain"),
+        ({"strategy": "tree", "top_facts": 5}, "'top_facts' is read by retrieve, not by strategy tree"),
+        ({"strategy": "chain", "max_hops": 2}, "'max_hops' is read by mcts, beam, retrieve, not by strategy chain"),
     ],
 )
 async def test_a_setting_the_requested_strategy_does_not_read_is_refused_not_ignored(body, says):
@@ -166,6 +172,21 @@ async def test_a_setting_equal_to_the_servers_default_is_accepted_with_any_strat
     async with client(factory, defaults=SearchConfig(threshold=0.8, simulations=16)) as c:
         r = await c.post("/v1/ask", json={"question": "q", "strategy": "cot", "threshold": 0.8, "simulations": 16})
     assert r.status_code == 200
+
+
+async def test_retrieve_and_rwt_sizes_are_set_per_request():
+    factory = Factory()
+    async with client(factory) as c:
+        assert (await c.post("/v1/ask", json={"question": "q", "strategy": "retrieve", "top_facts": 3,
+                                              "max_hops": 2})).status_code == 200
+        assert (await c.post("/v1/ask", json={"question": "q", "strategy": "beam", "max_hops": 5})).status_code == 200
+        # null is the server's default (what /v1/info shows when --max-hops was not given)
+        assert (await c.post("/v1/ask", json={"question": "q", "strategy": "tree", "max_hops": None})).status_code == 200
+        info = (await c.get("/v1/info")).json()
+    retrieve, beam, tree = (s.config for s in factory.built)
+    assert (retrieve.top_facts, retrieve.max_hops, beam.max_hops, tree.max_hops) == (3, 2, 5, None)
+    assert info["defaults"]["max_hops"] is None and info["defaults"]["top_facts"] == 10
+    assert info["limits"]["max_hops"] == 5 and info["limits"]["max_top_facts"] == 100
 
 
 async def test_an_over_long_question_is_refused():
