@@ -209,8 +209,8 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             continue
         value = body[name]
         if isinstance(value, bool) or not isinstance(value, types):
-            raise BadInput(f"'{name}' must be a number" if float in types else f"'{name}' must be an integer"
-                           + (" or null" if type(None) in types else ""))
+            kind = "a number" if float in types else "an integer or null" if type(None) in types else "an integer"
+            raise BadInput(f"'{name}' must be {kind}")
         changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
     caps = (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions),
             ("simulations", limits.max_simulations), ("max_hops", limits.max_hops), ("top_facts", limits.max_top_facts))
