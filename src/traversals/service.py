@@ -162,6 +162,20 @@ class ServiceLimits:
                 raise BadInput(f"{name} must be a whole number of at least {least}, got {value!r}")
 
 
+    def covering(self, defaults: SearchConfig) -> ServiceLimits:
+        """These limits with each per-request cap raised to the server's own default where
+        that is higher (``serve --k 10`` under ``max_k`` 8), so a client that sends back
+        what ``/v1/info`` shows is never refused; a request may still ask for less."""
+        raised = {cap: value for cap, name in _CAPPED.items()
+                  if isinstance(value := getattr(defaults, name), int) and value > getattr(self, cap)}
+        return dataclasses.replace(self, **raised) if raised else self
+
+
+#: each per-request cap of :class:`ServiceLimits` -> the request field (and SearchConfig setting) it caps
+_CAPPED = {"max_k": "k", "max_depth": "max_depth", "max_expansions": "max_expansions",
+           "max_simulations": "simulations", "max_hops": "max_hops", "max_top_facts": "top_facts"}
+
+
 @dataclass(frozen=True)
 class AskRequest:
     question: str
@@ -212,9 +226,8 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             kind = "a number" if float in types else "an integer or null" if type(None) in types else "an integer"
             raise BadInput(f"'{name}' must be {kind}")
         changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
-    caps = (("k", limits.max_k), ("max_depth", limits.max_depth), ("max_expansions", limits.max_expansions),
-            ("simulations", limits.max_simulations), ("max_hops", limits.max_hops), ("top_facts", limits.max_top_facts))
-    for name, cap in caps:
+    for cap_name, name in _CAPPED.items():
+        cap = getattr(limits, cap_name)
         if changes.get(name) is not None and not 1 <= changes[name] <= cap:
             raise BadInput(f"'{name}' must be between 1 and {cap}")
     if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
@@ -301,7 +314,7 @@ def create_app(
         raise BadInput("the HTTP service needs Starlette and uvicorn: pip install 'traversals[serve]'") from exc
 
     defaults = defaults or SearchConfig()
-    limits = limits or ServiceLimits()
+    limits = (limits or ServiceLimits()).covering(defaults)
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not kgs and default_strategy != "cot":

@@ -405,6 +405,22 @@ async def test_json_nested_too_deeply_is_a_400_not_a_500():
     assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]
 
 
+async def test_a_server_default_above_a_cap_raises_the_cap_so_echoed_defaults_are_accepted():
+    factory = Factory()
+    defaults = SearchConfig(k=10, max_expansions=150, top_facts=200)
+    async with client(factory, defaults=defaults) as c:
+        info = (await c.get("/v1/info")).json()
+        echoed = {name: info["defaults"][name] for name in ("k", "max_expansions")}
+        ok = await c.post("/v1/ask", json={"question": "q", **echoed})
+        over = await c.post("/v1/ask", json={"question": "q", "k": 11})
+        depth = await c.post("/v1/ask", json={"question": "q", "max_depth": 31})
+    assert (info["limits"]["max_k"], info["limits"]["max_expansions"], info["limits"]["max_top_facts"]) == (10, 150, 200)
+    assert info["limits"]["max_depth"] == 30  # a cap above its default stays as it was
+    assert ok.status_code == 200 and (factory.built[0].config.k, factory.built[0].config.max_expansions) == (10, 150)
+    assert over.status_code == 400 and "'k' must be between 1 and 10" in over.json()["error"]["message"]
+    assert depth.status_code == 400 and "'max_depth' must be between 1 and 30" in depth.json()["error"]["message"]
+
+
 async def test_topic_entities_are_capped_in_number_and_length():
     factory = Factory()
     async with client(factory, limits=ServiceLimits(max_topic_entities=2, max_question_chars=10)) as c:
