@@ -21,6 +21,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
     (["rwt_without_llm.py", "nosuch", "--data", "{tmp}", "--model", "{tmp}/m.json"], "unknown dataset 'nosuch'"),
     (["value_judge.py", "--data", "{tmp}/nowhere"], "--data {tmp}/nowhere: no such file or directory"),
     (["where_time_goes.py", "--llm", "local:{tmp}/no.gguf", "--data", "{tmp}/nowhere"], "no such file or directory"),
+    (["retrieve_recall.py", "metaqa-2hop", "--data", "{tmp}/nowhere"], "--data {tmp}/nowhere: no such file or directory"),
+    (["retrieve_recall.py", "metaqa-2hop", "--data", "{tmp}", "--max-hops", "4"], "--max-hops is 1 to 3"),
 ])
 def test_a_bench_script_given_bad_input_says_so_in_one_line(tmp_path, argv, says):
     script, *args = (a.format(tmp=tmp_path) for a in argv)
@@ -73,3 +75,30 @@ def test_metaqa_ambiguity_splits_a_held_out_run_over_its_own_questions(tmp_path)
     done = subprocess.run([sys.executable, str(BENCH / "metaqa_ambiguity.py"), str(run), "--data", str(data),
                            "--skip", "0"], capture_output=True, text=True, timeout=300)
     assert "first 100:" in done.stdout and f"{run}: Hits@1 –;" in done.stdout
+
+
+def test_retrieve_recall_counts_the_gold_answers_retrieve_would_list_and_splits_a_run_by_them(tmp_path):
+    """Two hops of facts list the gold answers of 2-hop questions that one hop cannot reach;
+    a run's Hits@1 is split over the questions whose gold was listed and the others."""
+    from traversals.eval.datasets import load_dataset, sample_questions
+
+    data = BENCH.parents[1] / "shared" / "data" / "metaqa"
+    asked = sample_questions(load_dataset("metaqa-2hop", str(data), "dev", True).questions, 4, 233)
+    run = tmp_path / "r2"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(f'{{"id": "{q.id}", "hits@1": 1.0}}\n' for q in asked))
+
+    def recall(hops: int) -> dict[str, str]:
+        done = subprocess.run([sys.executable, str(BENCH / "retrieve_recall.py"), "metaqa-2hop", "--data", str(data),
+                               "--answerable-only", "--limit", "4", "--embedder", "lexical", "--max-hops", str(hops),
+                               "--run", str(run)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return dict(line.strip().rsplit(": ", 1) for line in done.stdout.splitlines()[1:])
+
+    one, two = recall(1), recall(2)
+    assert two["a gold answer among the lines listed"].startswith("4 of 4")
+    assert int(one["a gold answer among the lines listed"].split()[0]) < 4
+    assert "hop 2 4" == two["the best-ranked fact naming a gold answer"]
+    assert two[f"{run}, Hits@1 where the gold was listed"] == "100.0 (4 questions)"
+    assert f"{run}, Hits@1 where the gold was not listed" not in two
+    assert float(two["lines listed per question"]) > float(one["lines listed per question"]) > 0

@@ -120,6 +120,23 @@ async def test_two_hops_expand_the_entities_the_best_facts_reach(tmp_path):
     assert {f["hop"] for f in (await one.ask("[The Gumball Rally]")).trace["facts"]} == {1}
 
 
+async def test_a_later_hop_is_ranked_as_its_whole_walk_and_listed_after_it(tmp_path):
+    llm = ScriptedLLM(["ANSWER: Quebec City"])
+    ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))],
+                       SearchConfig(embedder="lexical", max_hops=2, top_facts=2))
+    answer = await ask.ask("where was the star of [The Gumball Rally] born")
+    # alone, "Michael Sarrazin born in Quebec City" names neither the film nor its star's role; as the
+    # relation path from the film, "The Gumball Rally starred actors born in Quebec City", it ranks first
+    best, second = answer.trace["facts"]
+    assert (best["fact"], best["hop"], second["hop"]) == ("Michael Sarrazin | born in | Quebec City", 2, 1)
+    # it is listed after the fact that connects it to the question's film
+    listed = facts_of(llm.calls[0].prompt)
+    assert listed[:2] == ["- The Gumball Rally | starred actors | Michael Sarrazin",
+                          "- Michael Sarrazin | born in | Quebec City"]
+    assert listed[2] == f"- {second['fact']}" and len(listed) == 3  # two given, three lines
+    assert answer.trace["listed"] == [line[2:] for line in listed]
+
+
 async def test_three_hops_reach_the_third_hop_and_the_answer_brings_its_whole_walk(tmp_path):
     llm = ScriptedLLM(["ANSWER: Canada"])
     ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))],

@@ -16,7 +16,10 @@ Bounds, so that a hub entity costs neither the prompt nor the time: at most
 ``concurrency`` in flight), and at most ``max_facts`` distinct facts collected (and
 embedded). Both are cut fairly: each entity's first relation before any entity's second,
 each call's first edge before any call's second. With ``hops`` 2 or 3 the entities the
-best-ranked facts of one hop reach (at most ``top_facts`` of them) are expanded at the next.
+best-ranked facts of one hop reach (at most ``top_facts`` of them) are expanded at the next,
+and a fact of a later hop is ranked as its walk's relation path from the question's entity
+(:attr:`Fact.sentence`) and listed after the facts of that walk (:func:`with_walks`): the
+``top_facts`` best facts may then bring up to ``hops`` lines each.
 
 The answer's ``supporting_edges`` are the facts given to the LLM whose end other than the
 question's own entities is named in the answer (and, for a fact of a later hop, the facts
@@ -68,12 +71,19 @@ def _label(text: str) -> str:
     return shown(text).replace("|", "/").strip() or "?"
 
 
+def _words(label: str) -> str:
+    """A label as a fact's sentence embeds it: a fact line's, with ``_`` read as a space."""
+    return _label(label).replace("_", " ")
+
+
 @dataclass
 class Fact:
     """One retrieved edge, with the hop it was found at and its similarity to the question."""
 
     edge: Edge
     hop: int
+    #: the entity this edge was gathered from (a question's entity at hop 1)
+    source: Entity
     #: hop 2 or 3: the fact of the hop before whose far end this edge was gathered from
     via: Fact | None = None
     score: float = 0.0
@@ -85,10 +95,34 @@ class Fact:
         return f"{_label(e.subject.label)} | {_label(e.relation.label)} | {_label(e.object.label)}"
 
     @property
-    def sentence(self) -> str:
-        """The fact as it is embedded: its labels in a row, as KAPING verbalises a triple."""
+    def walk(self) -> list[Fact]:
+        """The facts from the question's entity to this one: hop 1 first, this fact last."""
+        out: list[Fact] = []
+        step: Fact | None = self
+        while step is not None:
+            out.append(step)
+            step = step.via
+        return out[::-1]
+
+    @property
+    def reached(self) -> Entity:
+        """The edge's end other than :attr:`source`."""
         e = self.edge
-        return " ".join(_label(x).replace("_", " ") for x in (e.subject.label, e.relation.label, e.object.label))
+        return e.object if (e.subject.kg, e.subject.id) == (self.source.kg, self.source.id) else e.subject
+
+    @property
+    def sentence(self) -> str:
+        """The fact as it is embedded. At hop 1 its labels in a row, as KAPING verbalises a
+        triple (``The Gumball Rally directed by Charles Bail``); at a later hop its walk as a
+        relation path from the question's entity to the end reached (``Charles Bail directed
+        by release year 1976``), the shape of a multi-hop question, which names the relations
+        one after another and neither the entities between them nor their direction."""
+        walk = self.walk
+        if len(walk) == 1:
+            e = self.edge
+            return " ".join(_words(x) for x in (e.subject.label, e.relation.label, e.object.label))
+        return " ".join([_words(walk[0].source.label), *(_words(f.edge.relation.label) for f in walk),
+                         _words(self.reached.label)])
 
     def to_trace(self, rank: int) -> dict:
         return {"rank": rank, "fact": self.line, "score": round(self.score, 4), "hop": self.hop,
@@ -120,18 +154,26 @@ def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequ
     for f in facts:
         ends = [x for x in (f.edge.subject, f.edge.object) if (x.kg, x.id) not in own]
         if any(_names(x.label, answer) for x in ends):
-            walk = []
-            step: Fact | None = f
-            while step is not None:
-                walk.append(step.edge)
-                step = step.via
-            for edge in reversed(walk):
-                out.setdefault(edge)
+            for step in f.walk:
+                out.setdefault(step.edge)
     return list(out)
 
 
+def with_walks(facts: Sequence[Fact]) -> list[Fact]:
+    """``facts`` in their order, each after the facts of its walk not listed yet: what the
+    prompt lists, so that a later hop's fact is read with the facts that connect it to the
+    question's entity."""
+    out: dict[Edge, Fact] = {}
+    for f in facts:
+        for step in f.walk:
+            out.setdefault(step.edge, step)
+    return list(out.values())
+
+
 @dataclass
-class _Gathered:
+class Gathered:
+    """What :meth:`RetrieveThenRead.gather` collected for one question, and what its bounds cut."""
+
     facts: list[Fact]
     kg_requests: int = 0
     #: KG requests the ``max_kg_calls`` bound left out
@@ -141,6 +183,10 @@ class _Gathered:
     #: relations and edges the KG's own caps (max_relations, max_edges) left out
     relations_omitted: int = 0
     edges_omitted: int = 0
+
+    def best(self, n: int) -> list[Fact]:
+        """The ``n`` facts of the highest score, best first (ties keep the KG's order)."""
+        return sorted(self.facts, key=lambda f: -f.score)[:n]
 
 
 class RetrieveThenRead:
@@ -193,10 +239,10 @@ class RetrieveThenRead:
         if self.on_event is not None:
             self.on_event(events.linked(question, entities))
         query = _BRACKETS.sub(r"\1", question)
-        gathered = await self._gather(kgs, entities, query, usage) if entities else _Gathered([])
-        ranked = sorted(gathered.facts, key=lambda f: -f.score)  # stable: ties keep the KG's order
-        given = ranked[: self.top_facts]
-        lines = "\n".join(f"- {f.line}" for f in given) or (NO_FACTS_LINKED if entities else NO_FACTS)
+        gathered = await self.gather(kgs, entities, query, usage) if entities else Gathered([])
+        given = gathered.best(self.top_facts)
+        listed = with_walks(given)
+        lines = "\n".join(f"- {f.line}" for f in listed) or (NO_FACTS_LINKED if entities else NO_FACTS)
         gen = await self.llm.generate(render("retrieve", facts=lines, query=query), n=1, temperature=0.0,
                                       max_tokens=self.max_tokens)
         usage.add_generation(gen)
@@ -231,6 +277,7 @@ class RetrieveThenRead:
                     "relations_omitted_by_kg": gathered.relations_omitted,
                     "edges_omitted_by_kg": gathered.edges_omitted},
             "facts": [f.to_trace(i) for i, f in enumerate(given, 1)],
+            "listed": [f.line for f in listed],
             "raw": raw,
             "notes": notes,
             "stopped": None,
@@ -239,9 +286,10 @@ class RetrieveThenRead:
         }
         return answer
 
-    async def _gather(self, kgs: KGSet, entities: Sequence[Entity], query: str, usage: Usage) -> _Gathered:
-        """The facts ``self.hops`` hops around ``entities``, each scored against ``query``."""
-        out = _Gathered([])
+    async def gather(self, kgs: KGSet, entities: Sequence[Entity], query: str, usage: Usage) -> Gathered:
+        """The facts ``self.hops`` hops around ``entities``, each scored against ``query``
+        (no LLM call: ``bench/retrieve_recall.py`` measures what it finds)."""
+        out = Gathered([])
         known: dict[Edge, Fact] = {}
         seen = {(e.kg, e.id) for e in entities}
         frontier: list[tuple[Entity, Fact | None]] = [(e, None) for e in entities]
@@ -268,23 +316,23 @@ class RetrieveThenRead:
             walks = walks[: budget(len(walks))]
             found = await asyncio.gather(*(bounded(kgs.get_edges([e], r, usage)) for e, _, r in walks))
             out.edges_omitted += sum(g.omitted for g in found)
-            new: list[tuple[Fact, Relation]] = []
-            for (e, via, r), edge in _interleaved([[(w, edge) for edge in g.edges] for w, g in zip(walks, found)]):
+            new: list[Fact] = []
+            for (e, via, _), edge in _interleaved([[(w, edge) for edge in g.edges] for w, g in zip(walks, found)]):
                 if edge in known:
                     continue
                 if len(known) >= self.max_facts:
                     out.facts_cut += 1
                     continue
-                known[edge] = Fact(edge, hop, via)
-                new.append((known[edge], r))
-            await self._score([f for f, _ in new], question_vector)
-            out.facts.extend(f for f, _ in new)
+                known[edge] = Fact(edge, hop, e, via)
+                new.append(known[edge])
+            await self._score(new, question_vector)
+            out.facts.extend(new)
             if hop == self.hops:
                 break
             # the next hop starts from the entities the best-ranked facts of this one reached
             frontier = []
-            for fact, r in sorted(new, key=lambda fr: -fr[0].score):
-                far = fact.edge.subject if r.inverse else fact.edge.object
+            for fact in sorted(new, key=lambda f: -f.score):
+                far = fact.reached
                 if (far.kg, far.id) not in seen and len(frontier) < self.top_facts:
                     seen.add((far.kg, far.id))
                     frontier.append((far, fact))
