@@ -277,7 +277,12 @@ def _facts_table(facts: list, trace: dict) -> str:
             f'(embedder {_e(trace.get("embedder", "–"))}):</p>')
     if not rows:
         return head + "<p>none</p>"
-    return head + f"<table><tr><th>#</th><th>score</th><th>hop</th><th>fact</th></tr>{rows}</table>"
+    table = f"<table><tr><th>#</th><th>score</th><th>hop</th><th>fact</th></tr>{rows}</table>"
+    listed = trace.get("listed")
+    if isinstance(listed, list) and listed != [f.get("fact") for f in facts if isinstance(f, dict)]:
+        table += ('<p class="meta">as the prompt listed them, each fact of a later hop after the facts of its walk:</p>'
+                  f'<pre>{_e(chr(10).join(str(line) for line in listed))}</pre>')
+    return head + table
 
 
 def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:

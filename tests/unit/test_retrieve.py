@@ -21,6 +21,7 @@ from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
 from traversals.search.result import NO_ANSWER
 from traversals.search.retrieve import MAX_FACTS, MAX_KG_CALLS, NO_FACTS, RetrieveThenRead
+from traversals.viewer import render_trace
 
 QUESTION = "what films did [Charles Bail] direct"
 KB = """\
@@ -135,6 +136,13 @@ async def test_a_later_hop_is_ranked_as_its_whole_walk_and_listed_after_it(tmp_p
                           "- Michael Sarrazin | born in | Quebec City"]
     assert listed[2] == f"- {second['fact']}" and len(listed) == 3  # two given, three lines
     assert answer.trace["listed"] == [line[2:] for line in listed]
+    # the trace's page shows the lines as listed below the ranked facts; a 1-hop trace, whose lines are the
+    # ranked facts, does not repeat them
+    page = render_trace(json.loads(json.dumps(answer.trace)))
+    assert "as the prompt listed them" in page and "starred actors | Michael Sarrazin\nMichael Sarrazin" in page
+    one = await build_solver("retrieve", ScriptedLLM(["ANSWER: x"]), [open_kg(str(kb(tmp_path)))],
+                             SearchConfig(embedder="lexical")).ask(QUESTION)
+    assert "as the prompt listed them" not in render_trace(json.loads(json.dumps(one.trace)))
 
 
 async def test_three_hops_reach_the_third_hop_and_the_answer_brings_its_whole_walk(tmp_path):
