@@ -91,6 +91,21 @@ async def test_provenance_is_the_facts_given_that_name_the_answer(tmp_path):
     assert said.text == NO_ANSWER and said.supporting_edges == []
 
 
+async def test_the_question_entity_listed_among_other_answers_is_left_out_as_the_tree_leaves_it_out(tmp_path):
+    ask, _ = solver(kb(tmp_path), "ANSWER: Charles Bail, The Gumball Rally, Cleopatra Jones and the Casino of Gold")
+    answer = await ask.ask(QUESTION)
+    assert answer.text == "The Gumball Rally, Cleopatra Jones and the Casino of Gold"
+    assert answer.trace["answer"] == answer.text and answer.trace["raw"].startswith("ANSWER: Charles Bail,")
+    assert any("own entity left out" in note and "Charles Bail, The Gumball" in note for note in answer.trace["notes"])
+    # named alone (or only with itself) it is the answer: "who wrote [The Gumball Rally]" may be its director
+    alone, _ = solver(kb(tmp_path), "ANSWER: charles bail")
+    said = await alone.ask(QUESTION)
+    assert said.text == "charles bail" and said.trace["notes"] == []
+    # a label with a comma in it is not split apart unless the question's entity is among the items
+    title, _ = solver(kb(tmp_path), "ANSWER: Crouching Tiger, Hidden Dragon")
+    assert (await title.ask(QUESTION)).text == "Crouching Tiger, Hidden Dragon"
+
+
 async def test_usage_counts_every_llm_and_kg_call(tmp_path):
     llm = ScriptedLLM(["ANSWER: The Gumball Rally"] * 2)
     ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))], SearchConfig(embedder="lexical"))

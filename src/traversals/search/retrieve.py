@@ -23,8 +23,9 @@ and a fact of a later hop is ranked as its walk's relation path from the questio
 
 The answer's ``supporting_edges`` are the facts given to the LLM whose end other than the
 question's own entities is named in the answer (and, for a fact of a later hop, the facts
-that reached it, back to the question's entity); ``value`` is None (nothing is rated) and
-``stopped`` None (nothing stops early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
+that reached it, back to the question's entity). An answer that lists the question's own
+entity among others is given without it (:func:`leave_out_own`, the tree's rule). ``value``
+is None (nothing is rated) and ``stopped`` None (nothing stops early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
 """
 
 from __future__ import annotations
@@ -159,6 +160,19 @@ def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequ
     return list(out)
 
 
+def leave_out_own(answer: str, question_entities: Sequence[Entity]) -> str:
+    """``answer`` without the items of its comma-separated list that are the question's own
+    entities, as the tree leaves them out of its answer candidates
+    (:func:`~.policy.answer_candidates`: "the co-writers of X" lists X among the others); an
+    answer that names nothing else is kept whole."""
+    items = answer.split(",")
+    own = {normalise_label(e.label) for e in question_entities}
+    kept = [x for x in items if normalise_label(x) not in own]
+    if len(items) < 2 or not kept or len(kept) == len(items):
+        return answer
+    return ",".join(kept).strip()
+
+
 def with_walks(facts: Sequence[Fact]) -> list[Fact]:
     """``facts`` in their order, each after the facts of its walk not listed yet: what the
     prompt lists, so that a later hop's fact is read with the facts that connect it to the
@@ -247,12 +261,15 @@ class RetrieveThenRead:
                                       max_tokens=self.max_tokens)
         usage.add_generation(gen)
         raw = gen.texts[0] if gen.texts else ""
-        text = extract_answer(raw) or NO_ANSWER
+        said = extract_answer(raw) or NO_ANSWER
+        text = leave_out_own(said, entities)
         answer = Answer(
             question, text, usage=usage, seconds=time.perf_counter() - started, strategy=self.name,
             supporting_edges=supporting_facts(given, text, entities), linked_entities=list(entities),
         )
         notes = []
+        if text != said:
+            notes.append(f"the question's own entity left out of the answer's list (the LLM said: {said})")
         if not entities:
             notes.append("nothing in the question was found in the knowledge graph: the LLM answered alone")
         elif not gathered.facts:
