@@ -161,7 +161,6 @@ class ServiceLimits:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise BadInput(f"{name} must be a whole number of at least {least}, got {value!r}")
 
-
     def covering(self, defaults: SearchConfig) -> ServiceLimits:
         """These limits with each per-request cap raised to the server's own default where
         that is higher (``serve --k 10`` under ``max_k`` 8), so a client that sends back
