@@ -8,7 +8,7 @@ gets four tools:
   the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards);
 - ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
   they reach;
-- ``answer_question(question, strategy)`` -- Tree-of-Traversals (or chain, mcts, beam,
+- ``answer_question(question, strategy, max_hops)`` -- Tree-of-Traversals (or chain, mcts, beam,
   retrieve, or CoT) with
   the server's own LLM: the answer, its value and the KG edges that support it.
 
@@ -23,8 +23,6 @@ errors with the message; the ``mcp`` extra provides the SDK.
 from __future__ import annotations
 
 import asyncio
-
-import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
@@ -35,7 +33,7 @@ from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, Knowledge
 from .llm.base import LLM
 from .search import browse
 from .search.kgset import KGSet
-from .service import ServiceLimits
+from .service import ServiceLimits, parse_ask_request
 from .validate import unicode_text
 
 __all__ = ["MAX_QUEUE", "create_mcp_server"]
@@ -81,14 +79,14 @@ def create_mcp_server(
         raise BadInput("the MCP server needs the MCP SDK: pip install 'traversals[mcp]'") from exc
     if not kgs:
         raise BadInput("at least one knowledge graph is needed")
+    defaults = defaults or SearchConfig()
     # built once, with the same range checks as serve; the tools read their limits from it
     limits = ServiceLimits(max_concurrency=max_concurrency, max_queue=max_queue, timeout=timeout,
-                           max_question_chars=max_question_chars)
+                           max_question_chars=max_question_chars).covering(defaults)
     searches = asyncio.Semaphore(limits.max_concurrency)
     admitted = 0  # answer_question calls searching or waiting for a search slot
     if default_strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    defaults = defaults or SearchConfig()
     kgset = KGSet(kgs, max_relations=max_relations, max_edges=max_edges)
     if embedder is None:  # RwT's critical model, loaded on first use, shared
         embedder = open_embedder(defaults.embedder)
@@ -150,18 +148,28 @@ def create_mcp_server(
         return await call(browse.edges(kgset, entity(entity_id, kg), relation))
 
     @server.tool(structured_output=True)
-    async def answer_question(question: str, strategy: str | None = None) -> dict[str, Any]:
+    async def answer_question(question: str, strategy: str | None = None,
+                              max_hops: int | None = None) -> dict[str, Any]:
         """Answer a question with the server's own LLM searching the KGs (Tree-of-Traversals by
         default; `chain` is faster, `retrieve` asks once with the KG facts most similar to the
-        question, `cot` uses no KG). Returns the answer, its value and the
-        KG edges that support it."""
+        question, `cot` uses no KG). `max_hops` (retrieve, mcts, beam; omit for the server's
+        default): the hops of facts retrieve gathers, 1 to 3, best set to the question's own
+        (2 for "the films of X's director"), or the most hops mcts/beam walk. Returns the
+        answer, its value and the KG edges that support it."""
         chosen = strategy or default_strategy
         if chosen not in STRATEGIES:
             raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
         question = text_arg(question, "question")
         if len(question) > limits.max_question_chars:
             raise ToolError(f"question is longer than {limits.max_question_chars} characters; ask it shorter")
-        config = dataclasses.replace(defaults, k=1) if chosen == "chain" else defaults
+        # the HTTP service's checks of the same settings: its caps, and a setting the strategy does not read
+        body: dict[str, Any] = {"question": question, "strategy": chosen}
+        if max_hops is not None:
+            body["max_hops"] = max_hops
+        try:
+            config = parse_ask_request(body, default_strategy, defaults, limits).config
+        except BadInput as exc:
+            raise ToolError(str(exc)) from None
         solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
         nonlocal admitted
         if admitted >= limits.max_concurrency + limits.max_queue:  # no await since the check: no other call slips in

@@ -10,6 +10,7 @@ mcp = pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
+from traversals.embed.lexical import LexicalEmbedder  # noqa: E402
 from traversals.kg.factory import open_kgs  # noqa: E402
 from traversals.llm.scripted import ScriptedLLM  # noqa: E402
 from traversals.mcp_server import create_mcp_server  # noqa: E402
@@ -62,6 +63,29 @@ async def test_answer_question_runs_the_search_with_the_servers_llm():
         r = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?"})
     out = r.structured_content
     assert not r.is_error and out["answer"] == "Florence Stone" and out["strategy"] == "cot" and out["llm_calls"] == 1
+
+
+async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks_it(monkeypatch):
+    import traversals.mcp_server as module
+
+    built = []
+    real = module.build_solver
+    monkeypatch.setattr(module, "build_solver", lambda name, *a, **kw: built.append((name, a[2])) or real(name, *a, **kw))
+    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
+    async with Client(server(llm, embedder=LexicalEmbedder())) as c:
+        ok = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?",
+                                                   "strategy": "retrieve", "max_hops": 3})
+        too_far = await c.call_tool("answer_question", {"question": "q", "strategy": "retrieve", "max_hops": 4})
+        unread = await c.call_tool("answer_question", {"question": "q", "strategy": "tree", "max_hops": 2})
+        capped = await c.call_tool("answer_question", {"question": "q", "strategy": "mcts", "max_hops": 6})
+        chain = await c.call_tool("answer_question", {"question": "q", "strategy": "chain"})
+    assert not ok.is_error and ok.structured_content["answer"] == "Florence Stone"
+    assert built[1] == ("retrieve", built[1][1]) and built[1][1].max_hops == 3  # built[0]: the start-up check
+    assert too_far.is_error and "'max_hops' with retrieve is 1 to 3" in too_far.content[0].text
+    assert unread.is_error and "'max_hops' is read by mcts, beam, retrieve, not by strategy tree" in unread.content[0].text
+    assert capped.is_error and "'max_hops' must be between 1 and 5" in capped.content[0].text
+    assert built[-1][0] == "chain" and built[-1][1].k == 1
+    assert len(built) == 3  # the refused calls built no solver
 
 
 async def test_a_relation_past_the_listed_ones_can_still_be_walked():
