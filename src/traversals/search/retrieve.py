@@ -98,12 +98,7 @@ class Fact:
     @property
     def walk(self) -> list[Fact]:
         """The facts from the question's entity to this one: hop 1 first, this fact last."""
-        out: list[Fact] = []
-        step: Fact | None = self
-        while step is not None:
-            out.append(step)
-            step = step.via
-        return out[::-1]
+        return [*(self.via.walk if self.via is not None else ()), self]
 
     @property
     def reached(self) -> Entity:
