@@ -19,7 +19,6 @@ Takes a few seconds a question on the CPU (the embeddings). Figures, not asserti
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -27,24 +26,20 @@ from traversals.api import close_all
 from traversals.embed import open_embedder
 from traversals.errors import BadInput
 from traversals.eval.datasets import DEFAULT_SEED, load_dataset, sample_questions
-from traversals.eval.datasets.base import Question
+from traversals.eval.metrics import hits_at_1
+from traversals.eval.runfiles import read_results
 from traversals.eval.training import link
 from traversals.kg.factory import open_kgs
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
-from traversals.search.linking import _BRACKETS
-from traversals.search.machine import normalise_label
+from traversals.search.linking import without_brackets
 from traversals.search.retrieve import DEFAULT_TOP_FACTS, MAX_HOPS, Fact, RetrieveThenRead, with_walks
 
 
-def gold_labels(q: Question) -> set[str]:
-    return {normalise_label(a) for g in q.gold for a in g.alternatives}
-
-
-def names_gold(fact: Fact, gold: set[str]) -> bool:
-    """Whether either end of the fact is a gold answer (labels compared as eval compares them)."""
-    return any(normalise_label(e.label) in gold for e in (fact.edge.subject, fact.edge.object))
+def names_gold(fact: Fact, gold: object) -> bool:
+    """Whether either end of the fact is a gold answer, as ``eval``'s Hits@1 would judge it."""
+    return any(hits_at_1(e.label, gold) for e in (fact.edge.subject, fact.edge.object))
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -54,8 +49,7 @@ async def main(args: argparse.Namespace) -> None:
     questions = sample_questions(ds.questions, args.limit, args.sample_seed, args.skip)
     hits = {}
     if args.run:
-        rows = [json.loads(line) for line in (Path(args.run) / "results.jsonl").read_text("utf-8").splitlines()]
-        hits = {r["id"]: r.get("hits@1", 0.0) for r in rows if "id" in r}
+        hits = {r["id"]: r.get("hits@1", 0.0) for r in read_results(Path(args.run) / "results.jsonl") if "id" in r}
     kgs_list = open_kgs(list(ds.kg_specs))
     embedder = open_embedder(args.embedder)
     llm = ScriptedLLM([])  # never called: linking and gathering ask no LLM
@@ -66,11 +60,11 @@ async def main(args: argparse.Namespace) -> None:
     try:
         for q in questions:
             entities = await link(solver.kgs, q)
-            query = _BRACKETS.sub(r"\1", q.text)
+            query = without_brackets(q.text)
             gathered = await solver.gather(solver.kgs, entities, query, Usage()) if entities else None
             given = gathered.best(args.top_facts) if gathered else []
             listed = with_walks(given)
-            gold = gold_labels(q)
+            gold = q.gold
             found = any(names_gold(f, gold) for f in listed)
             listed_gold += found
             lines += len(listed)

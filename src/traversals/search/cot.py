@@ -7,7 +7,7 @@ import time
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
-from .linking import _BRACKETS
+from .linking import without_brackets
 from .result import NO_ANSWER, Answer
 from .templates import render
 
@@ -50,7 +50,7 @@ class ChainOfThought:
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         started = time.perf_counter()
         usage = Usage()
-        query = _BRACKETS.sub(r"\1", question)
+        query = without_brackets(question)
         gen = await self.llm.generate(render("cot", query=query), n=1, temperature=0.0, max_tokens=self.max_tokens)
         usage.add_generation(gen)
         raw = gen.texts[0] if gen.texts else ""

@@ -35,6 +35,11 @@ def bracketed_mentions(question: str) -> list[str]:
     return [m.strip() for m in _BRACKETS.findall(question) if m.strip()]
 
 
+def without_brackets(question: str) -> str:
+    """The question as an LLM reads it: MetaQA's ``[entity]`` marks dropped, the names kept."""
+    return _BRACKETS.sub(r"\1", question)
+
+
 def parse_mentions(text: str, question: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():

@@ -43,7 +43,7 @@ from . import events
 from .cot import extract_answer
 from .events import EventSink
 from .kgset import KGSet
-from .linking import _BRACKETS, Linker
+from .linking import Linker, without_brackets
 from .machine import normalise_label
 from .result import NO_ANSWER, Answer
 from .subgraph import shown
@@ -247,7 +247,7 @@ class RetrieveThenRead:
         entities = await Linker(self.llm, kgs, constrained=self.constrained).initialize(question, usage, topic_entities)
         if self.on_event is not None:
             self.on_event(events.linked(question, entities))
-        query = _BRACKETS.sub(r"\1", question)
+        query = without_brackets(question)
         gathered = await self.gather(kgs, entities, query, usage) if entities else Gathered([])
         given = gathered.best(self.top_facts)
         listed = with_walks(given)
