@@ -8,8 +8,9 @@ gets four tools:
   the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards);
 - ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
   they reach;
-- ``answer_question(question, strategy, max_hops)`` -- Tree-of-Traversals (or chain, mcts, beam,
-  retrieve, or CoT) with
+- ``answer_question(question, strategy, max_hops, k, max_expansions, simulations,
+  top_facts)`` --
+  Tree-of-Traversals (or chain, mcts, beam, retrieve, or CoT) with
   the server's own LLM: the answer, its value and the KG edges that support it.
 
 The first three are the paper's KG interface (``initialize`` / ``get_relations`` /
@@ -148,14 +149,18 @@ def create_mcp_server(
         return await call(browse.edges(kgset, entity(entity_id, kg), relation))
 
     @server.tool(structured_output=True)
-    async def answer_question(question: str, strategy: str | None = None,
-                              max_hops: int | None = None) -> dict[str, Any]:
+    async def answer_question(question: str, strategy: str | None = None, max_hops: int | None = None,
+                              k: int | None = None, max_expansions: int | None = None,
+                              simulations: int | None = None, top_facts: int | None = None) -> dict[str, Any]:
         """Answer a question with the server's own LLM searching the KGs (Tree-of-Traversals by
         default; `chain` is faster, `retrieve` asks once with the KG facts most similar to the
-        question, `cot` uses no KG). `max_hops` (retrieve, mcts, beam; omit for the server's
-        default): the hops of facts retrieve gathers, 1 to 3, best set to the question's own
-        (2 for "the films of X's director"), or the most hops mcts/beam walk. Returns the
-        answer, its value and the KG edges that support it."""
+        question, `cot` uses no KG). Search sizes, each omitted for the server's default and
+        refused by a strategy that does not read it: `max_hops` (retrieve, mcts, beam): the hops
+        of facts retrieve gathers, 1 to 3, best set to the question's own (2 for "the films of
+        X's director"), or the most hops mcts/beam walk; `k` (tree): the branches tried at each
+        step; `max_expansions` (tree, chain): the nodes expanded before the best answer found is
+        given; `simulations` (mcts): the searches from the root; `top_facts` (retrieve): the
+        facts put before the LLM. Returns the answer, its value and the KG edges that support it."""
         chosen = strategy or default_strategy
         if chosen not in STRATEGIES:
             raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
@@ -163,9 +168,10 @@ def create_mcp_server(
         if len(question) > limits.max_question_chars:
             raise ToolError(f"question is longer than {limits.max_question_chars} characters; ask it shorter")
         # the HTTP service's checks of the same settings: its caps, and a setting the strategy does not read
-        body: dict[str, Any] = {"question": question, "strategy": chosen}
-        if max_hops is not None:
-            body["max_hops"] = max_hops
+        sizes = {"max_hops": max_hops, "k": k, "max_expansions": max_expansions, "simulations": simulations,
+                 "top_facts": top_facts}
+        body: dict[str, Any] = {"question": question, "strategy": chosen,
+                                **{name: n for name, n in sizes.items() if n is not None}}
         try:
             config = parse_ask_request(body, default_strategy, defaults, limits).config
         except BadInput as exc:

@@ -89,6 +89,27 @@ async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks
     assert len(built) == 3  # the refused calls built no solver
 
 
+async def test_answer_question_takes_the_search_sizes_a_strategy_reads(monkeypatch):
+    import traversals.mcp_server as module
+
+    built = []
+    real = module.build_solver
+    monkeypatch.setattr(module, "build_solver", lambda name, *a, **kw: built.append((name, a[2])) or real(name, *a, **kw))
+    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
+    q = "Who is Bob Dylan's maternal grandmother?"
+    async with Client(server(llm, embedder=LexicalEmbedder())) as c:
+        few = await c.call_tool("answer_question", {"question": q, "strategy": "retrieve", "top_facts": 3})
+        tree = await c.call_tool("answer_question", {"question": "q", "strategy": "tree", "top_facts": 3})
+        wide = await c.call_tool("answer_question", {"question": "q", "strategy": "tree", "k": 9})
+        chain = await c.call_tool("answer_question", {"question": "q", "strategy": "chain", "k": 2})
+    assert not few.is_error and built[1][0] == "retrieve" and built[1][1].top_facts == 3
+    assert few.structured_content["answer"] == "Florence Stone"
+    assert tree.is_error and "'top_facts' is read by retrieve, not by strategy tree" in tree.content[0].text
+    assert wide.is_error and "'k' must be between 1 and 8" in wide.content[0].text
+    assert chain.is_error and "'chain' is the k = 1 search" in chain.content[0].text
+    assert len(built) == 2  # the refused calls built no solver
+
+
 async def test_a_relation_past_the_listed_ones_can_still_be_walked():
     async with Client(server(max_relations=2)) as c:
         rels = (await c.call_tool("kg_relations", {"entity_id": "Q392"})).structured_content
