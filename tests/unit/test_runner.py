@@ -667,7 +667,8 @@ def test_the_resume_hint_is_a_command_that_pastes_back_whole(tmp_path):
 
 def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path, monkeypatch, capsys):
     """run.json holds the path and the hash of --value-model: a resume after the file was
-    retrained in place would answer the rest with another model; a damaged model is refused
+    retrained in place would answer the rest with another model (the same weights written
+    again, with other seconds in its meta, are the same model: its digest); a damaged model is refused
     before the run directory is made."""
     import traversals.api as api
     import traversals.kg.factory as kg_factory
@@ -696,6 +697,9 @@ def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path,
     # the hash of the bytes the run read, not of a second read of the file
     assert json.loads((out / "run.json").read_text())["value_model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
     assert seen[0].sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+    ValueModel({"stop|bias": 0.5}, {"rounds": [{"seconds": 12.3}]}).save(model)  # the same training, other seconds
+    assert main([*args[:5], "2", *args[6:], "--resume"]) == 0  # the same model: resumed
+    assert json.loads((out / "run.json").read_text())["value_model_digest"] == seen[0].digest
     ValueModel({"stop|bias": 0.7}).save(model)  # retrained in place
     capsys.readouterr()
     assert main([*args[:5], "2", *args[6:], "--resume"]) == 2

@@ -263,6 +263,21 @@ def test_a_model_file_round_trips_and_bad_files_are_named(tmp_path):
         ValueModel.load(tmp_path / "newer.json")
 
 
+def test_a_models_digest_is_what_it_predicts_with_not_what_its_meta_records(tmp_path):
+    """``digest`` names the model, not the run that wrote it: the same weights saved with
+    other seconds and paths in ``meta`` (a training repeated) and read back share it, where the
+    file's ``sha256`` differs; other weights, another feature set or lexicon change it."""
+    weights = {"stop|bias": 0.123456789, "go|len=1": -1.25, "stop|tiny": 1e-7}
+    meta = {"features": 7, "lexicon": {"directed_by": ["directed"]}}
+    one = ValueModel.load(ValueModel(weights, {**meta, "rounds": [{"seconds": 278.7}]}).save(tmp_path / "a.json"))
+    two = ValueModel.load(ValueModel(weights, {**meta, "rounds": [{"seconds": 257.8}]}).save(tmp_path / "b.json"))
+    assert one.sha256 != two.sha256
+    assert one.digest == two.digest == ValueModel(weights, meta).digest  # as trained, before the file rounds it
+    assert ValueModel({**weights, "go|len=1": -1.3}, meta).digest != one.digest
+    assert ValueModel(weights, {**meta, "features": 6}).digest != one.digest
+    assert ValueModel(weights, {**meta, "lexicon": {"directed_by": ["director"]}}).digest != one.digest
+
+
 async def test_training_from_trees_learns_the_path_and_where_to_stop():
     kgs = KGSet([movie_kg()])
     train, held = await questions(kgs, range(6)), await questions(kgs, range(6, 8))

@@ -189,8 +189,9 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
-    if value_model is not None:  # the bytes the run uses, read once
+    if value_model is not None:  # the bytes the run uses, read once, and what they predict with
         config["value_model_sha256"] = value_model.sha256
+        config["value_model_digest"] = value_model.digest
     for key in unread_settings(strategy):  # the strategy's defaults, never used: not recorded as if used
         config.pop(key, None)
     embeds = strategy in ("mcts", "beam", "retrieve")  # the strategies with an embedder (retrieve ranks its facts)

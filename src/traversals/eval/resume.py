@@ -363,6 +363,10 @@ def _same_setting(key: str, old: Mapping, new: Mapping, environ: Mapping[str, st
         return _same_llm(old, new, environ)
     if key == "kg":
         return not kg_changes(old, new)[0]
+    if key == "value_model_sha256" and old.get("value_model_digest") and new.get("value_model_digest"):
+        # a model file written again (the same training repeated) records other seconds and
+        # paths in its meta: it is the same model when it predicts with the same weights
+        return bool(old["value_model_digest"] == new["value_model_digest"])
     return bool(old[key] == new[key])
 
 

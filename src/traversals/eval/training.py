@@ -592,8 +592,9 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                       "(or raise --max-hops)", file=sys.stderr)
 
         await trainer.train(train, heldout, on_round=done, on_question=progress, resume=resume)
-        print(f"wrote {out} ({time.perf_counter() - started:.0f} s); use it with "
-              f"--value-model {out} (strategies tree, chain, beam, mcts)")
+        print(f"wrote {out} ({time.perf_counter() - started:.0f} s; the model's digest {ValueModel.load(out).digest}, "
+              f"the same for the same training repeated); use it with --value-model {out} "
+              "(strategies tree, chain, beam, mcts)")
         return 0
     finally:
         for kg in kgs_list:

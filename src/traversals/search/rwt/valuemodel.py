@@ -304,6 +304,11 @@ class Example:
     target: float
 
 
+def _kept(weights: Mapping[str, float]) -> dict[str, float]:
+    """The weights as a model file keeps them: sorted, to 5 decimals, the ones that round to 0 left out."""
+    return {k: round(v, 5) for k, v in sorted(weights.items()) if abs(v) >= 1e-5}
+
+
 @dataclass
 class ValueModel:
     """Weights of the logistic model, keyed by feature name; ``meta`` records how it was
@@ -327,6 +332,16 @@ class ValueModel:
     def version(self) -> int:
         """The feature set the model was trained on (1 for models older than versioning)."""
         return int(self.meta.get("features", 1))
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what the model predicts with: its weights as :meth:`save` writes them,
+        its feature set, lexicon and synonyms. Two trainings that learned the same model have
+        the same digest, though their files differ in what ``meta`` records of the run (the
+        seconds each round took, the paths of the files read), and so in :attr:`sha256`."""
+        what = {"features": self.version, "lexicon": self.lexicon, "synonyms": self.synonyms,
+                "weights": _kept(self.weights)}
+        return hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @property
     def lexicon(self) -> dict[str, list[str]]:
@@ -414,7 +429,7 @@ class ValueModel:
     def save(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        kept = {k: round(v, 5) for k, v in sorted(self.weights.items()) if abs(v) >= 1e-5}
+        kept = _kept(self.weights)
         # through a temporary file of this process: a model file is whole or as it was, never half written
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
         try:
