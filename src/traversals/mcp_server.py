@@ -9,9 +9,8 @@ gets four tools:
 - ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
   they reach;
 - ``answer_question(question, strategy, max_hops, k, max_expansions, simulations,
-  top_facts)`` --
-  Tree-of-Traversals (or chain, mcts, beam, retrieve, or CoT) with
-  the server's own LLM: the answer, its value and the KG edges that support it.
+  top_facts)`` -- Tree-of-Traversals (or chain, mcts, beam, retrieve, or CoT) with the
+  server's own LLM: the answer, its value and the KG edges that support it.
 
 The first three are the paper's KG interface (``initialize`` / ``get_relations`` /
 ``get_edges``) handed to the host's model, so a strong hosted model can walk the KG
