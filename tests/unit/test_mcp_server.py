@@ -65,12 +65,19 @@ async def test_answer_question_runs_the_search_with_the_servers_llm():
     assert not r.is_error and out["answer"] == "Florence Stone" and out["strategy"] == "cot" and out["llm_calls"] == 1
 
 
-async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks_it(monkeypatch):
+def recorded_builds(monkeypatch) -> list:
+    """The (strategy, config) of every solver the MCP server builds, in order (the first: its
+    start-up check of the defaults)."""
     import traversals.mcp_server as module
 
-    built = []
+    built: list = []
     real = module.build_solver
     monkeypatch.setattr(module, "build_solver", lambda name, *a, **kw: built.append((name, a[2])) or real(name, *a, **kw))
+    return built
+
+
+async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks_it(monkeypatch):
+    built = recorded_builds(monkeypatch)
     llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
     async with Client(server(llm, embedder=LexicalEmbedder())) as c:
         ok = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?",
@@ -90,11 +97,7 @@ async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks
 
 
 async def test_answer_question_takes_the_search_sizes_a_strategy_reads(monkeypatch):
-    import traversals.mcp_server as module
-
-    built = []
-    real = module.build_solver
-    monkeypatch.setattr(module, "build_solver", lambda name, *a, **kw: built.append((name, a[2])) or real(name, *a, **kw))
+    built = recorded_builds(monkeypatch)
     llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
     q = "Who is Bob Dylan's maternal grandmother?"
     async with Client(server(llm, embedder=LexicalEmbedder())) as c:
