@@ -591,8 +591,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
                       "hops, so the model learns only what is wrong: check that the answers are the KG's labels "
                       "(or raise --max-hops)", file=sys.stderr)
 
-        await trainer.train(train, heldout, on_round=done, on_question=progress, resume=resume)
-        print(f"wrote {out} ({time.perf_counter() - started:.0f} s; the model's digest {ValueModel.load(out).digest}, "
+        model = await trainer.train(train, heldout, on_round=done, on_question=progress, resume=resume)
+        print(f"wrote {out} ({time.perf_counter() - started:.0f} s; the model's digest {model.digest}, "
               f"the same for the same training repeated); use it with --value-model {out} "
               "(strategies tree, chain, beam, mcts)")
         return 0
