@@ -33,6 +33,7 @@ _EXPORTS = {
     "LLM": "traversals.llm.base", "open_llm": "traversals.llm.factory", "ScriptedLLM": "traversals.llm.scripted",
     "TraversalsError": "traversals.errors", "BadInput": "traversals.errors", "KGError": "traversals.errors",
     "KGUnavailable": "traversals.errors", "KGTimeout": "traversals.errors", "KGQueryError": "traversals.errors",
+    "KGAuthError": "traversals.errors",
     "LLMError": "traversals.errors", "LLMUnavailable": "traversals.errors", "TraversalsWarning": "traversals.errors",
 }  # fmt: skip
 

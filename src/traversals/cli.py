@@ -26,6 +26,7 @@ from .errors import BadInput, TraversalsError, TraversalsWarning
 from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
+from .kg.credentials import shown_kg_spec
 from .kg.factory import SPEC_HELP
 from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
@@ -132,7 +133,7 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
                      f"traversals train-value, docs/rwt.md)")
     if answer.strategy == "cot" and getattr(args, "kg", None):  # accepted with cot, never opened (docs/decisions.md)
-        notes.append(f"cot asks the LLM alone: --kg {', '.join(args.kg)} was not opened "
+        notes.append(f"cot asks the LLM alone: --kg {', '.join(map(shown_kg_spec, args.kg))} was not opened "
                      f"(tree, chain, mcts, beam and retrieve search it)")
     if answer.linked_entities == []:
         notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "

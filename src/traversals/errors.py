@@ -31,6 +31,12 @@ class KGQueryError(KGError):
     """The KG rejected a query (syntax error, 4xx)."""
 
 
+class KGAuthError(KGError):
+    """A KG endpoint refused the request for want of valid credentials (HTTP 401 or 403):
+    none were given, or those given were refused. Not a :class:`KGQueryError`: another query
+    would be refused the same way, so nothing skips past it."""
+
+
 class LLMError(TraversalsError):
     """An LLM backend failed."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,11 @@ def add_kg_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kg-timeout", default=None, type=_positive_seconds, metavar="SECONDS",
                    help="remote KGs: how long one SPARQL endpoint or Wikidata request may take "
                         "(default 30; 60 for wikidata)")
+    p.add_argument("--kg-header", action="append", default=None, metavar="[KG=]'NAME: VALUE'",
+                   help="a header sent with every request to a SPARQL endpoint, e.g. 'Authorization: Bearer "
+                        "${TOKEN}' (${VAR} is read from the environment, so no secret is on the command line): "
+                        "to the only endpoint given, or KG=... to the one given as --kg KG=URL; repeat it for "
+                        "more. A user and password go in the endpoint URL: https://USER:PASSWORD@host/sparql")
     p.add_argument("--label-predicate", action="append", default=None, metavar="IRI",
                    help="the predicate entities are named with (a full IRI, or rdfs:, skos:, schema:, foaf:, "
                         "dcterms:, dc: NAME, e.g. foaf:name); repeat it for several, most preferred first. Given, "
@@ -449,7 +455,35 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
         "user_agent": args.user_agent,
         "timeout": timeout,
         "label_predicates": label_predicates,
+        "kg_headers": kg_headers_from_args(args, environ),
     }
+
+
+def kg_headers_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The ``--kg-header`` values with each ``${VAR}`` read from the environment
+    (:func:`expand_environment`)."""
+    return [expand_environment(h, environ) for h in getattr(args, "kg_header", None) or []]
+
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_environment(text: str, environ: Mapping[str, str]) -> str:
+    """``text`` with each ``${VAR}`` replaced by the variable's value (a ``--kg-header``'s
+    token kept out of the command line, where other users of the machine and run.json's
+    ``command`` would see it); :class:`~traversals.errors.BadInput` naming a variable that
+    is not set or is empty. A ``$`` not followed by ``{NAME}`` stays as it is."""
+    from .errors import BadInput
+    from .kg.credentials import shown_header
+
+    def value(m: re.Match[str]) -> str:
+        found = environ.get(m.group(1))
+        if not found:
+            raise BadInput(f"--kg-header {shown_header(text)!r}: the environment variable {m.group(1)} is "
+                           f"{'empty' if found == '' else 'not set'}")
+        return found
+
+    return _ENV_REFERENCE.sub(value, text)
 
 
 def check_kg_specs(specs: Sequence[str]) -> None:
@@ -531,30 +565,51 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
 
 #: flags whose values are secrets, with the shortest abbreviation argparse takes for each
 SECRET_FLAGS = {"--embedder-api-key": "--embedder-a"}
+#: flags whose values hold a secret after their first ``:`` (a header's value), and their shortest abbreviation
+HEADER_FLAGS = {"--kg-header": "--kg-h"}
 REDACTED = "***"
 
 
-def _secret_flag(arg: str) -> bool:
-    return any(full.startswith(arg) and arg.startswith(short) for full, short in SECRET_FLAGS.items())
+def _secret_flag(arg: str, flags: Mapping[str, str] = SECRET_FLAGS) -> bool:
+    return any(full.startswith(arg) and arg.startswith(short) for full, short in flags.items())
+
+
+def _shown(value: str) -> str:
+    """A URL, or a ``--kg`` spec naming one, with its password hidden."""
+    from .kg.credentials import shown_kg_spec
+
+    shown = shown_kg_spec(value)
+    return shown if shown != value else shown_url(value)
 
 
 def redact_secrets(argv: Sequence[str]) -> list[str]:
-    """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***`` (for a command
-    line written to a run directory or printed as a hint)."""
+    """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***``, and those of
+    :data:`HEADER_FLAGS` after the header's name (``--kg-header 'Authorization: ***'``; a
+    ``${VAR}`` stays), for a command line written to a run directory or printed as a hint."""
+    from .kg.credentials import shown_header
+
     out: list[str] = []
-    hide_next = False
+    hide_next = header_next = False
     for arg in argv:
         flag, eq, _ = arg.partition("=")
         if hide_next:
             out.append(REDACTED)
             hide_next = False
+        elif header_next:
+            out.append(shown_header(arg))
+            header_next = False
         elif _secret_flag(arg):
             out.append(arg)
             hide_next = True
+        elif _secret_flag(arg, HEADER_FLAGS):
+            out.append(arg)
+            header_next = True
         elif eq and _secret_flag(flag):
             out.append(f"{flag}={REDACTED}")
-        elif "://" in arg:  # a URL's password (http://u:pw@host) is a secret too
-            out.append(f"{flag}={shown_url(arg[len(flag) + 1:])}" if eq and flag.startswith("-") else shown_url(arg))
+        elif eq and _secret_flag(flag, HEADER_FLAGS):
+            out.append(f"{flag}={shown_header(arg[len(flag) + 1:])}")
+        elif "://" in arg:  # a URL's password (http://u:pw@host, --kg NAME=http://u:pw@host) is a secret too
+            out.append(f"{flag}={_shown(arg[len(flag) + 1:])}" if eq and flag.startswith("-") else _shown(arg))
         else:
             out.append(arg)
     return out

@@ -169,7 +169,7 @@ NOT_SEARCH_FLAGS = {
     "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template",
     "--llm-timeout", "--n-ctx", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
     "--sample-seed", "--limit", "--skip", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
-    "--no-progress", "--label-predicate",
+    "--no-progress", "--label-predicate", "--kg-header",
 }
 
 

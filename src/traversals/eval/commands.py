@@ -13,11 +13,13 @@ from typing import Any, Mapping
 
 from ..api import SearchConfig, default_max_hops
 from ..errors import BadInput
+from ..kg.credentials import shown_kg_spec
 from ..validate import shown_url
 from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
-    add_tree_flags, add_value_flags, check_kg_specs, flag_dest, label_predicates_from_args, open_embedder_from_args,
-    open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options,
+    add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
+    refuse_unused_llm_flags, remote_kg_options,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from ..llm.local import DEFAULT_N_CTX
@@ -160,8 +162,11 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             raise BadInput(f"{dataset.name} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
                            "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
                            "(a SPARQL endpoint serving MusicBrainz)")
-    from ..kg.factory import label_predicates_for
+    from ..kg.factory import headers_for, label_predicates_for
     from ..kg.iris import DEFAULT_LABEL_PREDICATES
+
+    if strategy != "cot":  # a --kg-header no endpoint would take, before the run directory is made
+        headers_for(kg_specs, kg_headers_from_args(args, environ))
 
     # what the KGs are labelled with, refused for Wikidata alone before the run directory is made
     label_predicates = (label_predicates_for(kg_specs, label_predicates_from_args(args))
@@ -181,7 +186,8 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         "llm_template": args.llm_template if args.llm.strip().lower().startswith("openai") else None,
         # local: the llama.cpp context size (--n-ctx; an endpoint's server sets its own, not recorded)
         "n_ctx": (args.n_ctx or DEFAULT_N_CTX) if args.llm.strip().lower().startswith("local") else None,
-        "kg": kg_specs if strategy != "cot" else [],
+        # as typed, but an endpoint's password (a resume with a new password reads the same KG)
+        "kg": [shown_kg_spec(spec) for spec in kg_specs] if strategy != "cot" else [],
         # the predicates entities are labelled with (--label-predicate, else the default ones); cot opens no KG
         **({"label_predicates": list(label_predicates or DEFAULT_LABEL_PREDICATES)} if strategy != "cot" else {}),
         "data": str(Path(args.data).resolve()),
@@ -209,7 +215,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         llm = open_llm_from_args(args)
         opened.append(llm)
         await prepare_llm(llm)
-        kgs = open_kgs(kg_specs, **remote_kg_options(args)) if strategy != "cot" else []  # once, shared
+        kgs = open_kgs(kg_specs, **remote_kg_options(args, environ)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
         shared: dict[str, Any] = {"embedder": embedder, "value_model": value_model}  # opened or read once here
         return build_solver(strategy, llm, kgs, search, **{k: v for k, v in shared.items() if v is not None})

@@ -36,6 +36,7 @@ from typing import Any, Sequence
 
 from ..errors import BadInput, ScoringNotSupported
 from ..kg.base import Entity
+from ..kg.credentials import shown_kg_spec
 from ..llm.base import Usage
 from ..llm.models import file_sha256
 from ..options import (
@@ -507,7 +508,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
     places = kg_paths(specs)  # and where it is: a --resume from another directory compares that file
     # what the KGs' entities are labelled with (refused for Wikidata alone before anything is opened)
     labels = list(label_predicates_for(specs, label_predicates_from_args(args)) or DEFAULT_LABEL_PREDICATES)
-    known = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
+    shown = [shown_kg_spec(spec) for spec in specs]  # recorded as typed, but an endpoint's password
+    known = {**source, "kg": shown, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
              "heldout": args.heldout, "config": dict(cfg.__dict__)}
     previous = _model_to_resume(out, known) if args.resume else None
     if previous is not None:
@@ -544,7 +546,7 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
             if not picked:
                 raise BadInput(f"no training question was selected (--skip {args.skip}, --limit {args.limit})")
             if not linked:
-                raise BadInput(f"none of the {len(picked)} training questions could be linked to {', '.join(specs)}: "
+                raise BadInput(f"none of the {len(picked)} training questions could be linked to {', '.join(shown)}: "
                                "no entity's label matches their mentions")
             left = f"; {no_gold} without gold answers, not trained on" if no_gold else ""
             unlinked = f" ({len(picked) - len(linked)} not linked{left}) from {', '.join(args.datasets)}"
@@ -553,7 +555,7 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
         n_held = min(int(round(len(linked) * args.heldout)), len(linked) - 1)
         heldout, train = linked[:n_held], linked[n_held:]
         print(f"{len(train)} training and {len(heldout)} held-out questions{unlinked}", file=sys.stderr)
-        settings = {**source, "kg": specs, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
+        settings = {**source, "kg": shown, "kg_sha256": digests, "kg_paths": places, "label_predicates": labels,
                     "train_questions": len(train),
                     "heldout_questions": len(heldout), "heldout": args.heldout, "questions_sha256": fingerprint([*train, *heldout]),
                     "config": dict(cfg.__dict__)}

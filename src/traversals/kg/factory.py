@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, TypedDict, Unpack, cast
+from typing import TYPE_CHECKING, Mapping, Sequence, TypedDict, Unpack, cast
 
 from ..errors import BadInput
+from ..validate import shown_url
 from . import formats, iris
 from . import sparql_text as st
 from .base import KnowledgeGraph
+from .credentials import assign_kg_headers, parse_kg_header, shown_kg_spec
 
 if TYPE_CHECKING:
     from .cache import QueryCache
@@ -100,6 +102,7 @@ def open_kg(
     *,
     name: str | None = None,
     label_predicates: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
     **remote: Unpack[RemoteOptions],
 ) -> KnowledgeGraph:
     """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
@@ -110,10 +113,14 @@ def open_kg(
     keyword arguments (``cache=``, ``user_agent=``, ``timeout=`` …) go to the
     SPARQL and Wikidata back ends only; files and stores ignore them. ``None`` values
     are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
-    Wikidata)."""
+    Wikidata). ``headers`` go with every request to a SPARQL endpoint (``{"Authorization":
+    "Bearer TOKEN"}``; a user and password go in its URL, ``https://USER:PASSWORD@host/...``);
+    any other KG is refused them."""
     preds = label_predicates_for([spec], label_predicates, what="label_predicates")
     kind, target, given = check_kg_spec(spec)
     name = name or given
+    if headers and kind != "sparql":
+        raise BadInput(f"headers go to a SPARQL endpoint; {shown_kg_spec(spec)!r} is not one")
     if kind == "demo":
         from .store import OxigraphKG
 
@@ -126,7 +133,8 @@ def open_kg(
         from .sparql import SparqlKG
 
         return SparqlKG(
-            target, label_predicates=preds or iris.DEFAULT_LABEL_PREDICATES, **_backend_options(name, remote)
+            target, headers=headers, label_predicates=preds or iris.DEFAULT_LABEL_PREDICATES,
+            **_backend_options(name, remote),
         )
     from .store import OxigraphKG
 
@@ -198,7 +206,7 @@ def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
     if low.startswith("sparql:") or low.startswith(("http://", "https://")):
         url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
         if not url.lower().startswith(("http://", "https://")):
-            raise BadInput(f"sparql:URL needs an http(s) URL, got {url!r}")
+            raise BadInput(f"sparql:URL needs an http(s) URL, got {shown_url(url)!r}")
         return "sparql", url, given
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -263,10 +271,22 @@ def _backend_options(name: str | None, remote: RemoteOptions) -> _BackendOptions
     return options
 
 
+def headers_for(specs: Sequence[str], kg_headers: Sequence[str]) -> list[dict[str, str]]:
+    """The headers each of ``specs`` is opened with, from ``--kg-header`` values
+    (``[KG=]Name: value``; :func:`~traversals.kg.credentials.assign_kg_headers`), checked
+    without opening anything: :class:`BadInput` for a header no endpoint would take."""
+    return assign_kg_headers(
+        specs, [parse_kg_header(h) for h in kg_headers],
+        endpoints=[_identity(spec).startswith(("http://", "https://")) for spec in specs],
+        names=[_split_name(spec)[0] for spec in specs],
+    )
+
+
 def open_kgs(
     specs: Sequence[str] | None,
     *,
     label_predicates: Sequence[str] | None = None,
+    kg_headers: Sequence[str] = (),
     **remote: Unpack[RemoteOptions],
 ) -> list[KnowledgeGraph]:
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
@@ -275,7 +295,9 @@ def open_kgs(
     relations are told apart by ``.kg``: a name given as ``NAME=SPEC`` is kept and a
     default name gives way to it; one NAME given twice, or one KG given twice, is
     :class:`BadInput`. ``label_predicates`` (:func:`label_predicates_for`) go to every KG
-    but Wikidata, checked before any is opened.
+    but Wikidata, checked before any is opened. ``kg_headers`` are ``--kg-header`` values,
+    ``[KG=]Name: value``, each sent to the SPARQL endpoint named KG or to the only one given
+    (:func:`~traversals.kg.credentials.assign_kg_headers`), checked before any is opened too.
     """
     if not specs:
         specs = ["demo"]
@@ -285,7 +307,8 @@ def open_kgs(
         key = _identity(spec)
         if key in first:
             same = first[key]
-            said = f"{same!r} and {spec!r} are" if same.strip() != spec.strip() else f"{spec!r} is"
+            same_shown, spec_shown = shown_kg_spec(same), shown_kg_spec(spec)
+            said = f"{same_shown!r} and {spec_shown!r} are" if same.strip() != spec.strip() else f"{spec_shown!r} is"
             raise BadInput(
                 f"{said} the same KG given twice; give it once (two copies would be searched as "
                 "two KGs, every entity linked to itself)"
@@ -296,9 +319,10 @@ def open_kgs(
     for g in set(named):
         if named.count(g) > 1:
             raise BadInput(f"two KGs are named {g!r} (NAME=SPEC); give each its own name")
+    headers = headers_for(specs, kg_headers)
     kgs = [
-        open_kg(spec, label_predicates=None if _identity(spec) == "wikidata" else preds, **remote)
-        for spec in specs
+        open_kg(spec, label_predicates=None if _identity(spec) == "wikidata" else preds, headers=h, **remote)
+        for spec, h in zip(specs, headers)
     ]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
     seen: set[str] = set(named)  # a name the user gave stays; a default name gives way

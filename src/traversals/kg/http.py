@@ -16,7 +16,12 @@ robust client of a public endpoint needs:
 * errors mapped to the library's exceptions, each naming the endpoint:
   :class:`~traversals.errors.KGUnavailable` (unreachable, rate limited, server errors
   after all retries), :class:`~traversals.errors.KGTimeout` (budget exceeded),
-  :class:`~traversals.errors.KGQueryError` (the server rejected the request, 4xx).
+  :class:`~traversals.errors.KGAuthError` (HTTP 401 / 403: credentials missing or refused),
+  :class:`~traversals.errors.KGQueryError` (the server rejected the request, other 4xx).
+
+Credentials travel per request (``auth=``, ``headers=``), so one client may serve several
+endpoints, each with its own; httpx drops the ``Authorization`` header when a redirect leaves
+the endpoint's origin.
 
 The ``httpx.AsyncClient`` is created lazily on first use (so an ``HttpClient`` can be
 built outside an event loop) and is bound to that loop; call :meth:`HttpClient.aclose`
@@ -33,10 +38,12 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
-from ..errors import KGError, KGQueryError, KGTimeout, KGUnavailable
+from ..errors import KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailable
 from ..retry import backoff_delay, parse_retry_after
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: statuses that mean "not with these credentials" (:class:`~traversals.errors.KGAuthError`)
+AUTH_STATUSES = frozenset({401, 403})
 
 
 def _package_version() -> str:
@@ -246,11 +253,13 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         what: str = "endpoint",
         timeout: float | None = None,
+        auth: httpx.Auth | None = None,
     ) -> httpx.Response:
         """Send a request and return the successful (2xx) response.
 
         ``what`` names the service in error messages ("SPARQL endpoint" gives
-        ``"SPARQL endpoint http://... is unreachable: ..."``).
+        ``"SPARQL endpoint http://... is unreachable: ..."``); ``url`` should carry no password
+        (it is named in them): give it as ``auth`` (``httpx.BasicAuth``).
         """
         budget = self.timeout if timeout is None else float(timeout)
         where = f"{what} {url}"
@@ -268,7 +277,7 @@ class HttpClient:
                     await self._pace(pace_lock)
                     self.stats.requests += 1
                     async with asyncio.timeout(budget):
-                        response = await client.request(method, target, data=data, headers=headers)
+                        response = await client.request(method, target, data=data, headers=headers, auth=auth)
                         await response.aread()
                 finally:
                     if semaphore is not None:
@@ -305,6 +314,12 @@ class HttpClient:
                         raise KGUnavailable(
                             f"{failure}; it asks to retry after {retry_after:.0f} s"
                         )
+                elif status in AUTH_STATUSES:
+                    raise KGAuthError(
+                        f"{where} refused access (HTTP {status}"
+                        + (", unauthorized" if status == 401 else ", forbidden")
+                        + ")" + (f": {message}" if message else "")
+                    )
                 else:
                     raise KGQueryError(
                         f"{where} rejected the request (HTTP {status})"

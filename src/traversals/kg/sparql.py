@@ -53,13 +53,15 @@ import logging
 import random
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
+import httpx
 import pyoxigraph
 
-from ..errors import BadInput, KGError, KGQueryError, KGTimeout
+from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout
 from ..validate import http_url
+from .credentials import basic_auth, cache_identity, check_headers, split_userinfo
 from . import iris
 from . import sparql_text as st
 from .base import (
@@ -233,9 +235,16 @@ class SparqlKG:
     Parameters
     ----------
     endpoint_url:
-        The query endpoint, e.g. ``http://127.0.0.1:7878/query``.
+        The query endpoint, e.g. ``http://127.0.0.1:7878/query``. User info in it
+        (``https://USER:PASSWORD@host/sparql``, percent-encoded) is sent as HTTP Basic
+        credentials and taken out of the URL kept in :attr:`endpoint_url`, which messages
+        name.
     name:
-        The KG's name in traces and multi-KG setups (default: the URL).
+        The KG's name in traces and multi-KG setups (default: the URL, without user info).
+    headers:
+        Headers sent with every request to this endpoint, e.g. ``{"Authorization": "Bearer
+        TOKEN"}`` (:func:`~traversals.kg.credentials.check_headers`); their values are never
+        shown.
     label_predicates, description_predicates:
         Predicates giving an entity's label / description, in order of preference (full
         IRIs; labels by default :data:`DEFAULT_LABEL_PREDICATES`: ``rdfs:label``,
@@ -283,6 +292,7 @@ class SparqlKG:
         endpoint_url: str,
         *,
         name: str | None = None,
+        headers: Mapping[str, str] | None = None,
         label_predicates: Sequence[str] = DEFAULT_LABEL_PREDICATES,
         description_predicates: Sequence[str] = (SCHEMA_DESCRIPTION,),
         language: str | Sequence[str] = "en",
@@ -302,8 +312,13 @@ class SparqlKG:
         hide_wikidata_statements: bool = True,
         exclude_external_ids: bool = True,
     ) -> None:
-        self.endpoint_url = http_url(endpoint_url, "a SPARQL endpoint")
-        self.name = name or endpoint_url
+        self.endpoint_url, self._user, password = split_userinfo(http_url(endpoint_url, "a SPARQL endpoint"))
+        self._auth = basic_auth(self._user, password)
+        self.name = name or self.endpoint_url
+        self._headers = check_headers(headers, f"SPARQL endpoint {self.endpoint_url}")
+        #: the query cache's key for this endpoint: another user, or other headers, may be shown
+        #: other data, so they key their own entries (no password; the headers by digest only)
+        self._cache_key = cache_identity(self.endpoint_url, self._user, self._headers)
         self.label_predicates = tuple(label_predicates)
         self.description_predicates = tuple(description_predicates)
         if not self.label_predicates:
@@ -358,32 +373,45 @@ class SparqlKG:
         self.stats.queries += 1
         where = f"SPARQL endpoint {self.endpoint_url}"
         if self.cache is not None:
-            body = await self.cache.aget(self.endpoint_url, query, SPARQL_JSON)
+            body = await self.cache.aget(self._cache_key, query, SPARQL_JSON)
             if body is not None:
-                if not self._reachable:  # cached answers must not hide a dead endpoint
-                    await self.http.get(
-                        self.endpoint_url, params={"query": "ASK {}"}, headers={"Accept": SPARQL_JSON},
-                        what="SPARQL endpoint",
-                    )
+                if not self._reachable:  # cached answers must not hide a dead endpoint (or refused credentials)
+                    await self._send({"query": "ASK {}"}, post=False)
                     self._reachable = True
                 self.stats.cache_hits += 1
                 return parse_results(body, where)
-        headers = {"Accept": SPARQL_JSON}
         # the whole query string counts: the endpoint URL's own parameters (a default-graph-uri) go with it
-        if len(urlencode({"query": query})) + len(urlsplit(self.endpoint_url).query) <= MAX_GET_QUERY:
-            response = await self.http.get(
-                self.endpoint_url, params={"query": query}, headers=headers, what="SPARQL endpoint"
-            )
-        else:
-            response = await self.http.post(
-                self.endpoint_url, data={"query": query}, headers=headers, what="SPARQL endpoint"
-            )
+        post = len(urlencode({"query": query})) + len(urlsplit(self.endpoint_url).query) > MAX_GET_QUERY
+        response = await self._send({"query": query}, post=post)
         self._reachable = True
         body = response.text
         rows = parse_results(body, where)  # validate before caching
         if self.cache is not None:
-            await self.cache.aset(self.endpoint_url, query, SPARQL_JSON, body)
+            await self.cache.aset(self._cache_key, query, SPARQL_JSON, body)
         return rows
+
+    async def _send(self, form: dict[str, str], *, post: bool) -> httpx.Response:
+        """One request to the endpoint with its credentials: a GET with ``form`` as the query
+        string, or a form-encoded POST. A refusal of access says how to give credentials, or
+        that those given were refused."""
+        headers = {**self._headers, "Accept": SPARQL_JSON}
+        try:
+            if post:
+                return await self.http.post(
+                    self.endpoint_url, data=form, headers=headers, what="SPARQL endpoint", auth=self._auth
+                )
+            return await self.http.get(
+                self.endpoint_url, params=form, headers=headers, what="SPARQL endpoint", auth=self._auth
+            )
+        except KGAuthError as e:
+            given = [f"user {self._user!r}"] if self._user is not None else []
+            given += [f"header {name}" for name in self._headers]
+            if given:
+                hint = f"the credentials given ({', '.join(given)}) were refused"
+            else:
+                hint = ("it wants credentials: a user and password in the URL (https://USER:PASSWORD@host/...) "
+                        "or a header (--kg-header 'Authorization: Bearer TOKEN'; headers= in the library)")
+            raise KGAuthError(f"{e}; {hint}") from None
 
     async def close(self) -> None:
         if self._owns_http:

@@ -1,0 +1,150 @@
+"""Credentials for a SPARQL endpoint that wants them: HTTP Basic from the URL's user info
+(``https://USER:PASSWORD@host/sparql``), and headers sent with every request to that
+endpoint alone (``Authorization: Bearer TOKEN``, an API gateway's key header).
+
+A password never appears where the endpoint is named: :func:`split_userinfo` takes it out
+of the URL the back end keeps and prints, and :func:`shown_kg_spec` out of a ``--kg`` spec
+written to a run directory. ``--kg-header`` is read by :func:`parse_kg_header` and sent to
+one endpoint by :func:`assign_kg_headers`, never to another KG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Mapping, Sequence
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import httpx
+
+from ..errors import BadInput
+from ..validate import shown_url
+
+#: an HTTP header name (RFC 9110 ``token``)
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: headers the SPARQL client sets itself: a ``--kg-header`` for one of them is refused
+#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:]http(s)://...``
+_ENDPOINT_SPEC = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL)
+_OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "user-agent", "transfer-encoding"})
+
+
+def split_userinfo(url: str) -> tuple[str, str | None, str]:
+    """``url`` without its user info, and the user and password it held, percent-decoded
+    (``s%40cret`` is ``s@cret``; no user: None). ``http://alice:pw@host/q`` ->
+    ``("http://host/q", "alice", "pw")``: HTTP Basic credentials (:func:`basic_auth`)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None, ""
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=host)), unquote(user), unquote(password)
+
+
+def basic_auth(user: str | None, password: str) -> httpx.BasicAuth | None:
+    """HTTP Basic credentials for ``user`` (None: none)."""
+    return None if user is None else httpx.BasicAuth(user, password)
+
+
+def cache_identity(url: str, user: str | None, headers: Mapping[str, str]) -> str:
+    """What the query cache files an endpoint's answers under: its URL, and the user and a
+    digest of the headers when given, since another user or token may be shown other data.
+    No password or header value is stored (a digest of the headers' values only)."""
+    key = url
+    if user is not None:
+        parts = urlsplit(url)
+        key = urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{parts.netloc}"))
+    if headers:
+        text = "\n".join(f"{name.lower()}: {value}" for name, value in sorted(headers.items(), key=lambda h: h[0].lower()))
+        key += f"#headers={hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return key
+
+
+def check_headers(headers: Mapping[str, str] | None, where: str) -> dict[str, str]:
+    """``headers`` as a dict, each name an HTTP token and each value one line of printable
+    ASCII (tabs and spaces inside); otherwise :class:`BadInput` naming ``where`` and the
+    header, never its value (it may be a secret). The headers the client sets itself
+    (``Accept``, ``User-Agent`` ...) are refused: ``--user-agent`` sets that one."""
+    out: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise BadInput(f"{where}: {name!r} is not an HTTP header name (letters, digits and -, no spaces)")
+        if name.lower() in _OWN_HEADERS:
+            hint = " (use --user-agent)" if name.lower() == "user-agent" else ""
+            raise BadInput(f"{where}: {name} is set by the SPARQL client itself{hint}; it cannot be given as a header")
+        if not isinstance(value, str) or not all(c == "\t" or 32 <= ord(c) < 127 for c in value):
+            raise BadInput(f"{where}: the value of header {name} must be one line of printable ASCII "
+                           "(a line break or a non-ASCII character cannot travel in a header)")
+        if not value.strip():
+            raise BadInput(f"{where}: header {name} has an empty value")
+        if name.lower() in (n.lower() for n in out):
+            raise BadInput(f"{where}: header {name} is given twice; give it once")
+        out[name] = value.strip()
+    return out
+
+
+def parse_kg_header(text: str) -> tuple[str | None, str, str]:
+    """A ``--kg-header`` value, ``[KG=]Name: value``, as ``(KG or None, name, value)``: the
+    header goes to the KG given as ``KG=URL`` (``movies=Authorization: Bearer TOKEN``), or to
+    the only SPARQL endpoint among the ``--kg`` given. A header name holds no ``=`` or ``:``,
+    so the first ``:`` ends it and an ``=`` before it ends the KG's name; the value may hold
+    both (``Authorization: Basic YWxpY2U6cHc=``)."""
+    head, colon, value = text.partition(":")
+    kg, eq, name = head.partition("=")
+    if not eq:
+        kg, name = "", head
+    name = name.strip()
+    if not colon or not name:
+        raise BadInput(f"--kg-header {shown_header(text)!r}: give it as 'Name: value' "
+                       "(e.g. 'Authorization: Bearer TOKEN'), or 'KG=Name: value' for the KG named KG")
+    return (kg.strip() or None), name, value.strip()
+
+
+def shown_header(text: str) -> str:
+    """A ``--kg-header`` value with its value hidden (``Authorization: ***``), for messages
+    and recorded command lines; a value that is only ``${VAR}`` names no secret and stays."""
+    head, colon, value = text.partition(":")
+    if not colon or re.fullmatch(r"\s*\$\{?[A-Za-z_][A-Za-z0-9_]*\}?\s*", value):
+        return text
+    return f"{head}: ***"
+
+
+def shown_kg_spec(spec: str) -> str:
+    """A ``--kg`` spec with the password of an endpoint URL hidden
+    (``movies=https://alice:***@host/sparql``), for run.json and messages."""
+    m = _ENDPOINT_SPEC.match(spec)
+    return m.group(1) + shown_url(m.group(2)) if m else spec
+
+
+def assign_kg_headers(
+    specs: Sequence[str], headers: Sequence[tuple[str | None, str, str]], endpoints: Sequence[bool],
+    names: Sequence[str | None],
+) -> list[dict[str, str]]:
+    """The headers each of ``specs`` is opened with: ``headers`` are :func:`parse_kg_header`'s
+    triples, ``endpoints`` says which specs are SPARQL endpoints and ``names`` the ``NAME=``
+    each was given. A header naming a KG goes to that endpoint; one naming none goes to the
+    only endpoint there is. :class:`BadInput` for a header no endpoint would take (no SPARQL
+    endpoint given, an unknown name, a name that is not an endpoint) and for an unnamed one
+    among several endpoints: a token meant for one server is never sent to another."""
+    out: list[dict[str, str]] = [{} for _ in specs]
+    endpoint_at = [i for i, is_endpoint in enumerate(endpoints) if is_endpoint]
+    for kg, name, value in headers:
+        shown = f"--kg-header {kg + '=' if kg else ''}{name}"
+        if kg is None:
+            if not endpoint_at:
+                raise BadInput(f"{shown}: headers go to a SPARQL endpoint, and no --kg is one "
+                               "(files, stores, the demo KG and wikidata take none)")
+            if len(endpoint_at) > 1:
+                raise BadInput(f"{shown}: {len(endpoint_at)} SPARQL endpoints are given; say which one the header "
+                               "goes to: name it (--kg NAME=URL) and give --kg-header 'NAME=Header: value'")
+            target = endpoint_at[0]
+        else:
+            found = [i for i, n in enumerate(names) if n == kg]
+            if not found:
+                raise BadInput(f"{shown}: no --kg is named {kg!r}; name the endpoint with --kg {kg}=URL")
+            target = found[0]
+            if not endpoints[target]:
+                raise BadInput(f"{shown}: --kg {kg} is not a SPARQL endpoint; only endpoints take headers")
+        if name.lower() in (n.lower() for n in out[target]):
+            raise BadInput(f"{shown}: header {name} is given twice for {shown_kg_spec(specs[target])}; give it once")
+        out[target][name] = value
+    return [check_headers(h, f"--kg-header for {shown_kg_spec(spec)}") for h, spec in zip(out, specs)]

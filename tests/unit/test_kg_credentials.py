@@ -1,0 +1,110 @@
+"""Credentials for SPARQL endpoints (traversals.kg.credentials, ``--kg-header``): how they
+are read, which endpoint each goes to, and that no password or header value is shown. The
+requests themselves are tested against a real server behind an authenticating proxy
+(tests/integration/test_sparql_auth.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from traversals.errors import BadInput
+from traversals.kg.credentials import (
+    assign_kg_headers,
+    cache_identity,
+    check_headers,
+    parse_kg_header,
+    shown_header,
+    shown_kg_spec,
+    split_userinfo,
+)
+from traversals.options import expand_environment, redact_secrets
+
+
+def test_user_info_is_taken_out_of_the_url_and_decoded() -> None:
+    assert split_userinfo("https://al%40ice:s%40cret%3A1@host:8443/sparql?x=1") == (
+        "https://host:8443/sparql?x=1", "al@ice", "s@cret:1")
+    assert split_userinfo("http://token@host/q") == ("http://host/q", "token", "")
+    assert split_userinfo("http://host/q") == ("http://host/q", None, "")
+
+
+@pytest.mark.parametrize(("spec", "shown"), [
+    ("http://a:pw@h/q", "http://a:***@h/q"),
+    ("movies=https://a:pw@h/q", "movies=https://a:***@h/q"),
+    ("m=sparql:http://a:pw@h/q", "m=sparql:http://a:***@h/q"),
+    ("http://h/q", "http://h/q"),
+    ("movies=kb.txt", "movies=kb.txt"),
+    ("wikidata", "wikidata"),
+])
+def test_a_kg_spec_is_shown_without_its_password(spec, shown) -> None:
+    assert shown_kg_spec(spec) == shown
+
+
+def test_kg_header_values_name_their_kg_and_keep_equals_and_colons() -> None:
+    assert parse_kg_header("Authorization: Bearer abc") == (None, "Authorization", "Bearer abc")
+    assert parse_kg_header("movies=Authorization: Basic YWxpY2U6cHc=") == ("movies", "Authorization", "Basic YWxpY2U6cHc=")
+    assert parse_kg_header("X-Api-Key:k:1") == (None, "X-Api-Key", "k:1")
+    with pytest.raises(BadInput, match=r"give it as 'Name: value'") as e:
+        parse_kg_header("Bearer secret-token")
+    assert "secret-token" in str(e.value)  # no colon: nothing tells a value apart, the text is shown as given
+    assert shown_header("movies=Authorization: Bearer abc") == "movies=Authorization: ***"
+    assert shown_header("Authorization: ${TOKEN}") == "Authorization: ${TOKEN}"  # names no secret
+
+
+def test_headers_are_checked_without_showing_their_values() -> None:
+    assert check_headers({"X-Api-Key": " k "}, "here") == {"X-Api-Key": "k"}
+    for headers, said in [
+        ({"Bad Name": "v"}, "not an HTTP header name"),
+        ({"X-Key": "line\r\nInjected: yes"}, "one line of printable ASCII"),
+        ({"X-Key": "café"}, "one line of printable ASCII"),
+        ({"X-Key": " "}, "empty value"),
+        ({"Accept": "text/csv"}, "set by the SPARQL client itself"),
+        ({"User-Agent": "me"}, "use --user-agent"),
+        ({"X-Key": "a", "x-key": "b"}, "given twice"),
+    ]:
+        with pytest.raises(BadInput, match=said) as e:
+            check_headers(headers, "here")
+        assert "Injected" not in str(e.value) and "café" not in str(e.value)
+
+
+def test_a_header_goes_to_one_endpoint_only() -> None:
+    specs = ["kb.txt", "ep=http://h/q", "other=http://g/q"]
+    endpoints, names = [False, True, True], [None, "ep", "other"]
+    got = assign_kg_headers(specs, [("ep", "Authorization", "Bearer t"), ("other", "X-Key", "k")], endpoints, names)
+    assert got == [{}, {"Authorization": "Bearer t"}, {"X-Key": "k"}]
+    assert assign_kg_headers(specs[:2], [(None, "X-Key", "k")], endpoints[:2], names[:2]) == [{}, {"X-Key": "k"}]
+    for header, said in [
+        ((None, "X-Key", "k"), "2 SPARQL endpoints are given; say which one"),
+        (("nope", "X-Key", "k"), "no --kg is named 'nope'"),
+    ]:
+        with pytest.raises(BadInput, match=said):
+            assign_kg_headers(specs, [header], endpoints, names)
+    with pytest.raises(BadInput, match="given twice"):
+        assign_kg_headers(specs, [("ep", "X-Key", "a"), ("ep", "x-key", "b")], endpoints, names)
+
+
+def test_the_cache_key_names_the_user_and_digests_the_headers() -> None:
+    plain = cache_identity("http://h/q", None, {})
+    assert plain == "http://h/q"
+    assert cache_identity("http://h/q", "al ice", {}) == "http://al%20ice@h/q"
+    one = cache_identity("http://h/q", None, {"Authorization": "Bearer t1"})
+    two = cache_identity("http://h/q", None, {"authorization": "Bearer t2"})
+    assert one != two and "t1" not in one and one.startswith("http://h/q#headers=")
+    assert one == cache_identity("http://h/q", None, {"AUTHORIZATION": "Bearer t1"})
+
+
+def test_environment_references_are_expanded_at_the_edge() -> None:
+    env = {"TOKEN": "abc", "EMPTY": ""}
+    assert expand_environment("Authorization: Bearer ${TOKEN}", env) == "Authorization: Bearer abc"
+    assert expand_environment("X-Key: a$b $TOKEN", env) == "X-Key: a$b $TOKEN"  # only ${NAME}
+    with pytest.raises(BadInput, match="the environment variable MISSING is not set"):
+        expand_environment("Authorization: Bearer ${MISSING}", env)
+    with pytest.raises(BadInput, match="the environment variable EMPTY is empty"):
+        expand_environment("Authorization: Bearer ${EMPTY}", env)
+
+
+def test_recorded_command_lines_hide_header_values_and_passwords_of_named_kgs() -> None:
+    argv = ["eval", "--kg", "m=http://a:pw@h/q", "--kg=sparql:http://a:pw@h/q", "--kg-header",
+            "m=Authorization: Bearer xyz", "--kg-header=X-Key: abc", "--kg-h", "A: ${T}", "--llm-url", "http://u:p@x/v1"]
+    assert redact_secrets(argv) == [
+        "eval", "--kg", "m=http://a:***@h/q", "--kg=sparql:http://a:***@h/q", "--kg-header",
+        "m=Authorization: ***", "--kg-header=X-Key: ***", "--kg-h", "A: ${T}", "--llm-url", "http://u:***@x/v1"]
