@@ -11,14 +11,13 @@ import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 
 from traversals.errors import BadInput, KGAuthError
 from traversals.kg import iris
-from traversals.kg.base import Entity
+from traversals.kg.base import Entity, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.sparql import SparqlKG
 
@@ -104,6 +103,7 @@ def proxy(tmp_path_factory):
 
 
 BAIL = Entity(iris.entity_iri("Charles Bail"), "Charles Bail")
+DIRECTED = Relation("directed_by", "directed by", inverse=True, iri=iris.relation_iri("directed_by"))
 
 
 async def test_basic_credentials_in_the_url_reach_the_endpoint_and_nowhere_else(proxy) -> None:
@@ -137,17 +137,11 @@ async def test_refused_credentials_are_named_but_never_shown(proxy, how) -> None
           else SparqlKG(proxy.url, headers={"Authorization": "Bearer wrong-token"}))
     async with kg:
         with pytest.raises(KGAuthError) as e:
-            await kg.get_edges([BAIL], (await _relation()))
+            await kg.get_edges([BAIL], DIRECTED)
     msg = str(e.value)
     said = "user 'alice'" if how == "password" else "header Authorization"
     assert f"the credentials given ({said}) were refused" in msg
     assert "wrong-pw" not in msg and "wrong-token" not in msg
-
-
-async def _relation():
-    from traversals.kg.base import Relation
-
-    return Relation("directed_by", "directed by", inverse=True, iri=iris.relation_iri("directed_by"))
 
 
 async def test_the_cache_files_answers_by_user_without_the_password(proxy, tmp_path) -> None:
