@@ -221,3 +221,32 @@ def test_headers_that_would_reach_no_endpoint_or_the_wrong_one_are_refused(tmp_p
         open_kgs([f"files={kb}", "http://127.0.0.1:9/a"], kg_headers=["files=Authorization: Bearer x"])
     kgs = open_kgs([f"files={kb}", "ep=http://127.0.0.1:9/a"], kg_headers=["ep=X-Api-Key: k"])
     assert kgs[1]._headers == {"X-Api-Key": "k"}
+
+
+def test_an_eval_whose_credentials_are_refused_stops_and_records_no_error_row(proxy, monkeypatch, tmp_path,
+                                                                              capsys) -> None:
+    """Refused credentials are the setup's fault, not a hard question's: the run stops at once
+    (as with an unreachable endpoint) with the resume command, and the fixed run answers all."""
+    import traversals.llm.factory
+    from traversals.cli import main
+    from traversals.llm.scripted import ScriptedLLM
+
+    monkeypatch.setenv("TRAVERSALS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda *a, **k: ScriptedLLM(["The Gumball Rally"] * 8))
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "what did [Charles Bail] direct",
+                                        "answers": ["The Gumball Rally"]}) + "\n" for i in range(3)))
+    out = tmp_path / "run"
+    argv = ["eval", "questions", "--data", str(data), "--strategy", "retrieve", "--embedder", "lexical",
+            "--out", str(out), "--no-progress", "--concurrency", "1"]
+    refused = [*argv, "--kg", proxy.with_user("alice", "wrong")]
+    monkeypatch.setattr(sys, "argv", ["traversals", *refused])  # what the resume hint repeats
+    assert main(refused) == 2
+    err = capsys.readouterr().err
+    assert "refused access (HTTP 401, unauthorized)" in err and "the credentials given (user 'alice') were refused" in err
+    assert "-- the run stopped; 0 question(s) saved in" in err and "--kg 'http://alice:***@127.0.0.1" in err
+    assert "wrong" not in err
+    assert (out / "results.jsonl").read_text() == ""  # nothing recorded as the question's own error
+    assert main([*argv, "--kg", proxy.with_user("alice", PASSWORD), "--resume"]) == 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["hits@1"] for r in rows] == [1.0, 1.0, 1.0]

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import (
-    BadInput, EmbedderUnavailable, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped, TraversalsError,
+    BadInput, EmbedderUnavailable, KGAuthError, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped,
+    TraversalsError,
 )
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .resume import (
@@ -37,7 +38,7 @@ from .runfiles import (
 
 #: Errors that say the infrastructure is down, not that a question is hard: the run stops
 #: (nothing is recorded for the question) so that it can be resumed once it is back.
-ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, ModelIntegrityError,
+ABORT_ERRORS: tuple[type[BaseException], ...] = (LLMUnavailable, KGUnavailable, KGAuthError, ModelIntegrityError,
                                                  EmbedderUnavailable, RunStopped)
 #: error rows in a row after which a run stops (``--max-consecutive-errors``)
 MAX_CONSECUTIVE_ERRORS = 5
