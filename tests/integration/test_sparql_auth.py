@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -21,7 +19,7 @@ from traversals.kg.base import Entity, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.sparql import SparqlKG
 
-from .servers import OxigraphServer, load_store
+from .servers import LocalApp, OxigraphServer, load_store
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -34,54 +32,30 @@ ACCEPTED = {
 TRIPLES = ("The Gumball Rally", "directed_by", "Charles Bail"), ("Bullitt", "starred_actors", "Steve McQueen")
 
 
-class AuthProxy:
+class AuthProxy(LocalApp):
     """Forwards a request carrying accepted credentials to the SPARQL server, answers any
-    other with 401; records the ``Authorization`` header of each request."""
+    other with 401; ``seen`` is the ``Authorization`` header of each request."""
 
     def __init__(self, upstream: str) -> None:
-        proxy = self
-        self.seen: list[str | None] = []
+        base = upstream.rsplit("/", 1)[0]
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def handle(handler, app) -> tuple[int, dict, bytes]:
+            if handler.headers.get("Authorization") not in ACCEPTED:
+                return 401, {"WWW-Authenticate": 'Basic realm="sparql"'}, b"Unauthorized: credentials required"
+            r = httpx.request(handler.command, base + handler.path, content=app.requests[-1]["body"], timeout=30,
+                              headers={k: v for k, v in handler.headers.items() if k.lower() in ("accept", "content-type")})
+            return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
 
-            def _any(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                given = self.headers.get("Authorization")
-                proxy.seen.append(given)
-                if given not in ACCEPTED:
-                    status, kind, payload = 401, "text/plain", b"Unauthorized: credentials required"
-                else:
-                    base = upstream.rsplit("/", 1)[0]
-                    r = httpx.request(self.command, base + self.path, content=body, timeout=30, headers={
-                        k: v for k, v in self.headers.items() if k.lower() in ("accept", "content-type")})
-                    status, kind, payload = r.status_code, r.headers.get("content-type", ""), r.content
-                self.send_response(status)
-                if status == 401:
-                    self.send_header("WWW-Authenticate", 'Basic realm="sparql"')
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+        super().__init__(handle)
 
-            do_GET = do_POST = _any
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/query"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    @property
+    def seen(self) -> list[str | None]:
+        return [r["headers"].get("Authorization") for r in self.requests]
 
     def with_user(self, user: str, password: str) -> str:
         from urllib.parse import quote
 
         return self.url.replace("://", f"://{quote(user, safe='')}:{quote(password, safe='')}@")
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")

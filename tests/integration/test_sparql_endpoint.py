@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -31,7 +29,7 @@ from traversals.kg.cache import QueryCache
 from traversals.kg.http import HttpClient
 from traversals.kg.sparql import SparqlKG
 
-from .servers import OxigraphServer, free_port, load_store
+from .servers import LocalApp, OxigraphServer, free_port, load_store
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -62,53 +60,6 @@ INVERSE_LABELS = {"starred_actors": "starred in"}
 
 
 # -- servers --------------------------------------------------------------------------
-
-
-class LocalApp:
-    """A stdlib HTTP server in a thread; ``handle(handler)`` answers each request."""
-
-    def __init__(self, handle) -> None:
-        app = self
-        self.requests: list[dict] = []
-        self.release = threading.Event()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _any(self) -> None:
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else b""
-                app.requests.append(
-                    {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
-                )
-                status, headers, payload = handle(self, app)
-                try:
-                    self.send_response(status)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:
-                    pass  # the client gave up (timeout tests)
-
-            do_GET = do_POST = _any
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/query"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 EMPTY_RESULTS = json.dumps({"head": {"vars": ["x"]}, "results": {"bindings": []}}).encode()
