@@ -132,9 +132,11 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"stand-in); this answer, rated {answer.value or 0.0:.2f}, under the threshold "
                      f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
                      f"traversals train-value, docs/rwt.md)")
-    if answer.strategy == "cot" and getattr(args, "kg", None):  # accepted with cot, never opened (docs/decisions.md)
-        notes.append(f"cot asks the LLM alone: --kg {', '.join(map(shown_kg_spec, args.kg))} was not opened "
-                     f"(tree, chain, mcts, beam and retrieve search it)")
+    kgs, headers = getattr(args, "kg", None), getattr(args, "kg_header", None)
+    if answer.strategy == "cot" and (kgs or headers):  # accepted with cot, never opened (docs/decisions.md)
+        unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor --kg-header sent' if headers else ''}"
+                  if kgs else "--kg-header was not sent")
+        notes.append(f"cot asks the LLM alone: {unused} (tree, chain, mcts, beam and retrieve search it)")
     if answer.linked_entities == []:
         notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "
                      "(name the entity as the KG labels it, or put it in [brackets])")

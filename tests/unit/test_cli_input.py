@@ -291,6 +291,9 @@ def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, tmp_path, capsys):
                        "(tree, chain, mcts, beam and retrieve search it)\n")
     assert main(question) == 0
     assert opened == [] and capsys.readouterr().err == ""
+    assert main([*question, "--kg", "http://u:pw@127.0.0.1:9/q", "--kg-header", "X-Key: k"]) == 0
+    assert capsys.readouterr().err == ("note: cot asks the LLM alone: --kg http://u:***@127.0.0.1:9/q was not opened, "
+                                       "nor --kg-header sent (tree, chain, mcts, beam and retrieve search it)\n")
     main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs
     assert opened == [(["demo"],)]
 
