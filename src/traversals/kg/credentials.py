@@ -23,9 +23,11 @@ from ..validate import shown_url
 #: an HTTP header name (RFC 9110 ``token``)
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 #: headers the SPARQL client sets itself: a ``--kg-header`` for one of them is refused
-#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:]http(s)://...``
-_ENDPOINT_SPEC = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL)
 _OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "user-agent", "transfer-encoding"})
+#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:]http(s)://...``
+_ENDPOINT_SPEC = re.compile(
+    r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL
+)
 
 
 def split_userinfo(url: str) -> tuple[str, str | None, str]:
@@ -93,9 +95,9 @@ def parse_kg_header(text: str) -> tuple[str | None, str, str]:
     if not eq:
         kg, name = "", head
     name = name.strip()
-    if not colon or not name:
-        raise BadInput(f"--kg-header {shown_header(text)!r}: give it as 'Name: value' "
-                       "(e.g. 'Authorization: Bearer TOKEN'), or 'KG=Name: value' for the KG named KG")
+    if not colon or not name:  # what was given is not shown: it may be the secret alone
+        raise BadInput("--kg-header: a header is given as 'Name: value' (e.g. 'Authorization: Bearer TOKEN'), "
+                       f"or 'KG=Name: value' for the KG named KG; this one has {'no name' if colon else 'no colon'}")
     return (kg.strip() or None), name, value.strip()
 
 
