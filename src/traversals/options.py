@@ -12,7 +12,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .validate import shown_url
 
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
@@ -574,19 +573,11 @@ def _secret_flag(arg: str, flags: Mapping[str, str] = SECRET_FLAGS) -> bool:
     return any(full.startswith(arg) and arg.startswith(short) for full, short in flags.items())
 
 
-def _shown(value: str) -> str:
-    """A URL, or a ``--kg`` spec naming one, with its password hidden."""
-    from .kg.credentials import shown_kg_spec
-
-    shown = shown_kg_spec(value)
-    return shown if shown != value else shown_url(value)
-
-
 def redact_secrets(argv: Sequence[str]) -> list[str]:
     """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***``, and those of
     :data:`HEADER_FLAGS` after the header's name (``--kg-header 'Authorization: ***'``; a
     ``${VAR}`` stays), for a command line written to a run directory or printed as a hint."""
-    from .kg.credentials import shown_header
+    from .kg.credentials import shown_header, shown_kg_spec
 
     out: list[str] = []
     hide_next = header_next = False
@@ -609,7 +600,8 @@ def redact_secrets(argv: Sequence[str]) -> list[str]:
         elif eq and _secret_flag(flag, HEADER_FLAGS):
             out.append(f"{flag}={shown_header(arg[len(flag) + 1:])}")
         elif "://" in arg:  # a URL's password (http://u:pw@host, --kg NAME=http://u:pw@host) is a secret too
-            out.append(f"{flag}={_shown(arg[len(flag) + 1:])}" if eq and flag.startswith("-") else _shown(arg))
+            out.append(f"{flag}={shown_kg_spec(arg[len(flag) + 1:])}" if eq and flag.startswith("-")
+                       else shown_kg_spec(arg))
         else:
             out.append(arg)
     return out
