@@ -26,14 +26,13 @@ from .errors import BadInput, TraversalsError, TraversalsWarning
 from .eval.commands import add_eval_commands
 from .eval.training import add_training_command
 from .kg.commands import add_kg_commands
-from .kg.credentials import shown_kg_spec
 from .kg.factory import SPEC_HELP
 from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options,
+    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
 from .validate import unicode_text
 
@@ -132,11 +131,8 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"stand-in); this answer, rated {answer.value or 0.0:.2f}, under the threshold "
                      f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
                      f"traversals train-value, docs/rwt.md)")
-    kgs, headers = getattr(args, "kg", None), getattr(args, "kg_header", None)
-    if answer.strategy == "cot" and (kgs or headers):  # accepted with cot, never opened (docs/decisions.md)
-        unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor --kg-header sent' if headers else ''}"
-                  if kgs else "--kg-header was not sent")
-        notes.append(f"cot asks the LLM alone: {unused} (tree, chain, mcts, beam and retrieve search it)")
+    if answer.strategy == "cot" and (unused := unopened_kgs_note(args)):  # accepted with cot, never opened
+        notes.append(unused)
     if answer.linked_entities == []:
         notes.append("nothing in the question was found in the KG, so the answer is the LLM's alone "
                      "(name the entity as the KG labels it, or put it in [brackets])")

@@ -18,8 +18,11 @@ share.
   An HTTP refusal carries its ``status`` and the server's ``detail`` on the exception;
 - **time limit**: ``timeout`` bounds a whole attempt, not only each read, so a server that
   trickles its reply cannot hold a request for longer;
-- **secrets**: no message holds the API key or a password in the URL, even when a server
-  or ``httpx`` quotes them; a key with surrounding whitespace (a pasted line) is stripped,
+- **headers**: ``headers`` are sent with every request (a gateway's key, Azure's ``api-key``),
+  checked first (:func:`traversals.headers.check_headers`); an ``Authorization`` header
+  takes the API key's place, and both at once are refused;
+- **secrets**: no message holds the API key, a header's value or a password in the URL,
+  even when a server or ``httpx`` quotes them; a key with surrounding whitespace (a pasted line) is stripped,
   one with a character no header can carry is refused before any request;
 - **redirects** are not followed (a POST may turn into a GET, the key go to another host):
   ``unavailable``, naming the URL the endpoint points to;
@@ -36,19 +39,22 @@ import html
 import json
 import random
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from .errors import TraversalsError
+from .errors import BadInput, TraversalsError
+from .headers import check_headers
 from .retry import backoff_delay, parse_retry_after
 from .validate import http_url
 
 __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+#: headers the client sets itself: one given in ``headers`` is refused
+OWN_HEADERS = {name: "" for name in ("accept", "content-type", "content-length", "host", "transfer-encoding")}
 
 
 #: an error message that says the input does not fit the model's context (OpenAI, vLLM,
@@ -168,6 +174,7 @@ class JsonPoster:
         error: type[TraversalsError],
         unavailable: type[TraversalsError],
         api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         max_concurrency: int = 8,
@@ -191,7 +198,14 @@ class JsonPoster:
         self._sleep = sleep
         self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
         api_key = (api_key or "").strip()
+        extra = check_headers(headers, f"{name}: headers", own=OWN_HEADERS, client="the client")
+        if api_key and any(h.lower() == "authorization" for h in extra):
+            raise BadInput(f"{name}: both an API key and an Authorization header are given; give one "
+                           "(the key is sent as 'Authorization: Bearer KEY')")
+        #: the names of the headers given (their values are secrets), for messages
+        self.header_names = list(extra)
         self._secrets = [api_key] if api_key else []
+        self._secrets += sorted((v for v in extra.values() if len(v) >= 4), key=len, reverse=True)
         password = urlsplit(self.base_url).password  # as written; httpx sends it decoded
         if password:
             self._secrets += sorted({password, unquote(password)}, key=len, reverse=True)
@@ -208,7 +222,7 @@ class JsonPoster:
             headers["Authorization"] = f"Bearer {api_key}"
         self._has_key = bool(api_key)
         self._client = httpx.AsyncClient(
-            headers=headers,
+            headers=headers | extra,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
             limits=httpx.Limits(
                 max_connections=max(1, int(max_concurrency)),
@@ -330,7 +344,10 @@ class JsonPoster:
         msg = f"{self.name}: POST {shown} -> HTTP {status}: {detail}"
         err: TraversalsError
         if status in (401, 403):
-            hint = "check the API key" if self._has_key else "no API key was sent: set one (the CLI reads $OPENAI_API_KEY)"
+            sent = (["the API key"] if self._has_key else []) + [f"header {h}" for h in self.header_names]
+            hint = ("no API key was sent: set one (the CLI reads $OPENAI_API_KEY; or a header, --llm-header)"
+                    if not sent else "check the API key" if not self.header_names
+                    else f"check the credentials sent: {', '.join(sent)}")
             err = self.unavailable(f"{msg} ({hint})")
         elif status == 404:  # a wrong base URL or model: every request would fail
             hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"

@@ -54,6 +54,11 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-template", default=None, metavar="NAME",
                    help="openai: prompt template of the served model (chatml, raw) for scoring options "
                         "through /completions log-probabilities; probed, sampled decoding if it fails")
+    p.add_argument("--llm-header", action="append", default=None, metavar="'NAME: VALUE'",
+                   help="openai: a header sent with every request to the LLM server, e.g. 'api-key: ${AZURE_KEY}' "
+                        "(${VAR} is read from the environment, so no secret is on the command line); repeat it for "
+                        "more. An Authorization header replaces $OPENAI_API_KEY's Bearer. --embedder openai:MODEL "
+                        "gets them too when it uses the LLM's URL")
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
                         "also bounds --embedder openai:MODEL requests)")
@@ -102,6 +107,12 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
         "--embedder-url", default=None, metavar="URL",
         help="--embedder openai:MODEL: base URL of the embeddings API, e.g. http://127.0.0.1:8000/v1 "
         "(default: the --llm-url value, else $OPENAI_BASE_URL)",
+    )
+    p.add_argument(
+        "--embedder-header", action="append", default=None, metavar="'NAME: VALUE'",
+        help="--embedder openai:MODEL: a header sent with every request to the embeddings endpoint (${VAR} is "
+        "read from the environment); repeat it for more (default: the --llm-header values when the embedder uses "
+        "the LLM's URL, none otherwise)",
     )
     p.add_argument(
         "--embedder-api-key", default=None, metavar="KEY",
@@ -177,6 +188,7 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--embedder": RWT + RETRIEVE,
     "--embedder-url": RWT + RETRIEVE,
     "--embedder-api-key": RWT + RETRIEVE,
+    "--embedder-header": RWT + RETRIEVE,
 }
 #: :class:`~traversals.api.SearchConfig` fields no flag sets, and the strategies that read
 #: them: with the flags' table, what an eval's run.json records for each strategy
@@ -467,22 +479,35 @@ def kg_headers_from_args(args: argparse.Namespace, environ: Mapping[str, str] = 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def expand_environment(text: str, environ: Mapping[str, str]) -> str:
-    """``text`` with each ``${VAR}`` replaced by the variable's value (a ``--kg-header``'s
-    token kept out of the command line, where other users of the machine and run.json's
-    ``command`` would see it); :class:`~traversals.errors.BadInput` naming a variable that
-    is not set or is empty. A ``$`` not followed by ``{NAME}`` stays as it is."""
+def expand_environment(text: str, environ: Mapping[str, str], flag: str = "--kg-header") -> str:
+    """``text`` with each ``${VAR}`` replaced by the variable's value (a header's token
+    kept out of the command line, where other users of the machine and run.json's
+    ``command`` would see it); :class:`~traversals.errors.BadInput` naming ``flag`` and a
+    variable that is not set or is empty. A ``$`` not followed by ``{NAME}`` stays as it is."""
     from .errors import BadInput
-    from .kg.credentials import shown_header
+    from .headers import shown_header
 
     def value(m: re.Match[str]) -> str:
         found = environ.get(m.group(1))
         if not found:
-            raise BadInput(f"--kg-header {shown_header(text)!r}: the environment variable {m.group(1)} is "
+            raise BadInput(f"{flag} {shown_header(text)!r}: the environment variable {m.group(1)} is "
                            f"{'empty' if found == '' else 'not set'}")
         return found
 
     return _ENV_REFERENCE.sub(value, text)
+
+
+def unopened_kgs_note(args: argparse.Namespace) -> str | None:
+    """What cot says of the ``--kg`` and ``--kg-header`` it was given (accepted, checked, never
+    opened: docs/decisions.md), or None when none was."""
+    from .kg.credentials import shown_kg_spec
+
+    kgs, headers = getattr(args, "kg", None), getattr(args, "kg_header", None)
+    if not (kgs or headers):
+        return None
+    unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor --kg-header sent' if headers else ''}"
+              if kgs else "--kg-header was not sent")
+    return f"cot asks the LLM alone: {unused} (tree, chain, mcts, beam and retrieve search it)"
 
 
 def check_kg_specs(specs: Sequence[str]) -> None:
@@ -502,27 +527,35 @@ def say_on_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def refuse_unused_llm_flags(args: argparse.Namespace) -> None:
+def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
     """:class:`~traversals.errors.BadInput`, before anything is loaded, for an LLM flag the
     ``--llm`` given would not use, rather than ignoring it in silence: ``--llm-url`` with a
     model run in this process (``--llm local``: the flag was meant for ``--llm
     openai:MODEL``), ``--llm-template`` with it (the GGUF brings its own template) and
-    ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size. (:func:`open_llm_from_args` checks the same.)"""
+    ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size, and
+    ``--llm-header`` with a local model, which sends no request; and a malformed
+    ``--llm-header`` or ``--embedder-header`` (:func:`llm_headers_from_args`). (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
 
     spec = args.llm.strip().lower()
+    embedder = str(getattr(args, "embedder", None) or "").strip()
+    embedder_at_llm_url = embedder.startswith("openai:") and not getattr(args, "embedder_url", None)
     if getattr(args, "llm_url", None) and not spec.startswith("openai"):
-        embedder = str(getattr(args, "embedder", None) or "").strip()
-        if not (embedder.startswith("openai:") and not getattr(args, "embedder_url", None)):  # its default URL
+        if not embedder_at_llm_url:  # its default URL
             raise BadInput(f"--llm-url is the address of an OpenAI-compatible server: give --llm openai:MODEL "
                            f"with it (--llm {args.llm} runs the model in this process and uses no URL)")
     if getattr(args, "llm_template", None) and not spec.startswith("openai"):
         raise BadInput(f"--llm-template is the chat template for scoring through an OpenAI-compatible server's "
                        f"completions; --llm {args.llm} runs the model in this process with the GGUF's own template: "
                        "drop --llm-template")
+    if getattr(args, "llm_header", None) and not spec.startswith("openai") and not embedder_at_llm_url:
+        raise BadInput(f"--llm-header is sent to an OpenAI-compatible server: give --llm openai:MODEL with it "
+                       f"(--llm {args.llm} runs the model in this process and sends no request)")
     if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
         raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")
+    llm_headers_from_args(args, environ)
+    llm_headers_from_args(args, environ, "--embedder-header")
 
 
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
@@ -530,26 +563,57 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     not use (:func:`refuse_unused_llm_flags`)."""
     from .llm.factory import open_llm
 
-    refuse_unused_llm_flags(args)
+    refuse_unused_llm_flags(args, environ)
     template = getattr(args, "llm_template", None)
     extra: dict = {}
+    headers = llm_headers_from_args(args, environ)
     if args.llm.startswith("openai"):
         if template:
             extra["completion_template"] = template
         extra["timeout"] = getattr(args, "llm_timeout", 120.0)
+        if headers:
+            extra["headers"] = headers
     if getattr(args, "n_ctx", None) is not None:  # local (refused above otherwise): its context size
         extra["n_ctx"] = args.n_ctx
     return open_llm(
-        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=environ.get("OPENAI_API_KEY"),
+        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=_api_key(headers, environ),
         progress=say_on_stderr, **extra
     )
+
+
+def llm_headers_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ,
+                          flag: str = "--llm-header") -> dict[str, str]:
+    """The values of ``flag`` (``--llm-header``, or ``--embedder-header``) as a dict, each
+    ``${VAR}`` read from the environment (:func:`expand_environment`);
+    :class:`~traversals.errors.BadInput` for a malformed one
+    (:func:`~traversals.headers.parse_header`, :func:`~traversals.headers.check_headers`),
+    its value not shown."""
+    from .errors import BadInput
+    from .headers import check_headers, parse_header
+    from .http_json import OWN_HEADERS
+
+    out: dict[str, str] = {}
+    for text in getattr(args, flag_dest(flag), None) or []:
+        name, value = parse_header(expand_environment(text, environ, flag), flag)
+        if name.lower() in (n.lower() for n in out):
+            raise BadInput(f"{flag} {name}: given twice; give it once")
+        out[name] = value
+    client = "the LLM client" if flag == "--llm-header" else "the embeddings client"
+    return check_headers(out, flag, own=OWN_HEADERS, client=client)
+
+
+def _api_key(headers: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
+    """``$OPENAI_API_KEY``, unless an ``Authorization`` header given takes its place."""
+    return None if any(h.lower() == "authorization" for h in headers) else environ.get("OPENAI_API_KEY")
 
 
 def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
     """The embedder of RwT's critical model named by ``--embedder`` (default ``sbert``).
     ``openai:MODEL`` gets its endpoint as the LLM does: ``--embedder-url``, else
     ``--llm-url``, else ``$OPENAI_BASE_URL``; ``--embedder-api-key``, else
-    ``$OPENAI_API_KEY``; ``--llm-timeout`` bounds one request. Raises
+    ``$OPENAI_API_KEY``; ``--embedder-header``, else the ``--llm-header`` values when its URL
+    is the LLM's;
+    ``--llm-timeout`` bounds one request. Raises
     :class:`~traversals.errors.BadInput` when no URL is given."""
     from .embed import open_embedder
     from .embed.factory import DEFAULT_EMBEDDER
@@ -557,15 +621,21 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     spec = getattr(args, "embedder", None) or DEFAULT_EMBEDDER
     if not spec.strip().startswith("openai:"):
         return open_embedder(spec, progress=say_on_stderr)
-    url = getattr(args, "embedder_url", None) or getattr(args, "llm_url", None) or environ.get("OPENAI_BASE_URL")
-    api_key = getattr(args, "embedder_api_key", None) or environ.get("OPENAI_API_KEY")
-    return open_embedder(spec, url=url, api_key=api_key, timeout=getattr(args, "llm_timeout", None))
+    llm_url = getattr(args, "llm_url", None) or environ.get("OPENAI_BASE_URL")
+    url = getattr(args, "embedder_url", None) or llm_url
+    # the LLM's headers go to the LLM's server only: a token meant for one server is never sent to another
+    same = bool(url) and (url or "").rstrip("/") == (llm_url or "").rstrip("/")
+    headers = llm_headers_from_args(args, environ, "--embedder-header")
+    if not getattr(args, "embedder_header", None) and same:
+        headers = llm_headers_from_args(args, environ)
+    api_key = getattr(args, "embedder_api_key", None) or _api_key(headers, environ)
+    return open_embedder(spec, url=url, api_key=api_key, headers=headers, timeout=getattr(args, "llm_timeout", None))
 
 
 #: flags whose values are secrets, with the shortest abbreviation argparse takes for each
 SECRET_FLAGS = {"--embedder-api-key": "--embedder-a"}
 #: flags whose values hold a secret after their first ``:`` (a header's value), and their shortest abbreviation
-HEADER_FLAGS = {"--kg-header": "--kg-h"}
+HEADER_FLAGS = {"--kg-header": "--kg-h", "--llm-header": "--llm-h", "--embedder-header": "--embedder-h"}
 REDACTED = "***"
 
 
@@ -577,7 +647,8 @@ def redact_secrets(argv: Sequence[str]) -> list[str]:
     """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***``, and those of
     :data:`HEADER_FLAGS` after the header's name (``--kg-header 'Authorization: ***'``; a
     ``${VAR}`` stays), for a command line written to a run directory or printed as a hint."""
-    from .kg.credentials import shown_header, shown_kg_spec
+    from .headers import shown_header
+    from .kg.credentials import shown_kg_spec
 
     out: list[str] = []
     hide_next = header_next = False

@@ -166,7 +166,7 @@ def test_an_unknown_eval_strategy_is_refused_before_anything_runs(capsys):
 
 #: flags of ask and eval that every strategy reads, or that are no search setting
 NOT_SEARCH_FLAGS = {
-    "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template",
+    "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template", "--llm-header",
     "--llm-timeout", "--n-ctx", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
     "--sample-seed", "--limit", "--skip", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
     "--no-progress", "--label-predicate", "--kg-header",
@@ -296,6 +296,30 @@ def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, tmp_path, capsys):
                                        "nor --kg-header sent (tree, chain, mcts, beam and retrieve search it)\n")
     main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs
     assert opened == [(["demo"],)]
+
+
+def test_eval_with_cot_says_the_kg_given_is_not_opened(monkeypatch, tmp_path, capsys):
+    """As ask does: an eval's cot run opens no --kg and sends no --kg-header, and says so once,
+    before the run (with the endpoint's password hidden)."""
+    import json
+
+    import traversals.kg.factory
+    import traversals.llm.factory
+    from traversals.llm.scripted import ScriptedLLM
+
+    opened: list = []
+    monkeypatch.setattr(traversals.kg.factory, "open_kgs", lambda *a, **k: opened.append(a) or [])
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda *a, **k: ScriptedLLM(["ANSWER: x"] * 3))
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"question": "q?", "answers": ["x"]}) + "\n")
+    base = ["eval", "questions", "--data", str(questions), "--strategy", "cot", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--kg", "http://u:pw@127.0.0.1:9/q",
+                 "--kg-header", "X-Key: k"]) == 0
+    err = capsys.readouterr().err
+    assert opened == [] and err.count("note: cot asks the LLM alone") == 1
+    assert ("--kg http://u:***@127.0.0.1:9/q was not opened, nor --kg-header sent" in err) and ":pw@" not in err
+    assert main([*base, "--out", str(tmp_path / "b")]) == 0
+    assert "cot asks the LLM alone" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["serve", "mcp"])

@@ -13,10 +13,10 @@ from traversals.kg.credentials import (
     cache_identity,
     check_headers,
     parse_kg_header,
-    shown_header,
     shown_kg_spec,
     split_userinfo,
 )
+from traversals.headers import shown_header
 from traversals.options import expand_environment, redact_secrets
 
 

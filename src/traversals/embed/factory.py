@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..errors import BadInput
 from ..llm.models import EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model, names
@@ -42,10 +42,11 @@ def open_embedder(
     progress: Callable[[str], None] | None = None,
     url: str | None = None,
     api_key: str | None = None,
+    headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> Embedder:
-    """The embedder named by ``spec`` (module doc). ``url``, ``api_key`` and ``timeout``
-    (seconds a request may take) serve ``openai:MODEL``. Raises :class:`BadInput` for an
+    """The embedder named by ``spec`` (module doc). ``url``, ``api_key``, ``headers`` (sent
+    with every request) and ``timeout`` (seconds a request may take) serve ``openai:MODEL``. Raises :class:`BadInput` for an
     unknown form or a missing URL; fetching errors propagate (``LLMUnavailable``,
     ``ModelIntegrityError``)."""
     spec = (spec or DEFAULT_EMBEDDER).strip()
@@ -66,8 +67,8 @@ def open_embedder(
         if not url.startswith(("http://", "https://")):
             raise BadInput(f"--embedder-url must be an http(s) URL, got {url!r}")
         if timeout is None:
-            return OpenAIEmbedder(url, model, api_key=api_key)
-        return OpenAIEmbedder(url, model, api_key=api_key, timeout=timeout)
+            return OpenAIEmbedder(url, model, api_key=api_key, headers=headers)
+        return OpenAIEmbedder(url, model, api_key=api_key, headers=headers, timeout=timeout)
     if kind != "sbert":
         raise BadInput(f"unknown embedder {spec!r}; use one of: {'; '.join(EMBEDDER_FORMS)}")
     target = arg.strip() or EMBEDDING_MODEL

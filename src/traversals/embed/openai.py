@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self
 
 import httpx
@@ -59,6 +59,7 @@ class OpenAIEmbedder:
         model: str,
         *,
         api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         batch_size: int = 64,
@@ -85,6 +86,7 @@ class OpenAIEmbedder:
             error=EmbedderError,
             unavailable=EmbedderUnavailable,
             api_key=api_key,
+            headers=headers,
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_concurrency=max_concurrency,

@@ -19,7 +19,7 @@ from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
     add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
     open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options,
+    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
 from ..llm.local import DEFAULT_N_CTX
@@ -141,9 +141,11 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.max_consecutive_errors < 0:
         raise BadInput(f"--max-consecutive-errors must be >= 0, got {args.max_consecutive_errors}")
     refuse_unused_flags(args.strategy, args)
-    refuse_unused_llm_flags(args)  # before the run directory is made
+    refuse_unused_llm_flags(args, environ)  # before the run directory is made
     if args.strategy == "cot":  # opened by no cot run, but a malformed --kg is refused as with the others
         check_kg_specs(args.kg or [])
+        if unused := unopened_kgs_note(args):
+            print(f"note: {unused}", file=sys.stderr)
     dataset = load_dataset(args.dataset, args.data, args.split, args.answerable_only)
     for note in dataset.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -209,10 +211,10 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         from ..api import build_solver
         from ..kg.factory import open_kgs
 
-        embedder = open_embedder_from_args(args) if embeds else None  # RwT's critical model, retrieve's ranking
+        embedder = open_embedder_from_args(args, environ) if embeds else None  # RwT's critical model, retrieve's ranking
         if hasattr(embedder, "close"):  # an endpoint's client (a local model holds no connection)
             opened.append(embedder)
-        llm = open_llm_from_args(args)
+        llm = open_llm_from_args(args, environ)
         opened.append(llm)
         await prepare_llm(llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args, environ)) if strategy != "cot" else []  # once, shared

@@ -18,12 +18,13 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import httpx
 
 from ..errors import BadInput
+from ..headers import check_headers as _check_headers
+from ..headers import parse_header
 from ..validate import shown_url
 
-#: an HTTP header name (RFC 9110 ``token``)
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-#: headers the SPARQL client sets itself: a ``--kg-header`` for one of them is refused
-_OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "user-agent", "transfer-encoding"})
+#: headers the SPARQL client sets itself, with a hint: a ``--kg-header`` for one of them is refused
+_OWN_HEADERS = {name: "" for name in ("accept", "content-type", "content-length", "host", "transfer-encoding")} | {
+    "user-agent": " (use --user-agent)"}
 #: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:]http(s)://...``
 _ENDPOINT_SPEC = re.compile(
     r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL
@@ -62,26 +63,10 @@ def cache_identity(url: str, user: str | None, headers: Mapping[str, str]) -> st
 
 
 def check_headers(headers: Mapping[str, str] | None, where: str) -> dict[str, str]:
-    """``headers`` as a dict, each name an HTTP token and each value one line of printable
-    ASCII (tabs and spaces inside); otherwise :class:`BadInput` naming ``where`` and the
-    header, never its value (it may be a secret). The headers the client sets itself
-    (``Accept``, ``User-Agent`` ...) are refused: ``--user-agent`` sets that one."""
-    out: dict[str, str] = {}
-    for name, value in (headers or {}).items():
-        if not isinstance(name, str) or not _TOKEN.match(name):
-            raise BadInput(f"{where}: {name!r} is not an HTTP header name (letters, digits and -, no spaces)")
-        if name.lower() in _OWN_HEADERS:
-            hint = " (use --user-agent)" if name.lower() == "user-agent" else ""
-            raise BadInput(f"{where}: {name} is set by the SPARQL client itself{hint}; it cannot be given as a header")
-        if not isinstance(value, str) or not all(c == "\t" or 32 <= ord(c) < 127 for c in value):
-            raise BadInput(f"{where}: the value of header {name} must be one line of printable ASCII "
-                           "(a line break or a non-ASCII character cannot travel in a header)")
-        if not value.strip():
-            raise BadInput(f"{where}: header {name} has an empty value")
-        if name.lower() in (n.lower() for n in out):
-            raise BadInput(f"{where}: header {name} is given twice; give it once")
-        out[name] = value.strip()
-    return out
+    """``headers`` for a SPARQL endpoint as a dict, checked as
+    :func:`traversals.headers.check_headers` checks them; the headers the SPARQL client sets
+    itself (``Accept``, ``User-Agent`` ...) are refused: ``--user-agent`` sets that one."""
+    return _check_headers(headers, where, own=_OWN_HEADERS, client="the SPARQL client")
 
 
 def parse_kg_header(text: str) -> tuple[str | None, str, str]:
@@ -90,24 +75,12 @@ def parse_kg_header(text: str) -> tuple[str | None, str, str]:
     the only SPARQL endpoint among the ``--kg`` given. A header name holds no ``=`` or ``:``,
     so the first ``:`` ends it and an ``=`` before it ends the KG's name; the value may hold
     both (``Authorization: Basic YWxpY2U6cHc=``)."""
-    head, colon, value = text.partition(":")
+    head, colon, rest = text.partition(":")
     kg, eq, name = head.partition("=")
     if not eq:
         kg, name = "", head
-    name = name.strip()
-    if not colon or not name:  # what was given is not shown: it may be the secret alone
-        raise BadInput("--kg-header: a header is given as 'Name: value' (e.g. 'Authorization: Bearer TOKEN'), "
-                       f"or 'KG=Name: value' for the KG named KG; this one has {'no name' if colon else 'no colon'}")
-    return (kg.strip() or None), name, value.strip()
-
-
-def shown_header(text: str) -> str:
-    """A ``--kg-header`` value with its value hidden (``Authorization: ***``), for messages
-    and recorded command lines; a value that is only ``${VAR}`` names no secret and stays."""
-    head, colon, value = text.partition(":")
-    if not colon or re.fullmatch(r"\s*\$\{?[A-Za-z_][A-Za-z0-9_]*\}?\s*", value):
-        return text
-    return f"{head}: ***"
+    name, value = parse_header(f"{name}{colon}{rest}", "--kg-header", "'KG=Name: value' for the KG named KG")
+    return (kg.strip() or None), name, value
 
 
 def shown_kg_spec(spec: str) -> str:

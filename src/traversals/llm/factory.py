@@ -11,7 +11,7 @@ Forms:
 
 The factory reads no environment variable except through :func:`default_cache_dir` when
 ``cache_dir`` is not given; extra keyword arguments go to the backend's constructor
-(``n_ctx``, ``n_threads``, ``seed`` for local; ``timeout``, ``max_concurrency``,
+(``n_ctx``, ``n_threads``, ``seed`` for local; ``timeout``, ``headers``, ``max_concurrency``,
 ``completion_template`` ... for openai).
 """
 
@@ -84,6 +84,10 @@ def open_llm(
     if kind == "local":
         from traversals.llm.local import LlamaCppLLM
 
+        if kw.get("headers"):  # the model runs here: no request would carry them
+            raise BadInput(f"headers (--llm-header) are sent to an OpenAI-compatible server; --llm {spec} runs the "
+                           "model in this process and sends no request")
+        kw.pop("headers", None)
         path = resolve_local_model(arg, cache_dir=cache_dir, progress=progress)
         name = f"local:{arg or DEFAULT_MODEL}" if (arg or DEFAULT_MODEL) in MODELS else None
         kw.setdefault("name", name)

@@ -48,7 +48,7 @@ import json
 import random
 import re
 import warnings
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
@@ -133,6 +133,7 @@ class OpenAICompatibleLLM:
         model: str,
         api_key: str | None = None,
         *,
+        headers: Mapping[str, str] | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         max_concurrency: int = 8,
@@ -167,6 +168,7 @@ class OpenAICompatibleLLM:
             error=LLMError,
             unavailable=LLMUnavailable,
             api_key=api_key,
+            headers=headers,
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_concurrency=max_concurrency,
