@@ -21,7 +21,9 @@ share.
 - **headers**: ``headers`` are sent with every request (a gateway's key, Azure's ``api-key``),
   checked first (:func:`traversals.headers.check_headers`); an ``Authorization`` header
   takes the API key's place, and both at once are refused;
-- **secrets**: no message holds the API key, a header's value or a password in the URL,
+- **query**: a query in ``base_url`` (Azure's ``?api-version=``) goes after each path;
+- **secrets**: no message holds the API key, a header's value, a password in the URL or a
+  credential in its query (``?key=``, :func:`traversals.validate.url_secrets`),
   even when a server or ``httpx`` quotes them; a key with surrounding whitespace (a pasted line) is stripped,
   one with a character no header can carry is refused before any request;
 - **redirects** are not followed (a POST may turn into a GET, the key go to another host):
@@ -41,14 +43,14 @@ import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from .errors import BadInput, TraversalsError
 from .headers import check_headers
 from .retry import backoff_delay, parse_retry_after
-from .validate import http_url
+from .validate import http_url, shown_url, url_secrets
 
 __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 
@@ -185,7 +187,11 @@ class JsonPoster:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         merge_stream: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
     ) -> None:
-        self.base_url = http_url(base_url, "base_url", error).rstrip("/")
+        parts = urlsplit(http_url(base_url, "base_url", error).strip())
+        #: the API root each path is appended to, without the URL's query
+        self.base_url = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+        #: the base URL's query (Azure's ``api-version=...``), sent with every request
+        self.query = parts.query
         self.name = name
         self.error = error
         self.unavailable = unavailable
@@ -206,11 +212,9 @@ class JsonPoster:
         self.header_names = list(extra)
         self._secrets = [api_key] if api_key else []
         self._secrets += sorted((v for v in extra.values() if len(v) >= 4), key=len, reverse=True)
-        password = urlsplit(self.base_url).password  # as written; httpx sends it decoded
-        if password:
-            self._secrets += sorted({password, unquote(password)}, key=len, reverse=True)
-        #: ``base_url`` as messages show it (a password in it masked)
-        self.shown_url = self.redact(self.base_url)
+        self._secrets += url_secrets(self.url_of(""))  # a password, a ?key=: as written and decoded
+        #: ``base_url`` as messages show it (a password or a ?key= in it masked)
+        self.shown_url = shown_url(self.url_of(""))
         headers = {"Accept": "application/json"}
         if api_key:
             bad = _header_safe(api_key)
@@ -230,6 +234,14 @@ class JsonPoster:
             ),
             transport=transport,
         )
+
+    def url_of(self, path: str) -> str:
+        """``base_url + path``, with the base URL's query after it."""
+        return f"{self.base_url}{path}" + (f"?{self.query}" if self.query else "")
+
+    def shown(self, path: str) -> str:
+        """:meth:`url_of` as messages show it (a password or a ``?key=`` masked)."""
+        return shown_url(self.url_of(path))
 
     def redact(self, text: str) -> str:
         """``text`` with the API key and a URL password replaced by ``***``."""
@@ -251,8 +263,7 @@ class JsonPoster:
     async def post(self, path: str, body: dict[str, Any], *, size: str | None = None) -> dict[str, Any]:
         """POST ``body`` to ``base_url + path``; the reply's JSON object. ``size`` says how
         long the input was, for a 400 that says it is too long."""
-        url = f"{self.base_url}{path}"
-        shown = f"{self.shown_url}{path}"
+        url, shown = self.url_of(path), self.shown(path)
         attempt = 0
         while True:
             try:
@@ -350,7 +361,8 @@ class JsonPoster:
                     else f"check the credentials sent: {', '.join(sent)}")
             err = self.unavailable(f"{msg} ({hint})")
         elif status == 404:  # a wrong base URL or model: every request would fail
-            hint = "base URL usually ends with /v1" if not self.base_url.endswith("/v1") else "check the base URL and the model name"
+            hint = ("base URL usually ends with /v1" if not self.base_url.endswith("/v1") and not self.query
+                    else "check the base URL and the model name")
             err = self.unavailable(f"{msg} ({hint})")
         elif self._too_long(resp):  # this request's own, whatever the status says
             err = self.error(f"{msg} (this request: {size})" if size else msg)

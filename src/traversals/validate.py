@@ -4,28 +4,64 @@ error class) before any request is made, not a traceback from deep inside ``http
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import httpx
 
 from .errors import BadInput
 
-__all__ = ["http_url", "shown_url", "unicode_text"]
+__all__ = ["http_url", "shown_url", "unicode_text", "url_secrets"]
+
+#: the name of a query parameter that carries a credential (``?key=``, ``?api_key=``,
+#: ``?access_token=``, Azure's SAS ``?sig=``): its value is a secret, as a password is
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|signature|^sig$|^auth", re.IGNORECASE)
+
+
+def _secret_params(query: str) -> list[tuple[int, str]]:
+    """The ``&``-separated pairs of ``query`` whose name carries a credential: their
+    positions and raw values."""
+    out = []
+    for i, pair in enumerate(query.split("&")):
+        name, eq, value = pair.partition("=")
+        if eq and value and _SECRET_PARAM.search(unquote_plus(name)):
+            out.append((i, value))
+    return out
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets ``url`` holds, as written and decoded, longest first: the password of
+    its user info and the values of query parameters that carry a credential
+    (:func:`shown_url` hides the same)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password or ""
+    except ValueError:
+        return []
+    found = {password, unquote(password)}  # user info is percent-decoded, a "+" kept
+    found |= {s for _, v in _secret_params(parts.query) for s in (v, unquote_plus(v))}
+    return sorted(found - {""}, key=len, reverse=True)
 
 
 def shown_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***`` (for messages and
-    run records): ``http://u:pw@host/v1`` -> ``http://u:***@host/v1``."""
+    """``url`` with the password of its user info and the values of query parameters that
+    carry a credential replaced by ``***`` (for messages and run records):
+    ``http://u:pw@host/v1?key=K&v=1`` -> ``http://u:***@host/v1?key=***&v=1``."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:  # a port that is not a number: no password can be told apart
         return url
-    if not password:
+    secret = dict(_secret_params(parts.query))
+    if not password and not secret:
         return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    if password:
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{parts.netloc.rsplit('@', 1)[1]}")
+    if secret:
+        pairs = parts.query.split("&")
+        parts = parts._replace(query="&".join(p.partition("=")[0] + "=***" if i in secret else p
+                                              for i, p in enumerate(pairs)))
+    return urlunsplit(parts)
 
 
 def http_url(url: object, what: str, error: type[Exception] = BadInput) -> str:

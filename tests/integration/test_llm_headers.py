@@ -1,7 +1,8 @@
-"""An LLM server that wants a key in a header of its own, as Azure OpenAI's ``api-key`` or an
-API gateway's: a real ``python -m llama_cpp.server`` (the small model) behind a proxy on
-127.0.0.1 that lets a request through only with ``api-key: KEY``. ``--llm-header`` and
-``headers=`` reach it, and the key reaches no message and no run directory."""
+"""An LLM server that wants a key in a header of its own and an API version in the query, as
+Azure OpenAI's deployments do: a real ``python -m llama_cpp.server`` (the small model)
+behind a proxy on 127.0.0.1 that lets a request through only with ``api-key: KEY`` and
+``?api-version=VERSION``. ``--llm-header``/``headers=`` and the base URL's query reach it,
+and the key reaches no message and no run directory."""
 
 from __future__ import annotations
 
@@ -25,26 +26,31 @@ pytestmark = [
 ]
 
 KEY = "azure-KEY-0123456789"
+VERSION = "2024-10-21"
 
 
 class KeyProxy(LocalApp):
-    """Forwards a request carrying ``api-key: KEY`` to the LLM server, answers any other with
-    Azure's 401; ``seen`` is the ``api-key`` header of each request."""
+    """Forwards a request carrying ``api-key: KEY`` and ``?api-version=VERSION`` to the LLM
+    server, answers one without the version with Azure's 404 and one without the key with its
+    401; ``seen`` is the ``api-key`` header of each request."""
 
     def __init__(self, upstream: str) -> None:
         root = upstream.removesuffix("/v1")
 
         def handle(handler, app) -> tuple[int, dict, bytes]:
+            path, _, query = handler.path.partition("?")
+            if query != f"api-version={VERSION}":
+                return 404, {"Content-Type": "application/json"}, b'{"error": {"code": "404", "message": "Resource not found"}}'
             if handler.headers.get("api-key") != KEY:
                 given = handler.headers.get("api-key") or ""
                 body = {"error": {"code": "401", "message": f"Access denied due to invalid subscription key {given}."}}
                 return 401, {"Content-Type": "application/json"}, json.dumps(body).encode()
-            r = httpx.request(handler.command, root + handler.path, content=app.requests[-1]["body"], timeout=300,
+            r = httpx.request(handler.command, root + path, content=app.requests[-1]["body"], timeout=300,
                               headers={"Content-Type": handler.headers.get("Content-Type", "application/json")})
             return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
 
         super().__init__(handle)
-        self.base = self.url.removesuffix("/query") + "/v1"
+        self.base = self.url.removesuffix("/query") + f"/v1?api-version={VERSION}"
 
     @property
     def seen(self) -> list[str | None]:
@@ -59,7 +65,9 @@ def proxy(llama_server):
 
 
 async def test_a_header_reaches_the_server_and_a_wrong_one_is_named_not_shown(proxy) -> None:
-    llm = OpenAICompatibleLLM(proxy.base, "qwen-small", headers={"api-key": KEY}, timeout=300)
+    # the full endpoint's URL, as Azure's portal shows it, is cut back to its root, the query kept
+    endpoint = proxy.base.replace("/v1?", "/v1/chat/completions?")
+    llm = OpenAICompatibleLLM(endpoint, "qwen-small", headers={"api-key": KEY}, timeout=300)
     try:
         g = await llm.generate("What is the capital of France? Answer with one word.", max_tokens=8)
         assert "paris" in g.texts[0].lower()
@@ -71,6 +79,10 @@ async def test_a_header_reaches_the_server_and_a_wrong_one_is_named_not_shown(pr
         await wrong.generate("hello", max_tokens=4)
     assert "wrong-KEY-42" not in str(e.value) and "subscription key ***" in str(e.value)
     await wrong.close()
+    unversioned = OpenAICompatibleLLM(proxy.base.partition("?")[0], "qwen-small", headers={"api-key": KEY})
+    with pytest.raises(LLMUnavailable, match="HTTP 404: Resource not found"):
+        await unversioned.generate("hello", max_tokens=4)
+    await unversioned.close()
 
 
 def test_eval_with_llm_header_from_the_environment_records_no_key(proxy, monkeypatch, tmp_path, capsys) -> None:

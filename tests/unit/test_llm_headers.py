@@ -90,6 +90,41 @@ async def test_a_refused_header_is_named_and_its_value_not_shown() -> None:
     await llm.close()
 
 
+AZURE = "https://res.openai.azure.com/openai/deployments/gpt4o"
+
+
+@pytest.mark.parametrize("base", [f"{AZURE}?api-version=2024-10-21", f"{AZURE}/chat/completions?api-version=2024-10-21",
+                                  f"{AZURE}/?api-version=2024-10-21"])
+async def test_a_base_urls_query_goes_with_every_request(base) -> None:
+    """Azure's deployments want ``?api-version=``: the query stays after each endpoint's path."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path.endswith("/embeddings"):
+            return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+        return httpx.Response(200, json=chat("ok"))
+
+    llm = OpenAICompatibleLLM(base, "gpt4o", transport=httpx.MockTransport(handler), headers={"api-key": SECRET})
+    embedder = OpenAIEmbedder(base.replace("/chat/completions", ""), "e", transport=httpx.MockTransport(handler),
+                              headers={"api-key": SECRET})
+    assert (await llm.generate("q")).texts == ["ok"] and await embedder.embed(["x"]) == [[1.0, 0.0]]
+    assert [str(r.url) for r in seen] == [f"{AZURE}/chat/completions?api-version=2024-10-21",
+                                          f"{AZURE}/embeddings?api-version=2024-10-21"]
+    await llm.close()
+    await embedder.aclose()
+
+
+async def test_a_key_in_the_base_urls_query_is_not_shown() -> None:
+    llm = OpenAICompatibleLLM(f"{URL}?key={SECRET}&alt=json", "m", max_retries=0, sleep=no_sleep,
+                              transport=httpx.MockTransport(lambda r: httpx.Response(
+                                  400, json={"error": {"message": f"bad request to {r.url}"}})))
+    with pytest.raises(Exception, match=r"/chat/completions\?key=\*\*\*&alt=json") as e:
+        await llm.generate("q")
+    assert SECRET not in str(e.value)
+    await llm.close()
+
+
 def test_a_local_model_takes_no_headers() -> None:
     with pytest.raises(BadInput, match="runs the model in this process and sends no request"):
         open_llm("local:/nowhere/model.gguf", headers={"api-key": SECRET})

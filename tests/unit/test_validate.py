@@ -73,6 +73,9 @@ def test_a_url_password_never_reaches_a_message_or_a_run_record():
 
     assert shown_url("http://u:s3cret@h:8000/v1") == "http://u:***@h:8000/v1"
     assert shown_url("http://h/v1") == "http://h/v1" and shown_url("http://u@h/v1") == "http://u@h/v1"
+    assert shown_url("https://h/v1beta?key=AIza-1&alt=json") == "https://h/v1beta?key=***&alt=json"
+    assert shown_url("http://u:p@h/q?access_token=T&api-version=1") == "http://u:***@h/q?access_token=***&api-version=1"
+    assert shown_url("https://h/d?api-version=2024-10-21") == "https://h/d?api-version=2024-10-21"
     with pytest.raises(BadInput) as bad:
         http_url("htp://u:s3cret@h/v1", "--llm-url")
     assert "s3cret" not in str(bad.value) and "u:***@h" in str(bad.value)

@@ -101,7 +101,7 @@ class OpenAIEmbedder:
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/embeddings"
+        return self._http.url_of("/embeddings")
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in the order of ``texts``."""
@@ -120,7 +120,7 @@ class OpenAIEmbedder:
         if len(lengths) > 1 or (lengths and self.dimensions not in (None, *lengths)):
             found = sorted(lengths | ({self.dimensions} if self.dimensions else set()))
             raise EmbedderError(
-                f"{self.name}: {self._http.shown_url}/embeddings returned vectors of different lengths ({found})"
+                f"{self.name}: {self._http.shown('/embeddings')} returned vectors of different lengths ({found})"
             )
         if lengths:
             self.dimensions = lengths.pop()
@@ -143,7 +143,7 @@ class OpenAIEmbedder:
         reply = await self._http.post(
             "/embeddings", {"model": self.model, "input": texts}
         )
-        where = f"{self.name}: {self._http.shown_url}/embeddings"
+        where = f"{self.name}: {self._http.shown('/embeddings')}"
         data = reply.get("data")
         if not isinstance(data, list):
             raise EmbedderError(

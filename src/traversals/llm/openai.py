@@ -1,7 +1,8 @@
 """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp's servers, Ollama, ...).
 
 Generation posts ``{base_url}/chat/completions`` with the prompt as one user message.
-``base_url`` is the API root *including* the version, e.g. ``http://127.0.0.1:8000/v1``.
+``base_url`` is the API root *including* the version, e.g. ``http://127.0.0.1:8000/v1``;
+a query in it goes with every request (Azure's ``.../deployments/NAME?api-version=V``).
 
 - **prefix**: most chat servers cannot pre-fill the assistant turn, so by default the user
   message asks the model to start its reply with the prefix and the prefix is stripped
@@ -88,12 +89,15 @@ _THINK = re.compile(r"\A\s*<think>.*?(</think>\s*|\Z)", re.DOTALL)
 
 def api_root(base_url: str) -> str:
     """``base_url`` without a trailing slash or endpoint path (``.../v1/chat/completions``
-    -> ``.../v1``)."""
-    url = base_url.strip().rstrip("/")
+    -> ``.../v1``), its query kept (``.../deployments/D/chat/completions?api-version=V`` ->
+    ``.../deployments/D?api-version=V``)."""
+    url, mark, query = base_url.strip().partition("?")
+    url = url.rstrip("/")
     for path in _ENDPOINTS:
         if url.endswith(path):
-            return url[: -len(path)]
-    return url
+            url = url[: -len(path)]
+            break
+    return url + mark + query
 
 
 def merge_chunks(events: list[dict[str, Any]]) -> dict[str, Any]:
