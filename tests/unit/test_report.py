@@ -385,3 +385,38 @@ def test_the_report_says_how_often_each_way_of_stopping_was_right(tmp_path):
     cot.mkdir()
     (cot / "results.jsonl").write_text(_row("q:0", "A", "A", 1.0))
     assert "No data: no result row says how its search stopped" in write_report([cot]).read_text()
+
+
+def test_the_cost_of_each_run_at_given_prices(tmp_path):
+    """--price: computed prompt tokens at the prompt price, those a server served from its cache
+    at the cached one (the prompt price when none is given), completion tokens at theirs;
+    per question, per right answer, in all; an error row counts what it spent."""
+    from traversals.eval.report import Prices, cost, load_run
+
+    run = tmp_path / "api"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "openai:m", "selected": 3}))
+    rows = (_row("x:0", "A", "A", 1.0, prompt_tokens=1_000_000, computed_prompt_tokens=400_000, completion_tokens=10_000)
+            + _row("x:1", "B", "C", 0.0, prompt_tokens=200_000, completion_tokens=0)
+            + json.dumps({"id": "x:2", "question": "x:2", "answer": "", "gold": [["C"]], "hits@1": 0.0,
+                          "error": "LLMError: boom", "prompt_tokens": 100_000, "completion_tokens": 0}) + "\n")
+    (run / "results.jsonl").write_text(rows)
+    prices = Prices.parse("1, 10, 0.1")
+    assert (prices.prompt, prices.completion, prices.cached) == (1.0, 10.0, 0.1)
+    c = cost(load_run(run), prices)
+    # 0.4 + 0.6 x 0.1 + 0.1 (row 0) + 0.2 (row 1) + 0.1 (the error row) = 0.86
+    assert c.total == pytest.approx(0.86) and c.per_question == pytest.approx(0.86 / 3)
+    assert c.per_right == pytest.approx(0.86)  # one question right
+    assert cost(load_run(run), Prices.parse("1,10")).total == pytest.approx(1.0 + 0.1 + 0.2 + 0.1)
+    text = write_report([run], prices=prices).read_text()
+    assert "## Cost at $1 prompt / $10 completion, $0.1 cached per million tokens" in text
+    assert "| x | chain | openai:m | 3 | $0.2867 | $0.8600 | $0.8600 |" in text
+    assert "## Cost" not in write_report([run]).read_text()  # no prices, no cost section
+    for bad in ("1", "a,b", "1,-2", "1,2,3,4", "1,inf"):
+        with pytest.raises(BadInput, match="--price .*PROMPT,COMPLETION"):
+            Prices.parse(bad)
+    from traversals.cli import main
+
+    assert main(["report", str(run), "--price", "0.15,0.60", "--out", str(tmp_path / "r.md")]) == 0
+    assert "## Cost at $0.15 prompt / $0.6 completion per million tokens" in (tmp_path / "r.md").read_text()
+    assert main(["report", str(run), "--price", "cheap"]) == 2

@@ -92,6 +92,10 @@ def add_eval_commands(subparsers: Any) -> None:
     )
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="run directories made by traversals eval")
     rep.add_argument("--out", default=None, metavar="FILE", help="report file (default: DIR/report.md of the first run)")
+    rep.add_argument("--price", default=None, metavar="PROMPT,COMPLETION[,CACHED]",
+                     help="US dollars per million tokens (e.g. 0.15,0.60): adds what each run's tokens cost, per "
+                          "question, per right answer and in all; CACHED prices the prompt tokens a server reported "
+                          "as cached (default: the prompt price)")
     rep.set_defaults(func=cmd_report)
 
 
@@ -270,9 +274,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .report import Prices, write_report
 
-    path = write_report(args.dirs, out=args.out)
+    prices = Prices.parse(args.price) if args.price is not None else None
+    path = write_report(args.dirs, out=args.out, prices=prices)
     print(f"wrote {path}")
     pngs = sorted(p.name for p in path.parent.glob("*.png") if p.name in ("value_vs_accuracy.png", "backtracking.png"))
     if pngs:

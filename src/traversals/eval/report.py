@@ -6,6 +6,8 @@ Writes ``report.md`` with
   ``Hits@1 / EM-in (n)`` in percent;
 - per run: n, errors, Hits@1, EM-in, F1 and the mean LLM calls, prompt and completion
   tokens, KG calls and seconds per question;
+- with ``--price`` (:class:`Prices`), what each run's tokens cost: per question, per right
+  answer and in all;
 - ``value_vs_accuracy.png`` (paper Fig. 5/7): every *proposed* answer in the traces (every
   node carrying an ``answer``, not just the final one), its value against its EM-in,
   jittered, with the mean EM-in per value bucket (width 0.1);
@@ -181,6 +183,61 @@ def efficiency(run: Run) -> Efficiency:
                 actions += 1
                 valid += not node.get("invalid")
     return Efficiency(actions, valid, statistics.median(seconds) if seconds else None, computed / sent if sent else None)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million tokens (``report --price``): ``prompt`` for each prompt token
+    the LLM computed, ``cached`` for each one its server served from a cache (None: at the
+    ``prompt`` price, as an API bills a prompt when it reports no cached tokens — and
+    llama.cpp's KV cache is this process's own, not a hosted API's), ``completion`` for
+    each generated token."""
+
+    prompt: float
+    completion: float
+    cached: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Prices":
+        """``PROMPT,COMPLETION[,CACHED]`` (``0.15,0.60`` or ``1.25,10,0.125``);
+        :class:`BadInput` naming the flag for anything else."""
+        parts = [p.strip().lstrip("$") for p in str(text).split(",")]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) not in (2, 3) or not all(v >= 0 and v != float("inf") for v in values):
+            raise BadInput(f"--price {text!r}: give US dollars per million tokens as PROMPT,COMPLETION[,CACHED], "
+                           "numbers of 0 or more (e.g. --price 0.15,0.60)")
+        return cls(values[0], values[1], values[2] if len(values) == 3 else None)
+
+    def __str__(self) -> str:
+        cached = "" if self.cached is None else f", ${self.cached:g} cached"
+        return f"${self.prompt:g} prompt / ${self.completion:g} completion{cached} per million tokens"
+
+    def dollars(self, row: dict) -> float:
+        """What ``row``'s tokens cost at these prices."""
+        sent = int(as_number(row.get("prompt_tokens")))
+        computed = min(sent, int(as_number(row.get("computed_prompt_tokens", sent))))
+        cached = self.prompt if self.cached is None else self.cached
+        return (computed * self.prompt + (sent - computed) * cached
+                + int(as_number(row.get("completion_tokens"))) * self.completion) / 1e6
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A run's tokens at :class:`Prices`: in all, per question, per question answered right."""
+
+    total: float
+    per_question: float | None
+    per_right: float | None
+
+
+def cost(run: Run, prices: Prices) -> Cost:
+    """Every row counts, an error row with what it spent before it failed."""
+    total = sum(prices.dollars(row) for row in run.rows)
+    right = sum(as_number(row.get("hits@1")) for row in run.rows if not row.get("error"))
+    return Cost(total, total / len(run.rows) if run.rows else None, total / right if right else None)
 
 
 def value_points(run: Run) -> list[tuple[float, float]]:
@@ -558,16 +615,22 @@ def _section(title: str, intro: str, header: list[str], rows: list[list[str]], e
     return [f"## {title}", "", *body, ""]
 
 
+def _dollars(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"${x:.2f}" if x >= 1 else f"${x:.4f}" if x >= 0.0001 or x == 0 else f"${x:.2e}"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out
 
 
-def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Path:
+def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, prices: Prices | None = None) -> Path:
     """Write ``report.md`` (and PNG plots beside it) for the given run directories;
     into the first run directory unless ``out`` (a file, or an existing directory) is
-    given. Returns the path of ``report.md``."""
+    given; with ``prices``, what each run's tokens cost. Returns the path of ``report.md``."""
     if not run_dirs:
         raise BadInput("report: give at least one run directory")
     unique: dict[Path, str | Path] = {}
@@ -658,6 +721,24 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None) 
         "(the rest was reused from its KV cache; 1.00 for an endpoint that does not report it).",
         "",
     ]
+    if prices is not None:
+        lines += [f"## Cost at {prices}", ""]
+        money = [(r, cost(r, prices)) for r in runs]
+        lines += _table(
+            ["dataset", "strategy", "LLM", "n", "$ per question", "$ per right answer (Hits@1)", "$ in all"],
+            [[r.dataset, r.label, r.llm or "?", str(len(r.rows)), _dollars(c.per_question), _dollars(c.per_right),
+              _dollars(c.total)] for r, c in money],
+        )
+        lines += [
+            "",
+            "The tokens each run recorded at these prices: prompt tokens the LLM computed at the prompt price, "
+            "those its server reported as served from a cache at the cached price (the prompt price when none "
+            "is given; a local llama.cpp run's reuse of its own KV cache is billed at it too, as an API without "
+            "prompt caching would bill the same prompts), generated tokens at the completion price. Error rows "
+            "count with what they spent; a question answered again by `--resume --retry-errors` counts its last "
+            "attempt only.",
+            "",
+        ]
     stale = [r for r in runs if r.rescored]
     if stale:
         lines += [
