@@ -534,7 +534,7 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     openai:MODEL``), ``--llm-template`` with it (the GGUF brings its own template) and
     ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size, and
     ``--llm-header`` with a local model, which sends no request; and a malformed
-    ``--llm-header`` or ``--embedder-header`` (:func:`llm_headers_from_args`). (:func:`open_llm_from_args` checks the same.)"""
+    ``--llm-header`` or ``--embedder-header`` (:func:`headers_from_flag`). (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
 
     spec = args.llm.strip().lower()
@@ -554,8 +554,8 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
         raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")
-    llm_headers_from_args(args, environ)
-    llm_headers_from_args(args, environ, "--embedder-header")
+    headers_from_flag(args, "--llm-header", environ)
+    headers_from_flag(args, "--embedder-header", environ)
 
 
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
@@ -566,7 +566,7 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     refuse_unused_llm_flags(args, environ)
     template = getattr(args, "llm_template", None)
     extra: dict = {}
-    headers = llm_headers_from_args(args, environ)
+    headers = headers_from_flag(args, "--llm-header", environ)
     if args.llm.startswith("openai"):
         if template:
             extra["completion_template"] = template
@@ -581,8 +581,7 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     )
 
 
-def llm_headers_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ,
-                          flag: str = "--llm-header") -> dict[str, str]:
+def headers_from_flag(args: argparse.Namespace, flag: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The values of ``flag`` (``--llm-header``, or ``--embedder-header``) as a dict, each
     ``${VAR}`` read from the environment (:func:`expand_environment`);
     :class:`~traversals.errors.BadInput` for a malformed one
@@ -612,8 +611,7 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     ``openai:MODEL`` gets its endpoint as the LLM does: ``--embedder-url``, else
     ``--llm-url``, else ``$OPENAI_BASE_URL``; ``--embedder-api-key``, else
     ``$OPENAI_API_KEY``; ``--embedder-header``, else the ``--llm-header`` values when its URL
-    is the LLM's;
-    ``--llm-timeout`` bounds one request. Raises
+    is the LLM's; ``--llm-timeout`` bounds one request. Raises
     :class:`~traversals.errors.BadInput` when no URL is given."""
     from .embed import open_embedder
     from .embed.factory import DEFAULT_EMBEDDER
@@ -625,9 +623,9 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     url = getattr(args, "embedder_url", None) or llm_url
     # the LLM's headers go to the LLM's server only: a token meant for one server is never sent to another
     same = bool(url) and (url or "").rstrip("/") == (llm_url or "").rstrip("/")
-    headers = llm_headers_from_args(args, environ, "--embedder-header")
+    headers = headers_from_flag(args, "--embedder-header", environ)
     if not getattr(args, "embedder_header", None) and same:
-        headers = llm_headers_from_args(args, environ)
+        headers = headers_from_flag(args, "--llm-header", environ)
     api_key = getattr(args, "embedder_api_key", None) or _api_key(headers, environ)
     return open_embedder(spec, url=url, api_key=api_key, headers=headers, timeout=getattr(args, "llm_timeout", None))
 

@@ -18,7 +18,7 @@ from traversals.llm.openai import OpenAICompatibleLLM
 from traversals.options import (
     add_llm_flags,
     add_value_flags,
-    llm_headers_from_args,
+    headers_from_flag,
     open_embedder_from_args,
     open_llm_from_args,
     redact_secrets,
@@ -139,15 +139,15 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_llm_header_flags_are_read_with_the_environment() -> None:
     args = parse("--llm", "openai:m", "--llm-header", "api-key: ${AZURE_KEY}", "--llm-header", "X-Title: traversals")
-    assert llm_headers_from_args(args, {"AZURE_KEY": SECRET}) == {"api-key": SECRET, "X-Title": "traversals"}
+    assert headers_from_flag(args, "--llm-header", {"AZURE_KEY": SECRET}) == {"api-key": SECRET, "X-Title": "traversals"}
     with pytest.raises(BadInput, match="--llm-header 'api-key: \\$\\{AZURE_KEY\\}': the environment variable "
                                        "AZURE_KEY is not set"):
-        llm_headers_from_args(args, {})
+        headers_from_flag(args, "--llm-header", {})
     for bad, said in [(SECRET, "this one has no colon"), ("Accept: text/html", "set by the LLM client itself"),
                       ("api-key: a", None)]:
         argv = ["--llm", "openai:m", "--llm-header", bad] + (["--llm-header", "API-KEY: b"] if said is None else [])
         with pytest.raises(BadInput, match=said or "given twice") as e:
-            llm_headers_from_args(parse(*argv), {})
+            headers_from_flag(parse(*argv), "--llm-header", {})
         assert SECRET not in str(e.value)
 
 
