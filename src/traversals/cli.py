@@ -224,7 +224,7 @@ def _api_keys(args: argparse.Namespace, what: str) -> list[str]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
-    from .service import ServiceLimits, create_app
+    from .service import ServiceLimits, cors_origin, create_app
 
     try:
         import uvicorn
@@ -234,6 +234,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
     api_keys = _api_keys(args, "the service")
+    for origin in args.cors_origin or ():  # a typo is told before the model loads
+        cors_origin(origin)
     # flags one another makes pointless, whatever strategy a request names ("tree": a --k
     # beside a chain default is the k of tree requests here)
     refuse_contradicting_flags("tree", args)
@@ -244,7 +246,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
-                     embedder=embedder, api_keys=api_keys)
+                     embedder=embedder, api_keys=api_keys, cors_origins=args.cors_origin or ())
     # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
     service_log = logging.getLogger("traversals")
     if not service_log.handlers:
@@ -342,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="on Ctrl-C / SIGTERM, wait this long for questions being searched, then stop them "
                             "(default 30)")
+    serve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
+                       help="a web page's origin whose scripts may call the API from a browser, e.g. "
+                            "https://app.example.com or http://localhost:3000 (repeatable; * for any page; "
+                            "default: none, browsers refuse cross-origin calls)")
     _add_api_key_flag(serve)
     serve.set_defaults(func=cmd_serve)
 

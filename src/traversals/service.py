@@ -294,6 +294,7 @@ def create_app(
     solver_factory: SolverFactory | None = None,
     embedder: Embedder | None = None,
     api_keys: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
 ):
     """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
     endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
@@ -301,7 +302,8 @@ def create_app(
     critical model in every request (default: ``defaults.embedder`` opened here); it is
     closed at shutdown with the LLM. With ``api_keys`` every request but ``GET /health``
     needs ``Authorization: Bearer KEY`` for one of them (:class:`~traversals.auth.BearerAuth`:
-    401 otherwise)."""
+    401 otherwise). ``cors_origins`` are the web pages' origins (``https://app.example``, or
+    ``*``) whose scripts may call the API from a browser (:func:`cors_middleware`)."""
     try:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
@@ -406,11 +408,42 @@ def create_app(
         # curl (without -L) and many clients show as an empty reply instead of following it
         routes=[Route(path + slash, endpoint, methods=[method])
                 for path, endpoint, method in endpoints for slash in ("", "/")],
-        middleware=[Middleware(BearerAuth, keys=[check_key(k, "api_keys") for k in api_keys]),
+        # CORS outermost: a browser's preflight carries no key, and a 401 must say who may read it
+        middleware=[*cors_middleware(cors_origins),
+                    Middleware(BearerAuth, keys=[check_key(k, "api_keys") for k in api_keys]),
                     Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+
+
+def cors_origin(origin: str) -> str:
+    """``origin`` as a browser sends it (``scheme://host[:port]``, no path, no trailing slash:
+    the one ``/`` given is dropped), or ``*``; :class:`BadInput` for anything else, which
+    would never match a browser's ``Origin`` and leave the page refused without a word."""
+    text = origin.strip()
+    if text == "*":
+        return text
+    scheme, sep, rest = text.rstrip("/").partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or any(c in rest for c in "/?#@ "):
+        raise BadInput(f"--cors-origin {origin!r}: an origin is scheme://host[:port] as a browser sends it "
+                       "(https://app.example.com, http://localhost:3000; no path), or * for any page")
+    return f"{scheme.lower()}://{rest.lower()}"
+
+
+def cors_middleware(origins: Sequence[str]) -> list:
+    """Starlette's CORS middleware for ``origins`` (none: no middleware, and a browser refuses
+    every cross-origin page, as before): ``GET`` and ``POST`` with the ``Authorization`` and
+    ``Content-Type`` headers (a JSON body and an API key), ``Retry-After`` readable by the
+    script, preflights cached 10 minutes. No cookies are used, so none are allowed."""
+    if not origins:
+        return []
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+
+    return [Middleware(CORSMiddleware, allow_origins=sorted({cors_origin(o) for o in origins}),
+                       allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],
+                       expose_headers=["Retry-After"], max_age=600)]
 
 
 class _InFlight:

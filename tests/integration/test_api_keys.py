@@ -25,7 +25,8 @@ def test_serve_with_a_key_file_refuses_requests_without_the_key(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = start(["serve", "--kg", "demo", "--strategy", "cot", "--port", str(port), "--log-level", "warning",
-                  "--api-key-file", str(keys)], tmp_path / "serve.log", base + "/health")
+                  "--api-key-file", str(keys), "--cors-origin", "http://localhost:3000"],
+                 tmp_path / "serve.log", base + "/health")
     try:
         assert httpx.get(base + "/health").json() == {"status": "ok"}
         refused = httpx.post(base + "/v1/ask", json={"question": "Who is Bob Dylan's mother?"})
@@ -33,6 +34,11 @@ def test_serve_with_a_key_file_refuses_requests_without_the_key(tmp_path):
         assert httpx.get(base + "/v1/info", headers={"Authorization": "Bearer wrong"}).status_code == 401
         info = httpx.get(base + "/v1/info", headers={"Authorization": f"Bearer {KEY}"})
         assert info.status_code == 200 and info.json()["kgs"] == ["demo"]
+        # a page allowed by --cors-origin: its browser's preflight passes without the key
+        pre = httpx.options(base + "/v1/ask", headers={"Origin": "http://localhost:3000",
+                                                       "Access-Control-Request-Method": "POST",
+                                                       "Access-Control-Request-Headers": "authorization"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://localhost:3000"
     finally:
         stop(proc)
     assert KEY not in (tmp_path / "serve.log").read_text(errors="replace")  # never logged

@@ -576,3 +576,40 @@ async def test_shutdown_lets_a_cancelled_question_send_its_503_before_the_llm_cl
         task.cancel()
     assert order == [503, "llm closed"]
     await task
+
+
+async def test_cors_lets_the_named_pages_call_the_api_from_a_browser():
+    """--cors-origin: a browser's preflight for the named page is answered (before any key is
+    checked: a preflight carries none), its requests' answers and errors say the page may read
+    them; another page gets no such header, and no origin named means no CORS at all."""
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(), defaults=SearchConfig(k=None),
+                     api_keys=["k-0123456789"], cors_origins=["https://App.example.com/", "http://localhost:3000"])
+    page = {"Origin": "https://app.example.com"}
+    async with serving(app) as c:
+        pre = await c.options("/v1/ask", headers={**page, "Access-Control-Request-Method": "POST",
+                                                  "Access-Control-Request-Headers": "authorization, content-type"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://app.example.com"
+        assert "POST" in pre.headers["access-control-allow-methods"]
+        assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+        ok = await c.post("/v1/ask", json={"question": "q"}, headers={**page, "Authorization": "Bearer k-0123456789"})
+        assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == "https://app.example.com"
+        refused = await c.post("/v1/ask", json={"question": "q"}, headers=page)
+        assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "https://app.example.com"
+        other = await c.post("/v1/ask", json={"question": "q"},
+                             headers={"Origin": "https://evil.example", "Authorization": "Bearer k-0123456789"})
+        assert "access-control-allow-origin" not in other.headers
+        bad_pre = await c.options("/v1/ask", headers={"Origin": "https://evil.example",
+                                                      "Access-Control-Request-Method": "POST"})
+        assert bad_pre.status_code == 400
+    async with client() as c:  # no origin named: no CORS headers
+        r = await c.post("/v1/ask", json={"question": "q"}, headers=page)
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+
+
+@pytest.mark.parametrize("origin", ["app.example.com", "https://app.example.com/ask", "ftp://x", "https://", "*.example.com"])
+def test_an_origin_no_browser_sends_is_refused(origin):
+    from traversals.errors import BadInput
+    from traversals.service import cors_origin
+
+    with pytest.raises(BadInput, match="an origin is scheme://host"):
+        cors_origin(origin)
