@@ -160,3 +160,30 @@ class LocalApp:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+class AuthProxy(LocalApp):
+    """An authenticating gateway in front of a SPARQL server: forwards a request whose
+    ``Authorization`` header is one of ``accepted`` (``Basic ...``, ``Bearer ...``), answers
+    any other with 401; ``seen`` is the ``Authorization`` header of each request."""
+
+    def __init__(self, upstream: str, accepted: set[str]) -> None:
+        base = upstream.rsplit("/", 1)[0]
+
+        def handle(handler, app) -> tuple[int, dict, bytes]:
+            if handler.headers.get("Authorization") not in accepted:
+                return 401, {"WWW-Authenticate": 'Basic realm="sparql"'}, b"Unauthorized: credentials required"
+            r = httpx.request(handler.command, base + handler.path, content=app.requests[-1]["body"], timeout=30,
+                              headers={k: v for k, v in handler.headers.items() if k.lower() in ("accept", "content-type")})
+            return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
+
+        super().__init__(handle)
+
+    @property
+    def seen(self) -> list[str | None]:
+        return [r["headers"].get("Authorization") for r in self.requests]
+
+    def with_user(self, user: str, password: str) -> str:
+        from urllib.parse import quote
+
+        return self.url.replace("://", f"://{quote(user, safe='')}:{quote(password, safe='')}@")

@@ -10,7 +10,6 @@ import base64
 import json
 import sys
 
-import httpx
 import pytest
 
 from traversals.errors import BadInput, KGAuthError
@@ -19,7 +18,7 @@ from traversals.kg.base import Entity, Relation
 from traversals.kg.cache import QueryCache
 from traversals.kg.sparql import SparqlKG
 
-from .servers import LocalApp, OxigraphServer, load_store
+from .servers import AuthProxy, OxigraphServer, load_store
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -30,32 +29,6 @@ ACCEPTED = {
     f"Bearer {TOKEN}",
 }
 TRIPLES = ("The Gumball Rally", "directed_by", "Charles Bail"), ("Bullitt", "starred_actors", "Steve McQueen")
-
-
-class AuthProxy(LocalApp):
-    """Forwards a request carrying accepted credentials to the SPARQL server, answers any
-    other with 401; ``seen`` is the ``Authorization`` header of each request."""
-
-    def __init__(self, upstream: str) -> None:
-        base = upstream.rsplit("/", 1)[0]
-
-        def handle(handler, app) -> tuple[int, dict, bytes]:
-            if handler.headers.get("Authorization") not in ACCEPTED:
-                return 401, {"WWW-Authenticate": 'Basic realm="sparql"'}, b"Unauthorized: credentials required"
-            r = httpx.request(handler.command, base + handler.path, content=app.requests[-1]["body"], timeout=30,
-                              headers={k: v for k, v in handler.headers.items() if k.lower() in ("accept", "content-type")})
-            return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
-
-        super().__init__(handle)
-
-    @property
-    def seen(self) -> list[str | None]:
-        return [r["headers"].get("Authorization") for r in self.requests]
-
-    def with_user(self, user: str, password: str) -> str:
-        from urllib.parse import quote
-
-        return self.url.replace("://", f"://{quote(user, safe='')}:{quote(password, safe='')}@")
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +43,7 @@ def proxy(tmp_path_factory):
     kb.write_text("\n".join(lines) + "\n", encoding="utf-8")
     load_store(root / "db", [kb])
     server = OxigraphServer(root / "db", root / "server.log")
-    app = AuthProxy(server.url)
+    app = AuthProxy(server.url, ACCEPTED)
     yield app
     app.close()
     server.stop()

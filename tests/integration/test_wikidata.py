@@ -285,6 +285,62 @@ async def test_search_without_api_uses_sparql_labels(wdqs) -> None:
         assert weird.id == "Q900000002"
 
 
+async def test_a_mirror_by_its_spec_is_wikidata_at_another_endpoint(wdqs) -> None:
+    """``--kg wikidata:URL``: Wikidata's vocabulary and labels at a mirror's SPARQL endpoint
+    (QLever's Wikidata, a local WDQS), found by SPARQL label matching, no public rate limit."""
+    from traversals.kg.factory import open_kg
+
+    async with open_kg(f"wikidata:{wdqs}") as k:
+        assert isinstance(k, WikidataKG) and k.name == "wikidata" and k.api_url is None
+        assert k.endpoint_url == wdqs and k.http.rate_limit is None
+        [bob] = await k.search("Bob Dylan")
+        relations = {r.id for r in (await k.get_relations([bob])).items}
+        assert "P25" in relations  # mother, a direct claim
+
+
+def test_a_mirror_on_the_command_line(wdqs, monkeypatch, capsys, tmp_path) -> None:
+    from traversals.cli import main
+
+    monkeypatch.setenv("TRAVERSALS_CACHE", str(tmp_path))
+    assert main(["kg", "relations", "Bob Dylan", "--kg", f"wd=wikidata:{wdqs}", "--no-cache"]) == 0
+    assert "P25" in capsys.readouterr().out
+
+
+@pytest.fixture
+def mirror_proxy(wdqs):
+    from .servers import AuthProxy
+
+    proxy = AuthProxy(wdqs, {"Bearer wd-TOKEN-1"})
+    yield proxy
+    proxy.close()
+
+
+async def test_a_mirror_behind_a_login_takes_credentials(mirror_proxy) -> None:
+    from traversals.errors import KGAuthError
+    from traversals.kg.factory import open_kg
+
+    url = mirror_proxy.url
+    async with open_kg(f"wikidata:{url}", headers={"Authorization": "Bearer wd-TOKEN-1"}) as k:
+        [bob] = await k.search("Bob Dylan")
+        assert bob.id == "Q392" and mirror_proxy.seen[-1] == "Bearer wd-TOKEN-1"
+    async with open_kg(f"wikidata:{url}") as k:
+        with pytest.raises(KGAuthError):
+            await k.search("Bob Dylan")
+
+
+def test_a_mirror_behind_a_login_on_the_command_line(mirror_proxy, monkeypatch, capsys, tmp_path) -> None:
+    from traversals.cli import main
+
+    monkeypatch.setenv("TRAVERSALS_CACHE", str(tmp_path))
+    monkeypatch.setenv("WD_TOKEN", "wd-TOKEN-1")
+    assert main(["kg", "relations", "Bob Dylan", "--kg", f"wikidata:{mirror_proxy.url}", "--no-cache",
+                 "--kg-header", "Authorization: Bearer ${WD_TOKEN}"]) == 0
+    assert "P25" in capsys.readouterr().out
+    # the public services take no header: a token meant for a mirror never goes there
+    assert main(["kg", "relations", "Bob Dylan", "--kg", "wikidata", "--kg-header", "X-Key: k"]) == 2
+    assert "the public wikidata take none" in capsys.readouterr().err
+
+
 async def test_search_api_unreachable(wdqs) -> None:
     url = f"http://127.0.0.1:{free_port()}/w/api.php"
     async with WikidataKG(wdqs, url, max_retries=0) as k:

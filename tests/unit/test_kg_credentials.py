@@ -31,6 +31,8 @@ def test_user_info_is_taken_out_of_the_url_and_decoded() -> None:
     ("http://a:pw@h/q", "http://a:***@h/q"),
     ("movies=https://a:pw@h/q", "movies=https://a:***@h/q"),
     ("m=sparql:http://a:pw@h/q", "m=sparql:http://a:***@h/q"),
+    ("wikidata:https://a:pw@h/q", "wikidata:https://a:***@h/q"),
+    ("http://h/q?access_token=T0", "http://h/q?access_token=***"),
     ("http://h/q", "http://h/q"),
     ("movies=kb.txt", "movies=kb.txt"),
     ("wikidata", "wikidata"),
@@ -110,3 +112,15 @@ def test_recorded_command_lines_hide_header_values_and_passwords_of_named_kgs() 
     assert redact_secrets(argv) == [
         "eval", "--kg", "m=http://a:***@h/q", "--kg=sparql:http://a:***@h/q", "--kg-header",
         "m=Authorization: ***", "--kg-header=X-Key: ***", "--kg-h", "A: ${T}", "--llm-url", "http://u:***@x/v1"]
+
+
+def test_a_wikidata_mirror_takes_headers_and_the_public_services_none() -> None:
+    from traversals.kg.factory import check_kg_spec, headers_for
+
+    assert check_kg_spec("wd=wikidata:https://h/sparql") == ("wikidata", "https://h/sparql", "wd")
+    assert headers_for(["wikidata:https://h/sparql"], ["X-Key: k"]) == [{"X-Key": "k"}]
+    assert headers_for(["wikidata", "m=wikidata:https://h/q"], ["m=X-Key: k"]) == [{}, {"X-Key": "k"}]
+    with pytest.raises(BadInput, match="the public wikidata take none"):
+        headers_for(["wikidata"], ["X-Key: k"])
+    with pytest.raises(BadInput, match="wikidata:URL names a Wikidata mirror's SPARQL endpoint by an http"):
+        check_kg_spec("wikidata:query.example.org")

@@ -213,7 +213,7 @@ def test_wikidata_alone_is_refused_the_flag_and_among_other_kgs_keeps_its_own_la
         return build_parser().parse_args(["kg", "search", "x", *argv])
 
     env = {"XDG_CACHE_HOME": str(tmp_path)}
-    for kgs in (["--kg", "wikidata"], ["--kg", "wd=wikidata"]):
+    for kgs in (["--kg", "wikidata"], ["--kg", "wd=wikidata"], ["--kg", "wikidata:http://127.0.0.1:9/sparql"]):
         a = args(*kgs, "--label-predicate", "foaf:name")
         with pytest.raises(BadInput, match="not Wikidata's, which keeps its own .* every KG here is Wikidata: drop it"):
             open_kgs(a.kg, **remote_kg_options(a, environ=env))

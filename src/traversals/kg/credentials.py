@@ -25,9 +25,9 @@ from ..validate import shown_url
 #: headers the SPARQL client sets itself, with a hint: a ``--kg-header`` for one of them is refused
 _OWN_HEADERS = {name: "" for name in ("accept", "content-type", "content-length", "host", "transfer-encoding")} | {
     "user-agent": " (use --user-agent)"}
-#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:]http(s)://...``
+#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:|wikidata:]http(s)://...``
 _ENDPOINT_SPEC = re.compile(
-    r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL
+    r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:|wikidata:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL
 )
 
 
@@ -107,7 +107,8 @@ def assign_kg_headers(
         if kg is None:
             if not endpoint_at:
                 raise BadInput(f"{shown}: headers go to a SPARQL endpoint, and no --kg is one "
-                               "(files, stores, the demo KG and wikidata take none)")
+                               "(files, stores, the demo KG and the public wikidata take none; a mirror, "
+                               "wikidata:URL, does)")
             if len(endpoint_at) > 1:
                 raise BadInput(f"{shown}: {len(endpoint_at)} SPARQL endpoints are given; say which one the header "
                                "goes to: name it (--kg NAME=URL) and give --kg-header 'NAME=Header: value'")

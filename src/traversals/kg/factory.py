@@ -6,6 +6,10 @@ Accepted specs (see :data:`SPEC_HELP`):
     the built-in Wikidata-shaped demo KG (:func:`~traversals.kg.store.demo_kg_path`);
 ``wikidata``
     Wikidata through its public services (:class:`~traversals.kg.wikidata.WikidataKG`);
+``wikidata:URL``
+    a Wikidata mirror's SPARQL endpoint (QLever's Wikidata, a local WDQS): Wikidata's
+    vocabulary and labels, entities found by SPARQL label matching (a mirror has no
+    MediaWiki search API), no public-service rate limit; credentials as for ``sparql:URL``;
 ``sparql:URL`` or any ``http://`` / ``https://`` URL
     a SPARQL 1.1 endpoint (:class:`~traversals.kg.sparql.SparqlKG`);
 a file ``*.nt *.ttl *.nq *.trig *.rdf *.owl *.jsonld *.txt *.tsv *.csv`` (optionally
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence, TypedDict, Unpack, cast
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypedDict, Unpack, cast
 
 from ..errors import BadInput
 from ..validate import shown_url
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from .http import HttpClient, RateLimit
 
 SPEC_HELP = (
-    "demo | wikidata | sparql:URL | http(s)://ENDPOINT | a triple file ("
+    "demo | wikidata | wikidata:URL (a mirror) | sparql:URL | http(s)://ENDPOINT | a triple file ("
     + " ".join(formats.ACCEPTED_EXTENSIONS)
     + ", optionally .gz) | a store directory; prefix NAME= to name it"
 )
@@ -119,7 +123,7 @@ def open_kg(
     preds = label_predicates_for([spec], label_predicates, what="label_predicates")
     kind, target, given = check_kg_spec(spec)
     name = name or given
-    if headers and kind != "sparql":
+    if headers and (kind not in ("sparql", "wikidata") or target == "wikidata"):
         raise BadInput(f"headers go to a SPARQL endpoint; {shown_kg_spec(spec)!r} is not one")
     if kind == "demo":
         from .store import OxigraphKG
@@ -128,7 +132,11 @@ def open_kg(
     if kind == "wikidata":
         from .wikidata import WikidataKG
 
-        return WikidataKG(**_backend_options(name, remote))
+        if target == "wikidata":  # the public services
+            return WikidataKG(**_backend_options(name, remote))
+        # a mirror: its SPARQL endpoint alone, and no rate limit meant for the public service unless given
+        mirror: dict[str, Any] = {"rate_limit": None, **_backend_options(name, remote)}
+        return WikidataKG(target, api_url=None, headers=headers, **mirror)
     if kind == "sparql":
         from .sparql import SparqlKG
 
@@ -181,7 +189,7 @@ def label_predicates_for(
     if values is None:
         return None
     preds = check_label_predicates(values, what=what)
-    if specs and all(_identity(spec) == "wikidata" for spec in specs):
+    if specs and all(is_wikidata(spec) for spec in specs):
         raise BadInput(
             f"{what} sets the labels of triple files, stores and SPARQL endpoints, not Wikidata's, which keeps "
             "its own (rdfs:label in its languages), and every KG here is Wikidata: drop it"
@@ -191,8 +199,9 @@ def label_predicates_for(
 
 def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
     """What ``spec`` names, checked without reading or contacting anything: ``(kind, target,
-    name)`` with kind ``demo``, ``wikidata``, ``sparql`` (target: the URL), ``store`` (a
-    directory) or ``file`` (a triple file that exists), and the ``NAME=`` given or None.
+    name)`` with kind ``demo``, ``wikidata`` (target ``wikidata``, or a mirror's URL),
+    ``sparql`` (target: the URL), ``store`` (a directory) or ``file`` (a triple file that
+    exists), and the ``NAME=`` given or None.
     Raises the :class:`BadInput` :func:`open_kg` gives for an empty spec, ``sparql:``
     without an http(s) URL, a missing file, a file of no accepted type or an unknown name;
     what only opening shows (a file that does not parse, an endpoint down) is not checked."""
@@ -203,6 +212,12 @@ def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
     low = spec.lower()
     if low in ("demo", "wikidata"):
         return low, low, given
+    if low.startswith("wikidata:"):
+        url = spec[len("wikidata:"):].strip()
+        if not url.lower().startswith(("http://", "https://")):
+            raise BadInput(f"wikidata:URL names a Wikidata mirror's SPARQL endpoint by an http(s) URL, got "
+                           f"{shown_url(url)!r} (the public Wikidata is plain 'wikidata')")
+        return "wikidata", url, given
     if low.startswith("sparql:") or low.startswith(("http://", "https://")):
         url = spec[len("sparql:"):].strip() if low.startswith("sparql:") else spec
         if not url.lower().startswith(("http://", "https://")):
@@ -225,6 +240,18 @@ def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
     raise BadInput(f"unknown KG {spec!r}: no such file or directory; accepted: {SPEC_HELP}")
 
 
+def is_wikidata(spec: str) -> bool:
+    """Whether ``spec`` opens Wikidata (``wikidata``, or a mirror, ``wikidata:URL``), which
+    keeps its own labels."""
+    return _identity(spec).startswith("wikidata")
+
+
+def _is_endpoint(spec: str) -> bool:
+    """Whether ``spec`` is an endpoint that may take credentials: ``sparql:URL``, a URL, or
+    a Wikidata mirror (``wikidata:URL``; not the public services)."""
+    return _identity(spec).removeprefix("wikidata:").startswith(("http://", "https://"))
+
+
 def _split_name(spec: str) -> tuple[str | None, str]:
     """``NAME=SPEC`` -> (NAME, SPEC); a spec without a name (or a file whose name has an
     ``=``) -> (None, spec)."""
@@ -239,6 +266,8 @@ def _identity(spec: str) -> str:
     seen as one."""
     spec = _split_name(spec)[1]
     low = spec.lower()
+    if low.startswith("wikidata:") and low != "wikidata:":  # a mirror: one KG however its URL is written
+        return "wikidata:" + _identity(spec[len("wikidata:"):].strip())
     if low.startswith("sparql:"):
         spec, low = spec[len("sparql:"):].strip(), low[len("sparql:"):].strip()
     if low in ("demo", "wikidata"):
@@ -277,7 +306,7 @@ def headers_for(specs: Sequence[str], kg_headers: Sequence[str]) -> list[dict[st
     without opening anything: :class:`BadInput` for a header no endpoint would take."""
     return assign_kg_headers(
         specs, [parse_kg_header(h) for h in kg_headers],
-        endpoints=[_identity(spec).startswith(("http://", "https://")) for spec in specs],
+        endpoints=[_is_endpoint(spec) for spec in specs],
         names=[_split_name(spec)[0] for spec in specs],
     )
 
@@ -321,7 +350,7 @@ def open_kgs(
             raise BadInput(f"two KGs are named {g!r} (NAME=SPEC); give each its own name")
     headers = headers_for(specs, kg_headers)
     kgs = [
-        open_kg(spec, label_predicates=None if _identity(spec) == "wikidata" else preds, headers=h, **remote)
+        open_kg(spec, label_predicates=None if is_wikidata(spec) else preds, headers=h, **remote)
         for spec, h in zip(specs, headers)
     ]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)

@@ -27,7 +27,7 @@ limit), and a client-side cache (pass a :class:`~traversals.kg.cache.QueryCache`
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import Mapping, Sequence
 from urllib.parse import urlencode
 
 from ..errors import BadInput, KGQueryError
@@ -56,6 +56,8 @@ class WikidataKG(SparqlKG):
 
     ``api_url=None`` searches with SPARQL label matching instead (for a mirror without
     a MediaWiki API; only the cheap exact stage by default -- see :class:`SparqlKG`).
+    A mirror behind a login takes its user and password in ``sparql_url`` and ``headers``
+    (``Authorization: Bearer TOKEN``), as :class:`SparqlKG` does.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class WikidataKG(SparqlKG):
         sparql_url: str = WDQS_URL,
         api_url: str | None = WIKIDATA_API_URL,
         *,
+        headers: Mapping[str, str] | None = None,
         name: str = "wikidata",
         language: str = "en",
         timeout: float = 60.0,
@@ -81,6 +84,7 @@ class WikidataKG(SparqlKG):
         languages = (lang,) if lang == "mul" else (lang, "mul")
         super().__init__(
             sparql_url,
+            headers=headers,
             name=name,
             label_predicates=(RDFS_LABEL,),
             description_predicates=(SCHEMA_DESCRIPTION,),
