@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import BadInput
-from ..kg.factory import _split_name, check_kg_spec
+from ..kg.factory import check_kg_spec
+from ..kg.specs import split_name
 from ..kg.iris import DEFAULT_LABEL_PREDICATES
 from ..llm.models import file_sha256, recorded_sha256
 from .datasets.base import Question
@@ -291,7 +292,7 @@ def _per_kg(run: Mapping, key: str) -> list[str | None]:
 def _resolved(spec: Any) -> str | None:
     """The absolute, resolved path of the file or directory a KG spec names (after its
     ``NAME=``) from the current working directory, None when there is none."""
-    path = Path(_split_name(str(spec))[1]).expanduser()
+    path = Path(split_name(str(spec))[1]).expanduser()
     try:
         return str(path.resolve()) if path.exists() else None
     except (OSError, RuntimeError):
@@ -313,7 +314,7 @@ def _kg_where(spec: Any, recorded: str | None = None) -> str:
     directory when that exists (any path to it), else its text."""
     if recorded is not None:
         return recorded
-    return _resolved(spec) or _split_name(str(spec))[1]
+    return _resolved(spec) or split_name(str(spec))[1]
 
 
 def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
@@ -336,7 +337,7 @@ def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
     why: list[str] = []
     moved: list[str] = []
     for x, y, hx, hy, rx in zip(a, b, _per_kg(old, "kg_sha256"), _per_kg(new, "kg_sha256"), _per_kg(old, "kg_paths")):
-        (nx, px), (ny, py) = _split_name(str(x)), _split_name(str(y))
+        (nx, px), (ny, py) = split_name(str(x)), split_name(str(y))
         wx, wy = _kg_where(x, rx), _kg_where(y)
         if (nx, wx) == (ny, wy):
             if hx is not None and hy is not None and hx != hy:

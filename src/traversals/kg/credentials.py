@@ -11,7 +11,6 @@ one endpoint by :func:`assign_kg_headers`, never to another KG.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Mapping, Sequence
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -21,14 +20,11 @@ from ..errors import BadInput
 from ..headers import check_headers as _check_headers
 from ..headers import parse_header
 from ..validate import shown_url
+from .specs import endpoint_parts
 
 #: headers the SPARQL client sets itself, with a hint: a ``--kg-header`` for one of them is refused
 _OWN_HEADERS = {name: "" for name in ("accept", "content-type", "content-length", "host", "transfer-encoding")} | {
     "user-agent": " (use --user-agent)"}
-#: a ``--kg`` spec naming an endpoint: ``[NAME=][sparql:|wikidata:]http(s)://...``
-_ENDPOINT_SPEC = re.compile(
-    r"^(\s*(?:[A-Za-z][A-Za-z0-9_.-]*=)?\s*(?:sparql:|wikidata:)?\s*)(https?://.*)$", re.IGNORECASE | re.DOTALL
-)
 
 
 def split_userinfo(url: str) -> tuple[str, str | None, str]:
@@ -86,8 +82,8 @@ def parse_kg_header(text: str) -> tuple[str | None, str, str]:
 def shown_kg_spec(spec: str) -> str:
     """A ``--kg`` spec with the password of an endpoint URL hidden
     (``movies=https://alice:***@host/sparql``), for run.json and messages."""
-    m = _ENDPOINT_SPEC.match(spec)
-    return m.group(1) + shown_url(m.group(2)) if m else spec
+    parts = endpoint_parts(spec)
+    return parts[0] + shown_url(parts[1]) if parts else spec
 
 
 def assign_kg_headers(

@@ -44,6 +44,7 @@ from . import formats, iris
 from . import sparql_text as st
 from .base import KnowledgeGraph
 from .credentials import assign_kg_headers, parse_kg_header, shown_kg_spec
+from .specs import split_name
 
 if TYPE_CHECKING:
     from .cache import QueryCache
@@ -61,7 +62,6 @@ LABEL_PREDICATE_HELP = (
     + " (e.g. foaf:name)"
 )
 
-_NAME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
 _FULL_IRI = re.compile(r"(?i)(https?://|urn:)")
 #: Compressions a triple file may come in that are not read (only ``.gz`` is).
 _OTHER_COMPRESSIONS = (".bz2", ".xz", ".zst", ".lz4", ".zip", ".7z")
@@ -208,7 +208,7 @@ def check_kg_spec(spec: str) -> tuple[str, str, str | None]:
     spec = (spec or "").strip()
     if not spec:
         raise BadInput(f"empty KG spec; accepted: {SPEC_HELP}")
-    given, spec = _split_name(spec)
+    given, spec = split_name(spec)
     low = spec.lower()
     if low in ("demo", "wikidata"):
         return low, low, given
@@ -252,19 +252,11 @@ def _is_endpoint(spec: str) -> bool:
     return _identity(spec).removeprefix("wikidata:").startswith(("http://", "https://"))
 
 
-def _split_name(spec: str) -> tuple[str | None, str]:
-    """``NAME=SPEC`` -> (NAME, SPEC); a spec without a name (or a file whose name has an
-    ``=``) -> (None, spec)."""
-    spec = (spec or "").strip()
-    m = _NAME_PREFIX.match(spec)
-    return (m.group(1), m.group(2).strip()) if m and not Path(spec).exists() else (None, spec)
-
-
 def _identity(spec: str) -> str:
     """What ``spec`` opens, as :func:`open_kg` reads it: a resolved path, a URL without
     its trailing slash, or a keyword — so one KG given twice, by two paths or names, is
     seen as one."""
-    spec = _split_name(spec)[1]
+    spec = split_name(spec)[1]
     low = spec.lower()
     if low.startswith("wikidata:") and low != "wikidata:":  # a mirror: one KG however its URL is written
         return "wikidata:" + _identity(spec[len("wikidata:"):].strip())
@@ -307,7 +299,7 @@ def headers_for(specs: Sequence[str], kg_headers: Sequence[str]) -> list[dict[st
     return assign_kg_headers(
         specs, [parse_kg_header(h) for h in kg_headers],
         endpoints=[_is_endpoint(spec) for spec in specs],
-        names=[_split_name(spec)[0] for spec in specs],
+        names=[split_name(spec)[0] for spec in specs],
     )
 
 
@@ -343,7 +335,7 @@ def open_kgs(
                 "two KGs, every entity linked to itself)"
             )
         first[key] = spec
-    given = [_split_name(spec)[0] for spec in specs]
+    given = [split_name(spec)[0] for spec in specs]
     named = [g for g in given if g]
     for g in set(named):
         if named.count(g) > 1:
