@@ -361,8 +361,13 @@ class JsonPoster:
                     else f"check the credentials sent: {', '.join(sent)}")
             err = self.unavailable(f"{msg} ({hint})")
         elif status == 404:  # a wrong base URL or model: every request would fail
-            hint = ("base URL usually ends with /v1" if not self.base_url.endswith("/v1") and not self.query
-                    else "check the base URL and the model name")
+            if "/deployments/" in self.base_url and "api-version=" not in self.query:  # Azure OpenAI's
+                hint = ("an Azure deployment's URL needs its API version: .../deployments/NAME?api-version=2024-10-21, "
+                        "or use the v1 API, https://RESOURCE.openai.azure.com/openai/v1")
+            elif not self.base_url.endswith("/v1") and not self.query:
+                hint = "base URL usually ends with /v1"
+            else:
+                hint = "check the base URL and the model name"
             err = self.unavailable(f"{msg} ({hint})")
         elif self._too_long(resp):  # this request's own, whatever the status says
             err = self.error(f"{msg} (this request: {size})" if size else msg)

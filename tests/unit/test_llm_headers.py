@@ -125,6 +125,15 @@ async def test_a_key_in_the_base_urls_query_is_not_shown() -> None:
     await llm.close()
 
 
+async def test_an_azure_deployment_without_its_api_version_is_told_how_to_give_it() -> None:
+    llm = OpenAICompatibleLLM(AZURE, "gpt4o", max_retries=0, transport=httpx.MockTransport(
+        lambda r: httpx.Response(404, json={"error": {"code": "404", "message": "Resource not found"}})))
+    with pytest.raises(LLMUnavailable, match=r"Resource not found \(an Azure deployment's URL needs its API version: "
+                                             r"\.\.\./deployments/NAME\?api-version="):
+        await llm.generate("q")
+    await llm.close()
+
+
 def test_a_local_model_takes_no_headers() -> None:
     with pytest.raises(BadInput, match="runs the model in this process and sends no request"):
         open_llm("local:/nowhere/model.gguf", headers={"api-key": SECRET})
