@@ -1,8 +1,10 @@
-"""API keys for the HTTP endpoints (``traversals serve`` and ``traversals mcp --transport
+"""Who may call the HTTP endpoints (``traversals serve`` and ``traversals mcp --transport
 http``): an ASGI middleware that lets a request through only with ``Authorization: Bearer
-KEY`` for one of the keys, and the reading of the keys from a file or the environment.
+KEY`` for one of the keys, the reading of the keys from a file or the environment, and one
+that lets a request through only when its ``Host`` names this server
+(:class:`HostCheck`: a web page cannot reach a server on 127.0.0.1 by DNS rebinding).
 
-With no key configured nothing is checked (the default on 127.0.0.1). Keys are compared in
+With no key configured no key is checked (the default on 127.0.0.1). Keys are compared in
 constant time and never written to a message or a log.
 """
 
@@ -94,6 +96,50 @@ class BearerAuth:
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b'Bearer realm="traversals"')]})
+        await send({"type": "http.response.body", "body": body})
+
+
+#: the names a server listening on 127.0.0.1 / ::1 is called by (any port)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class HostCheck:
+    """ASGI middleware: an HTTP request whose ``Host`` header (without its port) is not one of
+    ``hosts`` is answered 421 in the service's error shape. A page on another site that makes
+    its name resolve to 127.0.0.1 (DNS rebinding) reaches a local server as its own origin,
+    with its own name in ``Host``: refused here. Names are compared without case; no hosts:
+    every request passes."""
+
+    def __init__(self, app: Any, *, hosts: Iterable[str]) -> None:
+        self.app = app
+        self.hosts = {h.strip().lower() for h in hosts if h.strip()}
+        if "*" in self.hosts:  # any name: no check
+            self.hosts = set()
+
+    @staticmethod
+    def _host(headers: Iterable[tuple[bytes, bytes]]) -> str:
+        """The request's ``Host`` without its port, in lower case ("" when none is sent)."""
+        for name, value in headers:
+            if name.lower() == b"host":
+                host = value.decode("latin-1").strip().lower()
+                if host.startswith("["):  # an IPv6 address: [::1]:8000
+                    return host[: host.find("]") + 1]
+                return host.partition(":")[0]
+        return ""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.hosts:
+            await self.app(scope, receive, send)
+            return
+        host = self._host(scope.get("headers") or ())
+        if host in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        message = (f"this server answers requests for {', '.join(sorted(self.hosts))}, not {host or 'a request without a Host'}"
+                   " (behind a proxy or under another name: serve --allowed-host NAME)")
+        body = json.dumps({"error": {"type": "MisdirectedRequest", "message": message}}).encode()
+        await send({"type": "http.response.start", "status": 421,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -246,7 +246,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
-                     embedder=embedder, api_keys=api_keys, cors_origins=args.cors_origin or ())
+                     embedder=embedder, api_keys=api_keys, cors_origins=args.cors_origin or (),
+                     allowed_hosts=_allowed_hosts(args))
     # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
     service_log = logging.getLogger("traversals")
     if not service_log.handlers:
@@ -310,6 +311,18 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """The names ``serve`` answers under (:class:`~traversals.auth.HostCheck`): on a loopback
+    address its loopback names and each ``--allowed-host``; elsewhere only the
+    ``--allowed-host`` given (none: any)."""
+    from .auth import LOOPBACK_HOSTS, is_loopback
+
+    given = list(args.allowed_host or [])
+    if is_loopback(args.host):
+        given += [*LOOPBACK_HOSTS, args.host]
+    return given
+
+
 def _add_api_key_flag(p: argparse.ArgumentParser, only: str = "") -> None:
     p.add_argument("--api-key-file", metavar="FILE", default=None,
                    help=f"{only}accept only requests with 'Authorization: Bearer KEY' for a key in FILE (one a "
@@ -344,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="on Ctrl-C / SIGTERM, wait this long for questions being searched, then stop them "
                             "(default 30)")
+    serve.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
+                       help="a name clients reach the server by (its Host header), e.g. api.example.com behind a "
+                            "proxy (repeatable; * for any). On 127.0.0.1 only localhost, 127.0.0.1 and [::1] are "
+                            "answered besides these, so no web page reaches the server by DNS rebinding; on "
+                            "another address any name is, unless some are given")
     serve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                        help="a web page's origin whose scripts may call the API from a browser, e.g. "
                             "https://app.example.com or http://localhost:3000 (repeatable; * for any page; "

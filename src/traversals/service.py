@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
-from .auth import BearerAuth, Unauthorized, check_key
+from .auth import BearerAuth, HostCheck, Unauthorized, check_key
 from .embed import Embedder, open_embedder
 from .errors import (
     BadInput,
@@ -295,6 +295,7 @@ def create_app(
     embedder: Embedder | None = None,
     api_keys: Sequence[str] = (),
     cors_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
 ):
     """The ASGI application (Starlette). ``prepare(llm)`` runs once at startup (probe an
     endpoint's log-probabilities); the LLM and KGs are closed at shutdown unless
@@ -303,7 +304,10 @@ def create_app(
     closed at shutdown with the LLM. With ``api_keys`` every request but ``GET /health``
     needs ``Authorization: Bearer KEY`` for one of them (:class:`~traversals.auth.BearerAuth`:
     401 otherwise). ``cors_origins`` are the web pages' origins (``https://app.example``, or
-    ``*``) whose scripts may call the API from a browser (:func:`cors_middleware`)."""
+    ``*``) whose scripts may call the API from a browser (:func:`cors_middleware`). With
+    ``allowed_hosts`` a request whose ``Host`` names none of them gets 421
+    (:class:`~traversals.auth.HostCheck`; ``traversals serve`` on 127.0.0.1 allows its
+    loopback names only, so that no web page reaches it by DNS rebinding)."""
     try:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
@@ -408,8 +412,9 @@ def create_app(
         # curl (without -L) and many clients show as an empty reply instead of following it
         routes=[Route(path + slash, endpoint, methods=[method])
                 for path, endpoint, method in endpoints for slash in ("", "/")],
-        # CORS outermost: a browser's preflight carries no key, and a 401 must say who may read it
-        middleware=[*cors_middleware(cors_origins),
+        # a request for another host is refused first; then CORS: a browser's preflight carries no
+        # key, and a 401 must say who may read it
+        middleware=[Middleware(HostCheck, hosts=allowed_hosts), *cors_middleware(cors_origins),
                     Middleware(BearerAuth, keys=[check_key(k, "api_keys") for k in api_keys]),
                     Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},

@@ -39,6 +39,10 @@ def test_serve_with_a_key_file_refuses_requests_without_the_key(tmp_path):
                                                        "Access-Control-Request-Method": "POST",
                                                        "Access-Control-Request-Headers": "authorization"})
         assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://localhost:3000"
+        # on 127.0.0.1 a request for another name (a page reaching it by DNS rebinding) is refused
+        rebound = httpx.get(base + "/v1/info", headers={"Host": f"attacker.example:{port}",
+                                                        "Authorization": f"Bearer {KEY}"})
+        assert rebound.status_code == 421
     finally:
         stop(proc)
     assert KEY not in (tmp_path / "serve.log").read_text(errors="replace")  # never logged

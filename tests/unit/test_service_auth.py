@@ -87,3 +87,35 @@ def test_serve_warns_when_it_listens_beyond_this_machine_without_a_key(capsys, m
     monkeypatch.setenv(API_KEY_ENV, "env-key-789")
     assert _api_keys(build_parser().parse_args(["serve", "--host", "0.0.0.0"]), "the service") == ["env-key-789"]
     assert capsys.readouterr().err == ""
+
+
+async def test_a_request_for_another_host_is_refused_with_421():
+    """serve on 127.0.0.1 answers its loopback names only: a page whose own name resolves to
+    127.0.0.1 (DNS rebinding) sends that name in Host and gets 421, before any key or search."""
+    from traversals.auth import LOOPBACK_HOSTS
+
+    factory = Factory()
+    async with client(factory, allowed_hosts=[*LOOPBACK_HOSTS, "api.example.com"]) as c:
+        answered = [await c.get("/v1/info", headers={"Host": host})
+                    for host in ("127.0.0.1:8000", "localhost", "LOCALHOST:8000", "[::1]:8000", "api.example.com")]
+        evil = await c.post("/v1/ask", json={"question": "q"}, headers={"Host": "attacker.example:8000"})
+        no_port_trick = await c.get("/health", headers={"Host": "127.0.0.1.attacker.example"})
+    assert [r.status_code for r in answered] == [200] * 5
+    assert evil.status_code == 421 and evil.json()["error"]["type"] == "MisdirectedRequest"
+    assert "not attacker.example" in evil.json()["error"]["message"] and "--allowed-host" in evil.json()["error"]["message"]
+    assert no_port_trick.status_code == 421
+    assert factory.built == []
+    async with client(Factory(), allowed_hosts=["*"]) as c:  # any name
+        assert (await c.get("/v1/info", headers={"Host": "anything.example"})).status_code == 200
+
+
+def test_serve_checks_the_host_on_a_loopback_address_only_unless_names_are_given():
+    from traversals.cli import _allowed_hosts, build_parser
+
+    def hosts(*argv: str) -> set[str]:
+        return set(_allowed_hosts(build_parser().parse_args(["serve", *argv])))
+
+    assert hosts() == {"127.0.0.1", "localhost", "[::1]"}
+    assert hosts("--allowed-host", "api.example.com") == {"127.0.0.1", "localhost", "[::1]", "api.example.com"}
+    assert hosts("--host", "0.0.0.0") == set()  # reached by any name: the API key guards it
+    assert hosts("--host", "0.0.0.0", "--allowed-host", "api.example.com") == {"api.example.com"}
