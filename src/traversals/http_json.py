@@ -21,6 +21,9 @@ share.
 - **headers**: ``headers`` are sent with every request (a gateway's key, Azure's ``api-key``),
   checked first (:func:`traversals.headers.check_headers`); an ``Authorization`` header
   takes the API key's place, and both at once are refused;
+- **expiring tokens**: with ``token`` (:class:`~traversals.tokens.CommandToken`) each request
+  carries ``Authorization: Bearer`` the command's token; a 401/403 fetches a new one and
+  sends the request once more;
 - **query**: a query in ``base_url`` (Azure's ``?api-version=``) goes after each path;
 - **secrets**: no message holds the API key, a header's value, a password in the URL or a
   credential in its query (``?key=``, :func:`traversals.validate.url_secrets`),
@@ -49,6 +52,7 @@ import httpx
 
 from .errors import BadInput, TraversalsError
 from .headers import check_headers
+from .tokens import CommandToken
 from .retry import backoff_delay, parse_retry_after
 from .validate import http_url, shown_url, url_secrets
 
@@ -177,6 +181,7 @@ class JsonPoster:
         unavailable: type[TraversalsError],
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        token: CommandToken | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         max_concurrency: int = 8,
@@ -208,6 +213,11 @@ class JsonPoster:
         if api_key and any(h.lower() == "authorization" for h in extra):
             raise BadInput(f"{name}: both an API key and an Authorization header are given; give one "
                            "(the key is sent as 'Authorization: Bearer KEY')")
+        if token is not None and (api_key or any(h.lower() == "authorization" for h in extra)):
+            raise BadInput(f"{name}: a token command ({token.what}) and an API key or an Authorization header are "
+                           "given; give one (the token is sent as 'Authorization: Bearer TOKEN')")
+        #: where each request's bearer token comes from (None: the key or headers alone)
+        self.token = token
         #: the names of the headers given (their values are secrets), for messages
         self.header_names = list(extra)
         self._secrets = [api_key] if api_key else []
@@ -244,30 +254,45 @@ class JsonPoster:
         return shown_url(self.url_of(path))
 
     def redact(self, text: str) -> str:
-        """``text`` with the API key and a URL password replaced by ``***``."""
-        for secret in self._secrets:
+        """``text`` with the API key, header values, a URL's password or ``?key=`` and every
+        token of the token command replaced by ``***``."""
+        issued = sorted(self.token.issued, key=len, reverse=True) if self.token is not None else []
+        for secret in [*issued, *self._secrets]:
             text = text.replace(secret, "***")
         return text
 
     def _backoff(self, attempt: int) -> float:
         return backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
 
-    async def _send(self, url: str, body: dict[str, Any]) -> httpx.Response:
+    async def _send(self, url: str, body: dict[str, Any], bearer: str | None) -> httpx.Response:
         """One attempt, the whole of it within ``timeout`` (httpx bounds each read only)."""
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer is not None else None
         async with self._sem:
             try:
-                return await asyncio.wait_for(self._client.post(url, json=body), self.timeout)
+                return await asyncio.wait_for(self._client.post(url, json=body, headers=headers), self.timeout)
             except asyncio.TimeoutError:
                 raise httpx.ReadTimeout("the whole reply took too long") from None
+
+    async def _bearer(self, refused: str | None = None) -> str | None:
+        """The token command's token (a new one after ``refused`` was refused: None when the
+        command gives no other); its failure is ``unavailable``, as no request can succeed."""
+        if self.token is None:
+            return None
+        try:
+            return await (self.token.get() if refused is None else self.token.refresh(refused))
+        except TraversalsError as e:
+            raise self.unavailable(f"{self.name}: {e}") from None
 
     async def post(self, path: str, body: dict[str, Any], *, size: str | None = None) -> dict[str, Any]:
         """POST ``body`` to ``base_url + path``; the reply's JSON object. ``size`` says how
         long the input was, for a 400 that says it is too long."""
         url, shown = self.url_of(path), self.shown(path)
         attempt = 0
+        bearer = await self._bearer()
+        renewed = False  # a token refused is fetched anew once per request
         while True:
             try:
-                resp = await self._send(url, body)
+                resp = await self._send(url, body, bearer)
             except httpx.TimeoutException as e:
                 if isinstance(e, httpx.ConnectTimeout) and attempt < self.max_retries:
                     await self._sleep(self._backoff(attempt))
@@ -291,6 +316,12 @@ class JsonPoster:
                     f"{self.name}: cannot reach {shown} after {attempt + 1} attempts: "
                     f"{type(e).__name__}: {self.redact(str(e)) or 'connection failed'}"
                 ) from None
+            if resp.status_code in (401, 403) and bearer is not None and not renewed:
+                renewed = True
+                fresh = await self._bearer(refused=bearer)
+                if fresh is not None:
+                    bearer = fresh
+                    continue
             if 300 <= resp.status_code < 400:
                 raise self._redirected(resp, shown, path)
             if resp.status_code < 400:
@@ -356,8 +387,10 @@ class JsonPoster:
         err: TraversalsError
         if status in (401, 403):
             sent = (["the API key"] if self._has_key else []) + [f"header {h}" for h in self.header_names]
+            if self.token is not None:
+                sent.append(f"the token {self.token.what} printed (fetched anew, refused too)")
             hint = ("no API key was sent: set one (the CLI reads $OPENAI_API_KEY; or a header, --llm-header)"
-                    if not sent else "check the API key" if not self.header_names
+                    if not sent else "check the API key" if sent == ["the API key"]
                     else f"check the credentials sent: {', '.join(sent)}")
             err = self.unavailable(f"{msg} ({hint})")
         elif status == 404:  # a wrong base URL or model: every request would fail

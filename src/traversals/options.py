@@ -59,6 +59,11 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                         "(${VAR} is read from the environment, so no secret is on the command line); repeat it for "
                         "more. An Authorization header replaces $OPENAI_API_KEY's Bearer. --embedder openai:MODEL "
                         "gets them too when it uses the LLM's URL")
+    p.add_argument("--llm-token-command", default=None, metavar="CMD",
+                   help="openai: a command that prints a bearer token, run again when the server refuses it (tokens "
+                        "that expire: 'gcloud auth print-access-token' for Vertex AI, 'az account get-access-token "
+                        "--resource https://cognitiveservices.azure.com --query accessToken -o tsv' for Azure); "
+                        "replaces $OPENAI_API_KEY")
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
                         "also bounds --embedder openai:MODEL requests)")
@@ -534,7 +539,8 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     openai:MODEL``), ``--llm-template`` with it (the GGUF brings its own template) and
     ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size, and
     ``--llm-header`` with a local model, which sends no request; and a malformed
-    ``--llm-header`` or ``--embedder-header`` (:func:`headers_from_flag`). (:func:`open_llm_from_args` checks the same.)"""
+    ``--llm-header`` or ``--embedder-header`` (:func:`headers_from_flag`), an empty
+    ``--llm-token-command`` or one beside an ``Authorization`` header. (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
 
     spec = args.llm.strip().lower()
@@ -548,14 +554,21 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
         raise BadInput(f"--llm-template is the chat template for scoring through an OpenAI-compatible server's "
                        f"completions; --llm {args.llm} runs the model in this process with the GGUF's own template: "
                        "drop --llm-template")
-    if getattr(args, "llm_header", None) and not spec.startswith("openai") and not embedder_at_llm_url:
-        raise BadInput(f"--llm-header is sent to an OpenAI-compatible server: give --llm openai:MODEL with it "
-                       f"(--llm {args.llm} runs the model in this process and sends no request)")
+    for flag in ("--llm-header", "--llm-token-command"):
+        if getattr(args, flag_dest(flag), None) and not spec.startswith("openai") and not embedder_at_llm_url:
+            raise BadInput(f"{flag} is sent to an OpenAI-compatible server: give --llm openai:MODEL with it "
+                           f"(--llm {args.llm} runs the model in this process and sends no request)")
     if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
         raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")
-    headers_from_flag(args, "--llm-header", environ)
+    headers = headers_from_flag(args, "--llm-header", environ)
     headers_from_flag(args, "--embedder-header", environ)
+    command = getattr(args, "llm_token_command", None)
+    if command is not None and not command.strip():
+        raise BadInput("--llm-token-command: the command is empty")
+    if command and any(h.lower() == "authorization" for h in headers):
+        raise BadInput("--llm-token-command and an --llm-header Authorization both set the Authorization header; "
+                       "give one")
 
 
 def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
@@ -573,10 +586,12 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
         extra["timeout"] = getattr(args, "llm_timeout", 120.0)
         if headers:
             extra["headers"] = headers
+        if token := _token(args):
+            extra["token"] = token
     if getattr(args, "n_ctx", None) is not None:  # local (refused above otherwise): its context size
         extra["n_ctx"] = args.n_ctx
     return open_llm(
-        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=_api_key(headers, environ),
+        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=_api_key(args, headers, environ),
         progress=say_on_stderr, **extra
     )
 
@@ -601,9 +616,20 @@ def headers_from_flag(args: argparse.Namespace, flag: str, environ: Mapping[str,
     return check_headers(out, flag, own=OWN_HEADERS, client=client)
 
 
-def _api_key(headers: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
-    """``$OPENAI_API_KEY``, unless an ``Authorization`` header given takes its place."""
-    return None if any(h.lower() == "authorization" for h in headers) else environ.get("OPENAI_API_KEY")
+def _api_key(args: argparse.Namespace, headers: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
+    """``$OPENAI_API_KEY``, unless an ``Authorization`` header or ``--llm-token-command``
+    takes its place."""
+    if getattr(args, "llm_token_command", None) or any(h.lower() == "authorization" for h in headers):
+        return None
+    return environ.get("OPENAI_API_KEY")
+
+
+def _token(args: argparse.Namespace):
+    """The bearer token source of ``--llm-token-command`` (None without it)."""
+    from .tokens import CommandToken
+
+    command = getattr(args, "llm_token_command", None)
+    return CommandToken(command, what="--llm-token-command") if command else None
 
 
 def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ):
@@ -611,7 +637,8 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     ``openai:MODEL`` gets its endpoint as the LLM does: ``--embedder-url``, else
     ``--llm-url``, else ``$OPENAI_BASE_URL``; ``--embedder-api-key``, else
     ``$OPENAI_API_KEY``; ``--embedder-header``, else the ``--llm-header`` values when its URL
-    is the LLM's; ``--llm-timeout`` bounds one request. Raises
+    is the LLM's, and there ``--llm-token-command`` too unless a key or an ``Authorization``
+    header of its own is given; ``--llm-timeout`` bounds one request. Raises
     :class:`~traversals.errors.BadInput` when no URL is given."""
     from .embed import open_embedder
     from .embed.factory import DEFAULT_EMBEDDER
@@ -626,8 +653,12 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     headers = headers_from_flag(args, "--embedder-header", environ)
     if not getattr(args, "embedder_header", None) and same:
         headers = headers_from_flag(args, "--llm-header", environ)
-    api_key = getattr(args, "embedder_api_key", None) or _api_key(headers, environ)
-    return open_embedder(spec, url=url, api_key=api_key, headers=headers, timeout=getattr(args, "llm_timeout", None))
+    own_key = getattr(args, "embedder_api_key", None)
+    authorization = any(h.lower() == "authorization" for h in headers)
+    token = _token(args) if same and not own_key and not authorization else None  # at the LLM's URL alone
+    api_key = own_key or (None if token or authorization else environ.get("OPENAI_API_KEY"))
+    return open_embedder(spec, url=url, api_key=api_key, headers=headers, token=token,
+                         timeout=getattr(args, "llm_timeout", None))
 
 
 #: flags whose values are secrets, with the shortest abbreviation argparse takes for each

@@ -114,3 +114,55 @@ def test_eval_with_llm_header_from_the_environment_records_no_key(proxy, monkeyp
     err = capsys.readouterr().err
     assert "HTTP 401" in err and "no API key was sent" in err and "--llm-header" in err and "--resume" in err
     assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip()
+
+
+class ExpiringTokenProxy(LocalApp):
+    """Forwards a request carrying ``Authorization: Bearer tok-N`` for the newest N it was
+    told of (:attr:`valid`) to the LLM server; each token is good for one answer, then it
+    expires (401), as an hour-long token does over a long evaluation."""
+
+    def __init__(self, upstream: str) -> None:
+        root = upstream.removesuffix("/v1")
+        self.valid = 1
+
+        def handle(handler, app) -> tuple[int, dict, bytes]:
+            if handler.headers.get("Authorization") != f"Bearer tok-{self.valid}":
+                body = {"error": {"message": f"token {handler.headers.get('Authorization', '')} expired"}}
+                return 401, {"Content-Type": "application/json"}, json.dumps(body).encode()
+            r = httpx.request(handler.command, root + handler.path, content=app.requests[-1]["body"], timeout=300,
+                              headers={"Content-Type": handler.headers.get("Content-Type", "application/json")})
+            self.valid += 1
+            return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
+
+        super().__init__(handle)
+        self.base = self.url.removesuffix("/query") + "/v1"
+
+
+def test_an_eval_goes_on_when_its_token_expires(llama_server, monkeypatch, tmp_path, capsys) -> None:
+    """--llm-token-command: every answer's token expires after it; the command is run again
+    at each refusal and the eval answers every question, with no token in its run directory."""
+    from traversals.cli import main
+
+    proxy = ExpiringTokenProxy(llama_server)
+    count = tmp_path / "count"
+    issue = tmp_path / "issue.py"
+    issue.write_text("import pathlib, sys\np = pathlib.Path(sys.argv[1])\nn = int(p.read_text()) + 1 if p.exists() "
+                     "else 1\np.write_text(str(n))\nprint(f'tok-{n}')\n")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"what is {i} plus {i}", "answers": [str(2 * i)]})
+                            + "\n" for i in range(1, 4)))
+    out = tmp_path / "run"
+    argv = ["eval", "questions", "--data", str(data), "--strategy", "cot", "--llm", "openai:qwen-small",
+            "--llm-url", proxy.base, "--llm-timeout", "300", "--no-progress", "--out", str(out),
+            "--llm-token-command", f"{sys.executable} {issue} {count}"]
+    monkeypatch.setattr(sys, "argv", ["traversals", *argv])
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["error"] is None and r["answer"] for r in rows)
+    assert int(count.read_text()) >= 3  # a new token for each question after the first
+    stored = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    assert "tok-1" not in stored and "--llm-token-command" in stored  # the command is recorded, no token

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..errors import BadInput
+from ..tokens import CommandToken
 from ..llm.models import EMBEDDING_MODEL, MODELS, default_cache_dir, ensure_model, names
 from .base import Embedder
 from .lexical import LexicalEmbedder
@@ -43,10 +44,12 @@ def open_embedder(
     url: str | None = None,
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
+    token: CommandToken | None = None,
     timeout: float | None = None,
 ) -> Embedder:
     """The embedder named by ``spec`` (module doc). ``url``, ``api_key``, ``headers`` (sent
-    with every request) and ``timeout`` (seconds a request may take) serve ``openai:MODEL``. Raises :class:`BadInput` for an
+    with every request), ``token`` (a bearer token command's) and ``timeout`` (seconds a
+    request may take) serve ``openai:MODEL``. Raises :class:`BadInput` for an
     unknown form or a missing URL; fetching errors propagate (``LLMUnavailable``,
     ``ModelIntegrityError``)."""
     spec = (spec or DEFAULT_EMBEDDER).strip()
@@ -67,8 +70,8 @@ def open_embedder(
         if not url.startswith(("http://", "https://")):
             raise BadInput(f"--embedder-url must be an http(s) URL, got {url!r}")
         if timeout is None:
-            return OpenAIEmbedder(url, model, api_key=api_key, headers=headers)
-        return OpenAIEmbedder(url, model, api_key=api_key, headers=headers, timeout=timeout)
+            return OpenAIEmbedder(url, model, api_key=api_key, headers=headers, token=token)
+        return OpenAIEmbedder(url, model, api_key=api_key, headers=headers, token=token, timeout=timeout)
     if kind != "sbert":
         raise BadInput(f"unknown embedder {spec!r}; use one of: {'; '.join(EMBEDDER_FORMS)}")
     target = arg.strip() or EMBEDDING_MODEL

@@ -37,6 +37,7 @@ import httpx
 
 from ..errors import EmbedderError, EmbedderUnavailable
 from ..http_json import JsonPoster
+from ..tokens import CommandToken
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -60,6 +61,7 @@ class OpenAIEmbedder:
         *,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        token: CommandToken | None = None,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         batch_size: int = 64,
@@ -87,6 +89,7 @@ class OpenAIEmbedder:
             unavailable=EmbedderUnavailable,
             api_key=api_key,
             headers=headers,
+            token=token,
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_concurrency=max_concurrency,

@@ -84,10 +84,11 @@ def open_llm(
     if kind == "local":
         from traversals.llm.local import LlamaCppLLM
 
-        if kw.get("headers"):  # the model runs here: no request would carry them
-            raise BadInput(f"headers (--llm-header) are sent to an OpenAI-compatible server; --llm {spec} runs the "
-                           "model in this process and sends no request")
+        if kw.get("headers") or kw.get("token"):  # the model runs here: no request would carry them
+            raise BadInput(f"headers and tokens (--llm-header, --llm-token-command) are sent to an OpenAI-compatible "
+                           f"server; --llm {spec} runs the model in this process and sends no request")
         kw.pop("headers", None)
+        kw.pop("token", None)
         path = resolve_local_model(arg, cache_dir=cache_dir, progress=progress)
         name = f"local:{arg or DEFAULT_MODEL}" if (arg or DEFAULT_MODEL) in MODELS else None
         kw.setdefault("name", name)

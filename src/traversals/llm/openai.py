@@ -55,6 +55,7 @@ import httpx
 
 from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.http_json import JsonPoster
+from traversals.tokens import CommandToken
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
 
@@ -138,6 +139,7 @@ class OpenAICompatibleLLM:
         api_key: str | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        token: CommandToken | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         max_concurrency: int = 8,
@@ -173,6 +175,7 @@ class OpenAICompatibleLLM:
             unavailable=LLMUnavailable,
             api_key=api_key,
             headers=headers,
+            token=token,
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_concurrency=max_concurrency,
