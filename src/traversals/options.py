@@ -26,6 +26,10 @@ def add_kg_flags(p: argparse.ArgumentParser) -> None:
                         "${TOKEN}' (${VAR} is read from the environment, so no secret is on the command line): "
                         "to the only endpoint given, or KG=... to the one given as --kg KG=URL; repeat it for "
                         "more. A user and password go in the endpoint URL: https://USER:PASSWORD@host/sparql")
+    p.add_argument("--kg-token-command", action="append", default=None, metavar="[KG=]CMD",
+                   help="a command that prints a bearer token for a SPARQL endpoint, run again whenever the endpoint "
+                        "refuses it (tokens that expire: an OAuth tool, a cloud CLI): for the only endpoint given, "
+                        "or KG=... for the one given as --kg KG=URL")
     p.add_argument("--label-predicate", action="append", default=None, metavar="IRI",
                    help="the predicate entities are named with (a full IRI, or rdfs:, skos:, schema:, foaf:, "
                         "dcterms:, dc: NAME, e.g. foaf:name); repeat it for several, most preferred first. Given, "
@@ -472,6 +476,7 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
         "timeout": timeout,
         "label_predicates": label_predicates,
         "kg_headers": kg_headers_from_args(args, environ),
+        "kg_token_commands": list(getattr(args, "kg_token_command", None) or []),
     }
 
 
@@ -507,11 +512,13 @@ def unopened_kgs_note(args: argparse.Namespace) -> str | None:
     opened: docs/decisions.md), or None when none was."""
     from .kg.credentials import shown_kg_spec
 
-    kgs, headers = getattr(args, "kg", None), getattr(args, "kg_header", None)
-    if not (kgs or headers):
+    kgs = getattr(args, "kg", None)
+    sent = [flag for flag in ("--kg-header", "--kg-token-command") if getattr(args, flag_dest(flag), None)]
+    if not (kgs or sent):
         return None
-    unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor --kg-header sent' if headers else ''}"
-              if kgs else "--kg-header was not sent")
+    credentials = " or ".join(sent)
+    unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor ' + credentials + ' sent' if sent else ''}"
+              if kgs else f"{credentials} was not sent")
     return f"cot asks the LLM alone: {unused} (tree, chain, mcts, beam and retrieve search it)"
 
 

@@ -197,3 +197,27 @@ def test_an_eval_whose_credentials_are_refused_stops_and_records_no_error_row(pr
     assert main([*argv, "--kg", proxy.with_user("alice", PASSWORD), "--resume"]) == 0
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["hits@1"] for r in rows] == [1.0, 1.0, 1.0]
+
+
+def test_an_expiring_token_from_a_command_is_fetched_anew(proxy, monkeypatch, tmp_path, capsys) -> None:
+    """--kg-token-command: the endpoint refuses the first token the command prints (it
+    expired); the command runs again and the query goes through with the next one. No token
+    in the message of an endpoint that refuses them all."""
+    from traversals.cli import main
+
+    count = tmp_path / "count"
+    issue = tmp_path / "issue.py"
+    # the first run prints an expired token, every later one TOKEN-1 (the proxy's)
+    issue.write_text("import pathlib, sys\np = pathlib.Path(sys.argv[1])\nn = int(p.read_text()) + 1 if p.exists() "
+                     f"else 1\np.write_text(str(n))\nprint('expired-0' if n == 1 else {TOKEN!r})\n")
+    monkeypatch.setenv("TRAVERSALS_CACHE", str(tmp_path / "cache"))
+    command = f"{sys.executable} {issue} {count}"
+    assert main(["kg", "relations", "Charles Bail", "--kg", f"movies={proxy.url}", "--no-cache",
+                 "--kg-token-command", f"movies={command}"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == "~directed_by"
+    assert count.read_text() == "2" and "Bearer expired-0" in proxy.seen and proxy.seen[-1] == f"Bearer {TOKEN}"
+    assert main(["kg", "relations", "Charles Bail", "--kg", proxy.url, "--no-cache",
+                 "--kg-token-command", "echo never-accepted"]) == 2
+    err = capsys.readouterr().err
+    assert "refused access (HTTP 401" in err and "the token --kg-token-command printed" in err
+    assert "never-accepted" not in err.replace("echo never-accepted", "")  # the command is named, not its token

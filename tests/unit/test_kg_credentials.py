@@ -124,3 +124,28 @@ def test_a_wikidata_mirror_takes_headers_and_the_public_services_none() -> None:
         headers_for(["wikidata"], ["X-Key: k"])
     with pytest.raises(BadInput, match="wikidata:URL names a Wikidata mirror's SPARQL endpoint by an http"):
         check_kg_spec("wikidata:query.example.org")
+
+
+def test_a_token_command_goes_to_one_endpoint_and_runs_nothing_until_asked() -> None:
+    from traversals.kg.factory import credentials_for
+
+    specs = ["kb.txt", "ep=http://h/q", "other=http://g/q"]
+    got = credentials_for(specs, [], ["ep=gcloud auth print-access-token"])
+    assert [t.command if t else None for _, t in got] == [None, "gcloud auth print-access-token", None]
+    assert got[1][1].fetches == 0  # run at the endpoint's first query, not here
+    # a command that starts with an environment assignment is a command, not a KG's name
+    [(_, token)] = credentials_for(["http://h/q"], [], ["TOKEN_SCOPE=x vault read -field=t secret/kg"])
+    assert token.command == "TOKEN_SCOPE=x vault read -field=t secret/kg"
+    for specs_, commands, said in [
+        (specs, ["print-token"], "2 SPARQL endpoints are given; say which one"),
+        (["kb.txt"], ["print-token"], "no --kg is one"),
+        (["wikidata"], ["print-token"], "the public wikidata take none"),
+        (["f=kb.txt", "http://h/q"], ["f=print-token"], "--kg f is not a SPARQL endpoint"),
+        (["http://h/q"], ["a", "b"], "given twice"),
+        (["http://h/q"], [" "], "the command is empty"),
+        (["http://u:pw@h/q"], ["print-token"], "a user in the URL or an --kg-header Authorization"),
+    ]:
+        with pytest.raises(BadInput, match=said):
+            credentials_for(specs_, [], commands)
+    with pytest.raises(BadInput, match="sets the Authorization header"):
+        credentials_for(["http://h/q"], ["Authorization: Bearer x"], ["print-token"])

@@ -168,11 +168,11 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             raise BadInput(f"{dataset.name} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
                            "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
                            "(a SPARQL endpoint serving MusicBrainz)")
-    from ..kg.factory import headers_for, label_predicates_for
+    from ..kg.factory import credentials_for, label_predicates_for
     from ..kg.iris import DEFAULT_LABEL_PREDICATES
 
-    if strategy != "cot":  # a --kg-header no endpoint would take, before the run directory is made
-        headers_for(kg_specs, kg_headers_from_args(args, environ))
+    if strategy != "cot":  # credentials no endpoint would take, before the run directory is made
+        credentials_for(kg_specs, kg_headers_from_args(args, environ), args.kg_token_command or [])
 
     # what the KGs are labelled with, refused for Wikidata alone before the run directory is made
     label_predicates = (label_predicates_for(kg_specs, label_predicates_from_args(args))

@@ -19,6 +19,7 @@ import httpx
 from ..errors import BadInput
 from ..headers import check_headers as _check_headers
 from ..headers import parse_header
+from ..tokens import CommandToken
 from ..validate import shown_url
 from .specs import endpoint_parts
 
@@ -120,3 +121,37 @@ def assign_kg_headers(
             raise BadInput(f"{shown}: header {name} is given twice for {shown_kg_spec(specs[target])}; give it once")
         out[target][name] = value
     return [check_headers(h, f"--kg-header for {shown_kg_spec(spec)}") for h, spec in zip(out, specs)]
+
+
+def assign_token_commands(
+    specs: Sequence[str], commands: Sequence[str], endpoints: Sequence[bool], names: Sequence[str | None],
+) -> list[CommandToken | None]:
+    """The bearer token command each of ``specs`` is opened with, from ``--kg-token-command``
+    values: ``KG=CMD`` for the endpoint given as ``--kg KG=URL`` when KG is such a name (a
+    command may itself start with ``VAR=value``: only a name among the ``--kg`` given is read
+    as one), else the command for the only endpoint there is. :class:`BadInput` as
+    :func:`assign_kg_headers` says it, and for two commands for one endpoint. Nothing is run
+    here: a command runs at the endpoint's first query."""
+    out: list[CommandToken | None] = [None for _ in specs]
+    endpoint_at = [i for i, is_endpoint in enumerate(endpoints) if is_endpoint]
+    for text in commands:
+        kg, eq, rest = text.partition("=")
+        if eq and kg.strip() in {n for n in names if n}:
+            target, command = names.index(kg.strip()), rest
+            if not endpoints[target]:
+                raise BadInput(f"--kg-token-command {kg.strip()}=...: --kg {kg.strip()} is not a SPARQL endpoint; "
+                               "only endpoints take tokens")
+        elif not endpoint_at:
+            raise BadInput("--kg-token-command: tokens go to a SPARQL endpoint, and no --kg is one "
+                           "(files, stores, the demo KG and the public wikidata take none)")
+        elif len(endpoint_at) > 1:
+            raise BadInput(f"--kg-token-command: {len(endpoint_at)} SPARQL endpoints are given; say which one the "
+                           "token goes to: name it (--kg NAME=URL) and give --kg-token-command 'NAME=COMMAND'")
+        else:
+            target, command = endpoint_at[0], text
+        if out[target] is not None:
+            raise BadInput(f"--kg-token-command is given twice for {shown_kg_spec(specs[target])}; give it once")
+        if not command.strip():
+            raise BadInput(f"--kg-token-command for {shown_kg_spec(specs[target])}: the command is empty")
+        out[target] = CommandToken(command, what="--kg-token-command")
+    return out

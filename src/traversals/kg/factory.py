@@ -43,10 +43,11 @@ from ..validate import shown_url
 from . import formats, iris
 from . import sparql_text as st
 from .base import KnowledgeGraph
-from .credentials import assign_kg_headers, parse_kg_header, shown_kg_spec
-from .specs import split_name
+from .credentials import assign_kg_headers, assign_token_commands, parse_kg_header, shown_kg_spec, split_userinfo
+from .specs import endpoint_parts, split_name
 
 if TYPE_CHECKING:
+    from ..tokens import CommandToken
     from .cache import QueryCache
     from .http import HttpClient, RateLimit
 
@@ -107,6 +108,7 @@ def open_kg(
     name: str | None = None,
     label_predicates: Sequence[str] | None = None,
     headers: Mapping[str, str] | None = None,
+    token: CommandToken | None = None,
     **remote: Unpack[RemoteOptions],
 ) -> KnowledgeGraph:
     """Open the KG described by ``spec``; raises :class:`BadInput` for an unusable spec.
@@ -119,12 +121,13 @@ def open_kg(
     are dropped, so each back end keeps its own default (``timeout``: 30 s, 60 s for
     Wikidata). ``headers`` go with every request to a SPARQL endpoint (``{"Authorization":
     "Bearer TOKEN"}``; a user and password go in its URL, ``https://USER:PASSWORD@host/...``);
-    any other KG is refused them."""
+    any other KG is refused them, and so is ``token`` (a bearer token a command prints,
+    :class:`~traversals.tokens.CommandToken`, fetched anew when the endpoint refuses it)."""
     preds = label_predicates_for([spec], label_predicates, what="label_predicates")
     kind, target, given = check_kg_spec(spec)
     name = name or given
-    if headers and (kind not in ("sparql", "wikidata") or target == "wikidata"):
-        raise BadInput(f"headers go to a SPARQL endpoint; {shown_kg_spec(spec)!r} is not one")
+    if (headers or token) and (kind not in ("sparql", "wikidata") or target == "wikidata"):
+        raise BadInput(f"headers and tokens go to a SPARQL endpoint; {shown_kg_spec(spec)!r} is not one")
     if kind == "demo":
         from .store import OxigraphKG
 
@@ -136,12 +139,12 @@ def open_kg(
             return WikidataKG(**_backend_options(name, remote))
         # a mirror: its SPARQL endpoint alone, and no rate limit meant for the public service unless given
         mirror: dict[str, Any] = {"rate_limit": None, **_backend_options(name, remote)}
-        return WikidataKG(target, api_url=None, headers=headers, **mirror)
+        return WikidataKG(target, api_url=None, headers=headers, token=token, **mirror)
     if kind == "sparql":
         from .sparql import SparqlKG
 
         return SparqlKG(
-            target, headers=headers, label_predicates=preds or iris.DEFAULT_LABEL_PREDICATES,
+            target, headers=headers, token=token, label_predicates=preds or iris.DEFAULT_LABEL_PREDICATES,
             **_backend_options(name, remote),
         )
     from .store import OxigraphKG
@@ -303,11 +306,33 @@ def headers_for(specs: Sequence[str], kg_headers: Sequence[str]) -> list[dict[st
     )
 
 
+def credentials_for(
+    specs: Sequence[str], kg_headers: Sequence[str], kg_token_commands: Sequence[str] = (),
+) -> list[tuple[dict[str, str], CommandToken | None]]:
+    """The headers and the token command each of ``specs`` is opened with
+    (:func:`headers_for`, :func:`~traversals.kg.credentials.assign_token_commands`), checked
+    without opening or running anything: :class:`BadInput` for credentials no endpoint
+    would take, and for a token command beside an ``Authorization`` header or a user in
+    the URL of the same endpoint."""
+    headers = headers_for(specs, kg_headers)
+    tokens = assign_token_commands(
+        specs, kg_token_commands, endpoints=[_is_endpoint(spec) for spec in specs],
+        names=[split_name(spec)[0] for spec in specs],
+    )
+    for spec, h, token in zip(specs, headers, tokens):
+        url = (endpoint_parts(spec) or ("", ""))[1]  # a token goes to endpoints only
+        if token is not None and (any(n.lower() == "authorization" for n in h) or split_userinfo(url)[1] is not None):
+            raise BadInput(f"--kg-token-command for {shown_kg_spec(spec)} sets the Authorization header, which a "
+                           "user in the URL or an --kg-header Authorization sets too; give one")
+    return list(zip(headers, tokens))
+
+
 def open_kgs(
     specs: Sequence[str] | None,
     *,
     label_predicates: Sequence[str] | None = None,
     kg_headers: Sequence[str] = (),
+    kg_token_commands: Sequence[str] = (),
     **remote: Unpack[RemoteOptions],
 ) -> list[KnowledgeGraph]:
     """Open several KGs (``[]`` or ``None`` -> the demo KG).
@@ -318,7 +343,9 @@ def open_kgs(
     :class:`BadInput`. ``label_predicates`` (:func:`label_predicates_for`) go to every KG
     but Wikidata, checked before any is opened. ``kg_headers`` are ``--kg-header`` values,
     ``[KG=]Name: value``, each sent to the SPARQL endpoint named KG or to the only one given
-    (:func:`~traversals.kg.credentials.assign_kg_headers`), checked before any is opened too.
+    (:func:`~traversals.kg.credentials.assign_kg_headers`), and ``kg_token_commands``
+    ``--kg-token-command`` values, ``[KG=]COMMAND`` (:func:`credentials_for`), checked before
+    any is opened too.
     """
     if not specs:
         specs = ["demo"]
@@ -340,10 +367,10 @@ def open_kgs(
     for g in set(named):
         if named.count(g) > 1:
             raise BadInput(f"two KGs are named {g!r} (NAME=SPEC); give each its own name")
-    headers = headers_for(specs, kg_headers)
+    credentials = credentials_for(specs, kg_headers, kg_token_commands)
     kgs = [
-        open_kg(spec, label_predicates=None if is_wikidata(spec) else preds, headers=h, **remote)
-        for spec, h in zip(specs, headers)
+        open_kg(spec, label_predicates=None if is_wikidata(spec) else preds, headers=h, token=token, **remote)
+        for spec, (h, token) in zip(specs, credentials)
     ]
     taken = {kg.name for kg in kgs}  # a suffix never takes a name another KG has (NAME=SPEC)
     seen: set[str] = set(named)  # a name the user gave stays; a default name gives way

@@ -59,7 +59,8 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import pyoxigraph
 
-from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout
+from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, TraversalsError
+from ..tokens import CommandToken
 from ..validate import http_url
 from .credentials import basic_auth, cache_identity, check_headers, split_userinfo
 from . import iris
@@ -245,6 +246,10 @@ class SparqlKG:
         Headers sent with every request to this endpoint, e.g. ``{"Authorization": "Bearer
         TOKEN"}`` (:func:`~traversals.kg.credentials.check_headers`); their values are never
         shown.
+    token:
+        A bearer token a command prints (:class:`~traversals.tokens.CommandToken`), sent as
+        ``Authorization: Bearer``; fetched anew when the endpoint refuses it (401/403), and
+        the query sent once more. Not with a user in the URL or an ``Authorization`` header.
     label_predicates, description_predicates:
         Predicates giving an entity's label / description, in order of preference (full
         IRIs; labels by default :data:`DEFAULT_LABEL_PREDICATES`: ``rdfs:label``,
@@ -293,6 +298,7 @@ class SparqlKG:
         *,
         name: str | None = None,
         headers: Mapping[str, str] | None = None,
+        token: CommandToken | None = None,
         label_predicates: Sequence[str] = DEFAULT_LABEL_PREDICATES,
         description_predicates: Sequence[str] = (SCHEMA_DESCRIPTION,),
         language: str | Sequence[str] = "en",
@@ -318,7 +324,13 @@ class SparqlKG:
         self._headers = check_headers(headers, f"SPARQL endpoint {self.endpoint_url}")
         #: the query cache's key for this endpoint: another user, or other headers, may be shown
         #: other data, so they key their own entries (no password; the headers by digest only)
-        self._cache_key = cache_identity(self.endpoint_url, self._user, self._headers)
+        if token is not None and (self._user is not None or any(h.lower() == "authorization" for h in self._headers)):
+            raise BadInput(f"SPARQL endpoint {self.endpoint_url}: a token command ({token.what}) and a user in the "
+                           "URL or an Authorization header are given; give one")
+        self._token = token
+        # a token command: its tokens change, the command says who asks
+        identity = {**self._headers, "Authorization": f"command {token.command}"} if token else self._headers
+        self._cache_key = cache_identity(self.endpoint_url, self._user, identity)
         self.label_predicates = tuple(label_predicates)
         self.description_predicates = tuple(description_predicates)
         if not self.label_predicates:
@@ -394,24 +406,57 @@ class SparqlKG:
         """One request to the endpoint with its credentials: a GET with ``form`` as the query
         string, or a form-encoded POST. A refusal of access says how to give credentials, or
         that those given were refused."""
-        headers = {**self._headers, "Accept": SPARQL_JSON}
-        try:
-            if post:
-                return await self.http.post(
-                    self.endpoint_url, data=form, headers=headers, what="SPARQL endpoint", auth=self._auth
+        bearer = await self._bearer()
+        renewed = False  # a refused token is fetched anew once per query
+        while True:
+            headers = {**self._headers, "Accept": SPARQL_JSON}
+            if bearer is not None:
+                headers["Authorization"] = f"Bearer {bearer}"
+            try:
+                if post:
+                    return await self.http.post(
+                        self.endpoint_url, data=form, headers=headers, what="SPARQL endpoint", auth=self._auth
+                    )
+                return await self.http.get(
+                    self.endpoint_url, params=form, headers=headers, what="SPARQL endpoint", auth=self._auth
                 )
-            return await self.http.get(
-                self.endpoint_url, params=form, headers=headers, what="SPARQL endpoint", auth=self._auth
-            )
-        except KGAuthError as e:
-            given = [f"user {self._user!r}"] if self._user is not None else []
-            given += [f"header {name}" for name in self._headers]
-            if given:
-                hint = f"the credentials given ({', '.join(given)}) were refused"
-            else:
-                hint = ("it wants credentials: a user and password in the URL (https://USER:PASSWORD@host/...) "
-                        "or a header (--kg-header 'Authorization: Bearer TOKEN'; headers= in the library)")
-            raise KGAuthError(f"{e}; {hint}") from None
+            except KGAuthError as e:
+                if bearer is not None and not renewed:
+                    renewed = True
+                    fresh = await self._bearer(refused=bearer)
+                    if fresh is not None:  # the token expired: the query once more with a new one
+                        bearer = fresh
+                        continue
+                raise self._refused(e) from None
+
+    async def _bearer(self, refused: str | None = None) -> str | None:
+        """The token command's token, or a new one after ``refused`` was refused (None when
+        there is no command, or it prints the refused token again); the command's failure is a
+        :class:`~traversals.errors.KGAuthError`: no query can succeed without credentials."""
+        if self._token is None:
+            return None
+        try:
+            return await (self._token.get() if refused is None else self._token.refresh(refused))
+        except TraversalsError as e:
+            raise KGAuthError(f"SPARQL endpoint {self.endpoint_url}: {e}") from None
+
+    def _refused(self, e: KGAuthError) -> KGAuthError:
+        """A refusal of access that says how to give credentials, or which were refused, with
+        no token or header value in it (a server may quote what it refused)."""
+        given = [f"user {self._user!r}"] if self._user is not None else []
+        given += [f"header {name}" for name in self._headers]
+        if self._token is not None:
+            given.append(f"the token {self._token.what} printed")
+        if given:
+            hint = f"the credentials given ({', '.join(given)}) were refused"
+        else:
+            hint = ("it wants credentials: a user and password in the URL (https://USER:PASSWORD@host/...) "
+                    "or a header (--kg-header 'Authorization: Bearer TOKEN'; headers= in the library)")
+        text = str(e)
+        secrets = [*self._headers.values(), *(self._token.issued if self._token is not None else [])]
+        for secret in sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return KGAuthError(f"{text}; {hint}")
 
     async def close(self) -> None:
         if self._owns_http:

@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 from urllib.parse import urlencode
 
 from ..errors import BadInput, KGQueryError
+from ..tokens import CommandToken
 from . import sparql_text as st
 from .base import Entity
 from .cache import QueryCache
@@ -66,6 +67,7 @@ class WikidataKG(SparqlKG):
         api_url: str | None = WIKIDATA_API_URL,
         *,
         headers: Mapping[str, str] | None = None,
+        token: CommandToken | None = None,
         name: str = "wikidata",
         language: str = "en",
         timeout: float = 60.0,
@@ -85,6 +87,7 @@ class WikidataKG(SparqlKG):
         super().__init__(
             sparql_url,
             headers=headers,
+            token=token,
             name=name,
             label_predicates=(RDFS_LABEL,),
             description_predicates=(SCHEMA_DESCRIPTION,),
