@@ -52,8 +52,8 @@ import httpx
 
 from .errors import BadInput, TraversalsError
 from .headers import check_headers
-from .tokens import CommandToken
 from .retry import backoff_delay, parse_retry_after
+from .tokens import CommandToken
 from .validate import http_url, shown_url, url_secrets
 
 __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
@@ -256,8 +256,8 @@ class JsonPoster:
     def redact(self, text: str) -> str:
         """``text`` with the API key, header values, a URL's password or ``?key=`` and every
         token of the token command replaced by ``***``."""
-        issued = sorted(self.token.issued, key=len, reverse=True) if self.token is not None else []
-        for secret in [*issued, *self._secrets]:
+        issued = [t for t in self.token.issued if len(t) >= 4] if self.token is not None else []
+        for secret in [*sorted(issued, key=len, reverse=True), *self._secrets]:
             text = text.replace(secret, "***")
         return text
 
@@ -388,7 +388,7 @@ class JsonPoster:
         if status in (401, 403):
             sent = (["the API key"] if self._has_key else []) + [f"header {h}" for h in self.header_names]
             if self.token is not None:
-                sent.append(f"the token {self.token.what} printed (fetched anew, refused too)")
+                sent.append(f"the token {self.token.what} printed")
             hint = ("no API key was sent: set one (the CLI reads $OPENAI_API_KEY; or a header, --llm-header)"
                     if not sent else "check the API key" if sent == ["the API key"]
                     else f"check the credentials sent: {', '.join(sent)}")
