@@ -10,11 +10,11 @@ never its value, and :func:`shown_header` hides the value where a command line i
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .errors import BadInput
 
-__all__ = ["check_headers", "parse_header", "shown_header"]
+__all__ = ["check_headers", "has_authorization", "parse_header", "shown_header"]
 
 #: an HTTP header name (RFC 9110 ``token``)
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -33,6 +33,12 @@ def parse_header(text: str, flag: str, scope: str = "") -> tuple[str, str]:
         raise BadInput(f"{flag}: a header is given as 'Name: value' (e.g. 'Authorization: Bearer TOKEN')"
                        f"{', or ' + scope if scope else ''}; this one has {'no name' if colon else 'no colon'}")
     return name, value.strip()
+
+
+def has_authorization(headers: Mapping[str, str] | Sequence[str]) -> bool:
+    """Whether ``headers`` (or their names) hold an ``Authorization`` header, in any case:
+    the one an API key, a user and password or a token command would also set."""
+    return any(name.lower() == "authorization" for name in headers)
 
 
 def shown_header(text: str) -> str:

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from .errors import BadInput, TraversalsError
-from .headers import check_headers
+from .headers import check_headers, has_authorization
 from .retry import backoff_delay, parse_retry_after
 from .tokens import CommandToken
 from .validate import http_url, shown_url, url_secrets
@@ -210,10 +210,10 @@ class JsonPoster:
         self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
         api_key = (api_key or "").strip()
         extra = check_headers(headers, f"{name}: headers", own=OWN_HEADERS, client="the client")
-        if api_key and any(h.lower() == "authorization" for h in extra):
+        if api_key and has_authorization(extra):
             raise BadInput(f"{name}: both an API key and an Authorization header are given; give one "
                            "(the key is sent as 'Authorization: Bearer KEY')")
-        if token is not None and (api_key or any(h.lower() == "authorization" for h in extra)):
+        if token is not None and (api_key or has_authorization(extra)):
             raise BadInput(f"{name}: a token command ({token.what}) and an API key or an Authorization header are "
                            "given; give one (the token is sent as 'Authorization: Bearer TOKEN')")
         #: where each request's bearer token comes from (None: the key or headers alone)

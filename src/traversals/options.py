@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .headers import has_authorization
+
 
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
@@ -573,7 +575,7 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     command = getattr(args, "llm_token_command", None)
     if command is not None and not command.strip():
         raise BadInput("--llm-token-command: the command is empty")
-    if command and any(h.lower() == "authorization" for h in headers):
+    if command and has_authorization(headers):
         raise BadInput("--llm-token-command and an --llm-header Authorization both set the Authorization header; "
                        "give one")
 
@@ -626,7 +628,7 @@ def headers_from_flag(args: argparse.Namespace, flag: str, environ: Mapping[str,
 def _api_key(args: argparse.Namespace, headers: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
     """``$OPENAI_API_KEY``, unless an ``Authorization`` header or ``--llm-token-command``
     takes its place."""
-    if getattr(args, "llm_token_command", None) or any(h.lower() == "authorization" for h in headers):
+    if getattr(args, "llm_token_command", None) or has_authorization(headers):
         return None
     return environ.get("OPENAI_API_KEY")
 
@@ -661,7 +663,7 @@ def open_embedder_from_args(args: argparse.Namespace, environ: Mapping[str, str]
     if not getattr(args, "embedder_header", None) and same:
         headers = headers_from_flag(args, "--llm-header", environ)
     own_key = getattr(args, "embedder_api_key", None)
-    authorization = any(h.lower() == "authorization" for h in headers)
+    authorization = has_authorization(headers)
     token = _token(args) if same and not own_key and not authorization else None  # at the LLM's URL alone
     api_key = own_key or (None if token or authorization else environ.get("OPENAI_API_KEY"))
     return open_embedder(spec, url=url, api_key=api_key, headers=headers, token=token,

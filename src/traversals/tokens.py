@@ -18,7 +18,7 @@ import contextlib
 import os
 import signal
 
-from .errors import TraversalsError
+from .errors import BadInput, TraversalsError
 
 __all__ = ["CommandToken"]
 
@@ -30,16 +30,15 @@ class CommandToken:
     """A bearer token printed by ``command`` (module doc). :meth:`get` runs the command the
     first time and returns its token afterwards; :meth:`refresh` runs it again after the
     server refused ``stale`` (once for many concurrent requests refused together). A command
-    that fails, times out or prints no usable token raises ``error`` (the caller's class:
-    an unreachable-LLM error stops an evaluation, resumable) naming ``what`` and the command."""
+    that fails, times out or prints no usable token raises :class:`TraversalsError` naming
+    ``what`` and the command; the HTTP clients raise it again as their own class (an
+    unreachable LLM, a refused KG: an evaluation stops, resumable)."""
 
-    def __init__(self, command: str, *, what: str = "--llm-token-command", error: type[Exception] = TraversalsError,
-                 timeout: float = COMMAND_TIMEOUT) -> None:
+    def __init__(self, command: str, *, what: str = "--llm-token-command", timeout: float = COMMAND_TIMEOUT) -> None:
         if not isinstance(command, str) or not command.strip():
-            raise error(f"{what}: the command is empty")
+            raise BadInput(f"{what}: the command is empty")
         self.command = command.strip()
         self.what = what
-        self.error = error
         self.timeout = timeout
         #: every token the command printed (the HTTP clients hide them in messages)
         self.issued: list[str] = []
@@ -73,23 +72,23 @@ class CommandToken:
                 self.command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True)  # its own group: stopped whole
         except OSError as e:
-            raise self.error(f"{shown} could not be run: {e.strerror or e}") from None
+            raise TraversalsError(f"{shown} could not be run: {e.strerror or e}") from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):  # the shell and what it started
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            raise self.error(f"{shown} printed no token within {self.timeout:g} s (does it wait for a login?)") from None
+            raise TraversalsError(f"{shown} printed no token within {self.timeout:g} s (does it wait for a login?)") from None
         self.fetches += 1
         if proc.returncode != 0:
             tail = " ".join(err.decode("utf-8", "replace").split())[-200:]
-            raise self.error(f"{shown} failed (exit status {proc.returncode})" + (f": {tail}" if tail else ""))
+            raise TraversalsError(f"{shown} failed (exit status {proc.returncode})" + (f": {tail}" if tail else ""))
         token = out.decode("utf-8", "replace").strip()
         if not token:
-            raise self.error(f"{shown} printed nothing: it should print the token alone")
+            raise TraversalsError(f"{shown} printed nothing: it should print the token alone")
         if not all(" " < c <= "~" for c in token):  # the token itself is not shown: it may be one
-            raise self.error(f"{shown} printed more than a token (spaces, several lines or non-ASCII characters): "
+            raise TraversalsError(f"{shown} printed more than a token (spaces, several lines or non-ASCII characters): "
                              "it should print the token alone")
         self._token = token
         self.issued.append(token)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypedDict, Unpack, cast
 
 from ..errors import BadInput
+from ..headers import has_authorization
 from ..validate import shown_url
 from . import formats, iris
 from . import sparql_text as st
@@ -321,7 +322,7 @@ def credentials_for(
     )
     for spec, h, token in zip(specs, headers, tokens):
         url = (endpoint_parts(spec) or ("", ""))[1]  # a token goes to endpoints only
-        if token is not None and (any(n.lower() == "authorization" for n in h) or split_userinfo(url)[1] is not None):
+        if token is not None and (has_authorization(h) or split_userinfo(url)[1] is not None):
             raise BadInput(f"--kg-token-command for {shown_kg_spec(spec)} sets the Authorization header, which a "
                            "user in the URL or an --kg-header Authorization sets too; give one")
     return list(zip(headers, tokens))

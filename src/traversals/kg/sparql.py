@@ -60,6 +60,7 @@ import httpx
 import pyoxigraph
 
 from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, TraversalsError
+from ..headers import has_authorization
 from ..tokens import CommandToken
 from ..validate import http_url
 from .credentials import basic_auth, cache_identity, check_headers, split_userinfo
@@ -324,7 +325,7 @@ class SparqlKG:
         self._headers = check_headers(headers, f"SPARQL endpoint {self.endpoint_url}")
         #: the query cache's key for this endpoint: another user, or other headers, may be shown
         #: other data, so they key their own entries (no password; the headers by digest only)
-        if token is not None and (self._user is not None or any(h.lower() == "authorization" for h in self._headers)):
+        if token is not None and (self._user is not None or has_authorization(self._headers)):
             raise BadInput(f"SPARQL endpoint {self.endpoint_url}: a token command ({token.what}) and a user in the "
                            "URL or an Authorization header are given; give one")
         self._token = token
