@@ -26,6 +26,7 @@ except PackageNotFoundError:  # pragma: no cover - run from a source tree withou
 _EXPORTS = {
     "build_solver": "traversals.api", "SearchConfig": "traversals.api", "STRATEGIES": "traversals.api",
     "close_all": "traversals.api",
+    "PromptSet": "traversals.search.templates", "load_prompts": "traversals.search.templates",
     "Answer": "traversals.search.result", "Solver": "traversals.search.result",
     "open_kg": "traversals.kg.factory", "open_kgs": "traversals.kg.factory",
     "KnowledgeGraph": "traversals.kg.base", "Entity": "traversals.kg.base", "Relation": "traversals.kg.base",

@@ -23,6 +23,7 @@ from .search.kgset import KGSet
 from .search.machine import DEFAULT_SCREEN_LIMIT
 from .search.result import Answer, Solver
 from .search.retrieve import DEFAULT_HOPS as RETRIEVE_HOPS, DEFAULT_TOP_FACTS, MAX_HOPS as RETRIEVE_MAX_HOPS, RetrieveThenRead
+from .search.templates import PromptSet, load_prompts
 from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ class SearchConfig:
     #: seconds one call to a KG may take before the search fails with ``KGTimeout`` naming
     #: it (None: no bound of the search's own; remote backends have their request timeout)
     kg_timeout: float | None = None
+    #: the prompts' templates (:func:`~traversals.search.templates.load_prompts`): "default"
+    #: (instructions first, for prefix reuse), "paper" (Appendix F's order and words) or a
+    #: directory of NAME.txt files replacing default prompts
+    prompts: str = "default"
 
 
 def build_solver(
@@ -107,6 +112,7 @@ def build_solver(
     on_event: EventSink | None = None,
     embedder: Embedder | None = None,
     value_model: ValueModel | None = None,
+    prompts: PromptSet | None = None,
 ) -> Solver:
     """The solver for ``strategy``. ``on_event`` receives the search's events as they
     happen (:mod:`traversals.search.events`; the KG strategies only). ``embedder`` serves
@@ -114,14 +120,16 @@ def build_solver(
     ``config.embedder`` is opened (pass one to share a loaded model between solvers, as the
     service does). ``value_model`` is
     ``config.value_model`` already loaded (:func:`load_value_model`), shared the same way;
-    without it the file is read here."""
+    without it the file is read here. ``prompts`` is ``config.prompts`` already loaded
+    (:func:`~traversals.search.templates.load_prompts`), shared the same way."""
     cfg = config or SearchConfig()
     llm = checked(llm)  # a user's LLM that returns the wrong shape fails with a message naming it
     if on_event is not None and inspect.iscoroutinefunction(on_event):
         raise BadInput("on_event is called synchronously, so a coroutine function would never run: pass a plain "
                        "function (one that puts events on an asyncio.Queue, for instance)")
+    prompt_set = prompts or load_prompts(cfg.prompts)
     if strategy == "cot":  # no KG states: a value model (e.g. a server's default) has nothing to rate
-        return ChainOfThought(llm)
+        return ChainOfThought(llm, prompts=prompt_set)
     if strategy not in STRATEGIES:
         raise BadInput(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.decoding not in ("auto", "constrained", "sampled"):
@@ -152,7 +160,7 @@ def build_solver(
             raise BadInput(f"--max-hops with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around "
                            f"the question's entities), got {hops}")
         return RetrieveThenRead(llm, kgset, embedder or open_embedder(cfg.embedder), hops=hops,
-                                top_facts=cfg.top_facts, on_event=on_event)
+                                top_facts=cfg.top_facts, on_event=on_event, prompts=prompt_set)
     model = value_model or load_value_model(cfg)
     if model is not None:
         check_value_model(model, kgs)
@@ -167,7 +175,7 @@ def build_solver(
         hops = RWT_HOPS if cfg.max_hops is None else cfg.max_hops
         rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=hops,
                             beam_width=cfg.beam_width, beam_branch=cfg.beam_branch, c_puct=cfg.c_puct)
-        return cls(llm, kgset, rwt_cfg, rollout=rollout, critical=critical, on_event=on_event)
+        return cls(llm, kgset, rwt_cfg, rollout=rollout, critical=critical, on_event=on_event, prompts=prompt_set)
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
@@ -205,7 +213,7 @@ def build_solver(
         from .search.trained_value import TrainedValue
 
         value = TrainedValue(model)
-    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value)
+    return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value, prompts=prompt_set)
 
 
 def default_max_hops(strategy: str) -> int | None:

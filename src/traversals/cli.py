@@ -30,7 +30,7 @@ from .kg.factory import SPEC_HELP
 from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
-    add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
+    add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
@@ -60,6 +60,7 @@ def _add_search_flags(p: argparse.ArgumentParser) -> None:
     add_tree_flags(p)
     add_decoding_flag(p)
     add_value_flags(p)
+    add_prompts_flag(p)
     p.add_argument("--seed", type=int, default=0,
                    help="tree/chain: the search's random seed (default 0); it seeds every LLM call that samples "
                         "(sampled decoding's diverse samples), so such a run repeats on any endpoint")
@@ -105,6 +106,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         **({} if args.group_selection is None else {"group_selection": args.group_selection}),
         answers=args.answers,
         **({} if args.embedder is None else {"embedder": args.embedder}),
+        **({} if args.prompts is None else {"prompts": args.prompts}),
     )
 
 

@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
+from .search.templates import load_prompts
 from .embed import Embedder, open_embedder
 from .errors import BadInput, TraversalsError
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, KnowledgeGraph
@@ -91,8 +92,9 @@ def create_mcp_server(
     if embedder is None:  # RwT's critical model, loaded on first use, shared
         embedder = open_embedder(defaults.embedder)
     value_model = load_value_model(defaults)  # read once, not per answer_question
+    prompts = load_prompts(defaults.prompts)  # the same
     try:  # a default out of range (--threshold nan) fails here, not in every answer_question
-        build_solver("tree", llm, kgs, defaults, embedder=embedder, value_model=value_model)
+        build_solver("tree", llm, kgs, defaults, embedder=embedder, value_model=value_model, prompts=prompts)
     except BadInput as exc:
         raise BadInput(f"the server's default search settings: {exc}") from None
 
@@ -175,7 +177,7 @@ def create_mcp_server(
             config = parse_ask_request(body, default_strategy, defaults, limits).config
         except BadInput as exc:
             raise ToolError(str(exc)) from None
-        solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model)
+        solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model, prompts=prompts)
         nonlocal admitted
         if admitted >= limits.max_concurrency + limits.max_queue:  # no await since the check: no other call slips in
             running = min(admitted, limits.max_concurrency)

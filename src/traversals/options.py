@@ -99,6 +99,15 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def add_prompts_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prompts", default=None, metavar="SET|DIR",
+        help="the prompts' templates: default (the instructions first, so llama.cpp's cache reuses them), paper "
+             "(tree/chain: Appendix F's order and words, to reproduce the paper) or a directory of NAME.txt files "
+             "replacing default prompts (`traversals prompts --export DIR` writes them to edit; docs/prompts.md)",
+    )
+
+
 def add_value_flags(p: argparse.ArgumentParser) -> None:
     """What rates states besides the LLM: a trained value model, RwT's critical model."""
     p.add_argument(
@@ -200,6 +209,8 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--embedder-url": RWT + RETRIEVE,
     "--embedder-api-key": RWT + RETRIEVE,
     "--embedder-header": RWT + RETRIEVE,
+    # add_prompts_flag: every strategy renders its prompts from the set (paper's differ for tree/chain only)
+    "--prompts": TREE_SEARCH + ("cot",) + RWT + RETRIEVE,
 }
 #: :class:`~traversals.api.SearchConfig` fields no flag sets, and the strategies that read
 #: them: with the flags' table, what an eval's run.json records for each strategy

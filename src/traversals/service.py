@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
+from .search.templates import load_prompts
 from .auth import BearerAuth, HostCheck, Unauthorized, check_key
 from .embed import Embedder, open_embedder
 from .errors import (
@@ -326,8 +327,9 @@ def create_app(
         raise BadInput("at least one knowledge graph is needed")
     if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
         embedder = embedder or open_embedder(defaults.embedder)
-        # the value model too is read once, not per request
-        solver_factory = functools.partial(build_solver, embedder=embedder, value_model=load_value_model(defaults))
+        # so are the value model and the prompts' templates
+        solver_factory = functools.partial(build_solver, embedder=embedder, value_model=load_value_model(defaults),
+                                           prompts=load_prompts(defaults.prompts))
         # a default out of range (--threshold nan) fails here, not as a 400 to every request
         try:
             solver_factory("tree" if kgs else "cot", llm, kgs, defaults)

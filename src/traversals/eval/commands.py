@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..api import SearchConfig, default_max_hops
+from ..search.templates import BUILT_IN as BUILT_IN_PROMPTS, load_prompts
 from ..errors import BadInput
 from ..kg.credentials import shown_kg_spec
 from ..validate import shown_url
 from ..options import (
-    SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_rwt_flags,
+    SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags,
     add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
     open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
@@ -63,6 +64,7 @@ def add_eval_commands(subparsers: Any) -> None:
     add_kg_flags(ev)
     add_decoding_flag(ev)
     add_value_flags(ev)
+    add_prompts_flag(ev)
     ev.add_argument("--k", type=int, default=None, metavar="N", help="branching factor (default 3 for tree, 1 for chain)")
     ev.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 7")
     ev.add_argument("--max-expansions", type=int, default=None, metavar="N", help="default 20")
@@ -117,6 +119,13 @@ def unread_settings(strategy: str) -> list[str]:
     return ["search_seed" if k == "seed" else k for k in keys]
 
 
+def prompts_spec(given: str | None) -> str | None:
+    """``--prompts`` as run.json records it: a built-in set's name, or a directory's absolute path."""
+    if given is None or given in BUILT_IN_PROMPTS:
+        return given
+    return str(Path(given).expanduser().resolve())
+
+
 def _search_config(args: argparse.Namespace) -> SearchConfig:
     k = args.k if args.k is not None else {"tree": 3, "chain": 1}.get(args.strategy)
     # run.json records the hops the strategy walks (3 for mcts/beam, 1 for retrieve), not None
@@ -131,7 +140,8 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
               "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
               "prior_weight": args.prior_weight, "answer_choice": args.answer_choice,
               "group_selection": args.group_selection, "answers": args.answers, "embedder": args.embedder,
-              "value_model": str(Path(args.value_model).resolve()) if args.value_model else None}
+              "value_model": str(Path(args.value_model).resolve()) if args.value_model else None,
+              "prompts": prompts_spec(args.prompts)}
     return SearchConfig(**{name: v for name, v in wanted.items() if v is not None})
 
 
@@ -183,6 +193,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     # read (and refused if unusable) before the run directory is made; its hash goes into
     # run.json, so a resume after the file was retrained in place is refused
     value_model = load_value_model(search)
+    prompts = load_prompts(search.prompts)  # a directory's templates checked, and hashed for run.json
     url = args.llm_url or environ.get("OPENAI_BASE_URL")
     config: dict[str, Any] = {
         "strategy": strategy,
@@ -201,6 +212,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         **{("search_seed" if k == "seed" else k): v for k, v in dataclasses.asdict(search).items()},
         "command": shlex.join(_command_line()),
     }
+    config["prompts_sha256"] = prompts.sha256  # the words sent: a template edited in place is another run
     if value_model is not None:  # the bytes the run uses, read once, and what they predict with
         config["value_model_sha256"] = value_model.sha256
         config["value_model_digest"] = value_model.digest
@@ -223,7 +235,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         await prepare_llm(llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args, environ)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
-        shared: dict[str, Any] = {"embedder": embedder, "value_model": value_model}  # opened or read once here
+        shared: dict[str, Any] = {"embedder": embedder, "value_model": value_model, "prompts": prompts}  # opened or read once here
         return build_solver(strategy, llm, kgs, search, **{k: v for k, v in shared.items() if v is not None})
 
     try:

@@ -54,12 +54,14 @@ RESUME_MUST_MATCH = (
     "max_relations", "max_edges", "diverse_temperature", "evaluate_intermediate",
     # retrieve: the facts its prompt lists
     "top_facts",
+    # the prompts' templates (--prompts), and their words: a template edited in place is another run
+    "prompts", "prompts_sha256",
 )  # fmt: skip
 #: settings of :data:`RESUME_MUST_MATCH` that runs of older versions did not record, and what
 #: such a run used: a run recorded without one is compared as if it had recorded this, when
 #: the run resumed records the setting (before ``--label-predicate``, every KG but Wikidata
 #: was read with the default label predicates)
-RECORDED_SINCE: dict[str, Any] = {"label_predicates": list(DEFAULT_LABEL_PREDICATES)}
+RECORDED_SINCE: dict[str, Any] = {"label_predicates": list(DEFAULT_LABEL_PREDICATES), "prompts": "default"}
 
 
 def package_version() -> str:
@@ -375,6 +377,10 @@ def _setting_diff(key: str, old: Mapping, new: Mapping) -> str:
     if key == "llm_sha256":  # a hash alone does not say which model: its name too
         return (f"llm_sha256: {old[key]!r} (recorded, model {old.get('llm_model')!r}) vs {new[key]!r} "
                 f"(now, model {new.get('llm_model')!r}): another model answers")
+    if key == "prompts_sha256":
+        return (f"prompts_sha256: {old[key][:12]}... (recorded) vs {new[key][:12]}... (now): the prompts' words "
+                f"differ (a template of --prompts {new.get('prompts', 'default')} edited, or another version of "
+                "traversals)")
     if key == "kg":
         return f"kg: {old[key]!r} (recorded) vs {new[key]!r} (now)" + "".join(
             f" ({why})" for why in kg_changes(old, new)[1])

@@ -9,7 +9,7 @@ from typing import Sequence
 from ..llm.base import LLM, Usage
 from .linking import without_brackets
 from .result import NO_ANSWER, Answer
-from .templates import render
+from .templates import PromptSet, default_prompts
 
 _ANSWER = re.compile(r"ANSWER[ \t]*:[ \t]*(.*)", re.I)
 #: a list item's mark at the start of a line ("- ", "* ", "1. ", "2) ")
@@ -43,15 +43,16 @@ def extract_answer(text: str) -> str:
 class ChainOfThought:
     name = "cot"
 
-    def __init__(self, llm: LLM, *, max_tokens: int = 256) -> None:
+    def __init__(self, llm: LLM, *, max_tokens: int = 256, prompts: PromptSet | None = None) -> None:
         self.llm = llm
         self.max_tokens = max_tokens
+        self.prompts = prompts or default_prompts()
 
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         started = time.perf_counter()
         usage = Usage()
         query = without_brackets(question)
-        gen = await self.llm.generate(render("cot", query=query), n=1, temperature=0.0, max_tokens=self.max_tokens)
+        gen = await self.llm.generate(self.prompts.render("cot", query=query), n=1, temperature=0.0, max_tokens=self.max_tokens)
         usage.add_generation(gen)
         raw = gen.texts[0] if gen.texts else ""
         text = extract_answer(raw) or NO_ANSWER

@@ -24,7 +24,7 @@ from .choices import option_probs
 from .kgset import KGSet
 from .machine import normalise_label
 from .subgraph import shown
-from .templates import render
+from .templates import PromptSet, default_prompts
 
 _BRACKETS = re.compile(r"\[([^\[\]]+)\]")
 MAX_MENTIONS = 6
@@ -52,10 +52,11 @@ def parse_mentions(text: str, question: str) -> list[str]:
 
 
 class Linker:
-    def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool) -> None:
+    def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
         self.kgs = kgs
         self.constrained = constrained
+        self.prompts = prompts or default_prompts()
 
     async def initialize(self, question: str, usage: Usage, topic_entities: Sequence[str] | None = None) -> list[Entity]:
         mentions = list(topic_entities or []) or bracketed_mentions(question)
@@ -72,7 +73,7 @@ class Linker:
         return await self.kgs.merge(linked, usage, together=chosen)
 
     async def extract(self, question: str, usage: Usage) -> list[str]:
-        gen = await self.llm.generate(render("extract_entities", query=question), n=1, temperature=0.0, max_tokens=64)
+        gen = await self.llm.generate(self.prompts.render("extract_entities", query=question), n=1, temperature=0.0, max_tokens=64)
         usage.add_generation(gen)
         mentions = parse_mentions(gen.texts[0] if gen.texts else "", question)
         # Keep mentions that really occur in the question (a small model may answer it).
@@ -109,7 +110,7 @@ class Linker:
         lines = "\n".join(
             f"{i}: {shown(c.label)}" + (f" - {shown(c.description)}" if c.description else "") for i, c in zip(ids, cands)
         )
-        prompt = render("link_entity", query=question, mention=mention, options=lines)
+        prompt = self.prompts.render("link_entity", query=question, mention=mention, options=lines)
         if self.constrained:
             probs = await option_probs(self.llm, prompt, ids, usage)
             return cands[max(range(len(cands)), key=lambda i: probs[i])]

@@ -25,7 +25,7 @@ from ..kg.base import Entity, Relation, Relations
 from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph, omitted_marks, shown
-from .templates import render, template
+from .templates import PromptSet, default_prompts
 
 
 class State(str, enum.Enum):
@@ -266,9 +266,17 @@ class Machine:
     """Builds prompts, parses outputs, lists options and applies transitions."""
 
     def __init__(
-        self, kgs: KGSet, *, max_depth: int = 7, screen_limit: int = DEFAULT_SCREEN_LIMIT, group_option: bool = False
+        self,
+        kgs: KGSet,
+        *,
+        max_depth: int = 7,
+        screen_limit: int = DEFAULT_SCREEN_LIMIT,
+        group_option: bool = False,
+        prompts: PromptSet | None = None,
     ) -> None:
         self.kgs = kgs
+        #: the templates every prompt is rendered from (``--prompts``: default, paper, a directory)
+        self.prompts = prompts or default_prompts()
         self.max_depth = max_depth
         #: how many entities an expansion reached are checked for dead ends (0: none)
         self.screen_limit = screen_limit
@@ -285,12 +293,17 @@ class Machine:
         return node.state is State.DEFAULT and node.depth >= self.max_depth
 
     # -- prompts ---------------------------------------------------------------
+    def parts(self, query: str, node: Node) -> dict[str, str]:
+        """What every prompt of a node may show (:data:`~.templates.VARIABLES`): the preamble,
+        the query, the subgraph, the previous actions, and the context they make."""
+        parts = {
+            "preamble": self.prompts.text("preamble"), "query": query, "subgraph": node.subgraph.render(),
+            "history": "\n".join(node.history) if node.history else "(none)",
+        }
+        return {**parts, "context": self.prompts.render("context", **parts)}
+
     def context(self, query: str, node: Node) -> str:
-        history = "\n".join(node.history) if node.history else "(none)"
-        return render(
-            "context", preamble=template("preamble").template, query=query,
-            subgraph=node.subgraph.render(), history=history,
-        )
+        return self.parts(query, node)["context"]
 
     def prompt(
         self,
@@ -304,24 +317,24 @@ class Machine:
         """The node's state prompt. ``reverse_options``: a relation selection lists its
         options last to first (the choice asked again so that the order's influence is pooled out,
         ``TreeConfig.both_orders``)."""
-        ctx = self.context(query, node)
+        parts = self.parts(query, node)
+        render = self.prompts.render
         if node.state is State.DEFAULT:
             if force_answer or self.must_answer(node):
-                return render("answer_only", context=ctx, query=query)
+                return render("answer_only", **parts)
             names = [a.value for a in allowed_default_actions(node)]
-            return render("default", context=ctx, query=query, actions=", ".join(names[:-1]) + " or " + names[-1])
+            return render("default", **parts, actions=", ".join(names[:-1]) + " or " + names[-1])
         intent = expansion_goal(node.history) if intent is None else intent
         if node.state is State.SELECTING_ENTITIES:
             return render(
-                "selecting_entities", context=ctx, query=query, intent=intent or "(none)",
+                "selecting_entities", **parts, intent=intent or "(none)",
                 options=", ".join(text for text, _ in self.options(node)),
             )
         if node.state is State.SELECTING_RELATION:
             lines = self._relation_lines(node, reverse=reverse_options)
             return render(
                 "selecting_relation",
-                context=ctx,
-                query=query,
+                **parts,
                 intent=intent or "(none)",
                 selected=", ".join(node.subgraph.handle(e) for e in node.selected),
                 options="\n".join(lines),

@@ -38,7 +38,6 @@ from .machine import (
 )
 from .provenance import answerable_facts, reached_groups
 from .subgraph import MAX_SHOWN, Fact, shown
-from .templates import render
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -533,7 +532,7 @@ class Policy:
                 for letter, i in zip(letters, order)
             )
             scores = await self.llm.score(
-                render("compare_answers", query=query, options=lines), [" " + x for x in letters], transient=True
+                self.machine.prompts.render("compare_answers", query=query, options=lines), [" " + x for x in letters], transient=True
             )
             usage.add_scores(scores)
             out = [0.0] * len(names)

@@ -47,7 +47,7 @@ from .linking import Linker, without_brackets
 from .machine import normalise_label
 from .result import NO_ANSWER, Answer
 from .subgraph import shown
-from .templates import render
+from .templates import PromptSet, default_prompts
 
 T = TypeVar("T")
 
@@ -216,6 +216,7 @@ class RetrieveThenRead:
         concurrency: int = CONCURRENCY,
         max_tokens: int = MAX_TOKENS,
         on_event: EventSink | None = None,
+        prompts: PromptSet | None = None,
     ) -> None:
         if not 1 <= hops <= MAX_HOPS:
             raise ValueError(f"hops is 1 to {MAX_HOPS}, got {hops}")
@@ -226,6 +227,7 @@ class RetrieveThenRead:
         self.llm = llm
         self.kgs = kgs
         self.embedder = embedder
+        self.prompts = prompts or default_prompts()
         self.hops = hops
         self.top_facts = top_facts
         self.max_kg_calls = max_kg_calls
@@ -244,7 +246,7 @@ class RetrieveThenRead:
         started = time.perf_counter()
         usage = Usage()
         kgs = self.kgs.fresh()  # this question's links only
-        entities = await Linker(self.llm, kgs, constrained=self.constrained).initialize(question, usage, topic_entities)
+        entities = await Linker(self.llm, kgs, constrained=self.constrained, prompts=self.prompts).initialize(question, usage, topic_entities)
         if self.on_event is not None:
             self.on_event(events.linked(question, entities))
         query = without_brackets(question)
@@ -252,7 +254,7 @@ class RetrieveThenRead:
         given = gathered.best(self.top_facts)
         listed = with_walks(given)
         lines = "\n".join(f"- {f.line}" for f in listed) or (NO_FACTS_LINKED if entities else NO_FACTS)
-        gen = await self.llm.generate(render("retrieve", facts=lines, query=query), n=1, temperature=0.0,
+        gen = await self.llm.generate(self.prompts.render("retrieve", facts=lines, query=query), n=1, temperature=0.0,
                                       max_tokens=self.max_tokens)
         usage.add_generation(gen)
         raw = gen.texts[0] if gen.texts else ""

@@ -50,6 +50,7 @@ from .policy import Policy, grounded_sets, listed_labels
 from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
+from .templates import PromptSet, default_prompts
 from .value import NodeValue, ValueFunction
 
 
@@ -277,6 +278,7 @@ class TreeOfTraversals:
         name: str | None = None,
         on_event: EventSink | None = None,
         value: NodeValue | None = None,
+        prompts: PromptSet | None = None,
     ) -> None:
         self.llm = llm
         self.kgs = kgs
@@ -286,6 +288,8 @@ class TreeOfTraversals:
         self.on_event = on_event
         #: rates the nodes (e.g. a :class:`~.trained_value.TrainedValue`); None: the LLM (F.4/F.5)
         self.value = value
+        #: the templates the prompts are rendered from (:func:`~.templates.load_prompts`)
+        self.prompts = prompts or default_prompts()
 
     @property
     def constrained(self) -> bool:
@@ -296,7 +300,8 @@ class TreeOfTraversals:
         started = time.perf_counter()
         kgs = self.kgs.fresh()  # this question's links only
         machine = Machine(
-            kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends, group_option=cfg.group_selection
+            kgs, max_depth=cfg.max_depth, screen_limit=cfg.screen_dead_ends, group_option=cfg.group_selection,
+            prompts=self.prompts,
         )
         policy = Policy(
             self.llm,
@@ -317,7 +322,7 @@ class TreeOfTraversals:
             self.llm, machine, constrained=self.constrained, examples=cfg.value_examples,
             reasoning=cfg.value_reasoning,
         )
-        linker = Linker(self.llm, kgs, constrained=self.constrained)
+        linker = Linker(self.llm, kgs, constrained=self.constrained, prompts=self.prompts)
 
         # A given value function (a trained model) costs no LLM call: rate every node.
         default_intermediate = cfg.k > 1 or self.value is not None
@@ -463,6 +468,7 @@ class TreeOfTraversals:
             "strategy": self.name,
             "decoding": answer.decoding,
             "value_function": "llm" if self.value is None else type(self.value).__name__,
+            "prompts": {"name": self.prompts.name, "sha256": self.prompts.sha256},
             **(settings() if (settings := getattr(self.value, "settings", None)) else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [e.ref() for e in entities],

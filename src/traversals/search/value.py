@@ -17,7 +17,6 @@ from .choices import expected_rating
 from .machine import Action, Machine, Node, State
 from .policy import shown_answer
 from .provenance import answer_paths, render_paths
-from .templates import render, template
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
@@ -99,9 +98,10 @@ class ValueFunction:
         # The answer prompt starts with the same preamble as every ASM prompt only so that the
         # KV cache keeps it from one question to the next (~300 tokens not recomputed); the
         # examples (opt-in) follow it: a fixed text, before anything the node changes.
-        self._answer_head = template("preamble").template
+        prompts = machine.prompts
+        self._answer_head = prompts.text("preamble")
         if examples:
-            self._answer_head += "\n\n" + template("answer_value_examples").template
+            self._answer_head += "\n\n" + prompts.text("answer_value_examples")
         self._ratings: dict[tuple[str, str], float] = {}
         #: reasoned ratings by prompt: (the reasoning, the value read after it)
         self._reasoned: dict[str, tuple[str, float]] = {}
@@ -113,11 +113,11 @@ class ValueFunction:
             # full context the 1.5B model rated wrong answers as high as right ones; with
             # the path it ranks Florence Stone > Beatrice Stone > Sara Dylan (docs/decisions.md).
             # The answer is shown as the path shows its labels: one line, clipped (shown_answer).
-            return render(
-                "evaluate_answer", preamble=self._answer_head, query=query, answer=shown_answer(node.answer or ""),
-                path=render_paths(node), instruction=instruction,
+            return self.machine.prompts.render(
+                "evaluate_answer", **{**self.machine.parts(query, node), "preamble": self._answer_head},
+                answer=shown_answer(node.answer or ""), path=render_paths(node), instruction=instruction,
             )
-        return render("evaluate", context=self.machine.context(query, node))
+        return self.machine.prompts.render("evaluate", **self.machine.parts(query, node))
 
     def suggest(self, query: str, node: Node) -> list[Action]:
         """The LLM's value adds nothing to the policy's proposals (Algorithm 1)."""

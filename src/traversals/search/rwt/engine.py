@@ -23,6 +23,7 @@ from ..events import EventSink
 from ..kgset import KGSet
 from ..linking import Linker
 from ..result import NO_ANSWER, Answer
+from ..templates import PromptSet, default_prompts
 from .policy import RelationPolicy
 from .state import MemoEdges, PathNode, offered_relations, step
 from .value import CriticalModel, LLMRollout, RolloutModel, mix
@@ -67,13 +68,15 @@ class RwTSearch:
         rollout: RolloutModel | None = None,
         critical: CriticalModel | None = None,
         on_event: EventSink | None = None,
+        prompts: PromptSet | None = None,
     ) -> None:
         self.llm = llm
         self.kgs = kgs
         self.config = config or RwTConfig()
+        self.prompts = prompts or default_prompts()
         self.constrained = self.config.constrained and bool(getattr(llm, "can_score", False))
-        self.policy = RelationPolicy(llm, constrained=self.constrained)
-        self.rollout = rollout or LLMRollout(llm, constrained=self.constrained)
+        self.policy = RelationPolicy(llm, constrained=self.constrained, prompts=self.prompts)
+        self.rollout = rollout or LLMRollout(llm, constrained=self.constrained, prompts=self.prompts)
         self.critical = critical or CriticalModel()
         self.on_event = on_event
         #: the KG walks, remembered: a reversing relation is walked to check it before it is
@@ -136,7 +139,7 @@ class RwTSearch:
 
     async def start(self, question: str, topic_entities: Sequence[str] | None) -> tuple[PathNode, list[str], Usage]:
         usage = Usage()
-        entities = await Linker(self.llm, self.kgs, constrained=self.constrained).initialize(question, usage, topic_entities)
+        entities = await Linker(self.llm, self.kgs, constrained=self.constrained, prompts=self.prompts).initialize(question, usage, topic_entities)
         root = PathNode(id=0, entities=tuple(entities), usage=usage)
         guesses = await self.policy.guesses(question, root.usage)
         if self.on_event is not None:

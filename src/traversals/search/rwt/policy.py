@@ -17,7 +17,7 @@ from typing import Sequence
 from ...kg.base import Relation
 from ...llm.base import LLM, Usage
 from ..choices import option_probs
-from ..templates import render
+from ..templates import PromptSet, default_prompts
 from ..subgraph import shown
 from .state import PathNode, labels
 
@@ -38,14 +38,15 @@ def parse_guesses(text: str) -> list[str]:
 
 
 class RelationPolicy:
-    def __init__(self, llm: LLM, *, constrained: bool, max_tokens: int = 64) -> None:
+    def __init__(self, llm: LLM, *, constrained: bool, max_tokens: int = 64, prompts: PromptSet | None = None) -> None:
         self.llm = llm
+        self.prompts = prompts or default_prompts()
         self.constrained = constrained
         self.max_tokens = max_tokens
 
     async def guesses(self, question: str, usage: Usage) -> list[str]:
         gen = await self.llm.generate(
-            render("rwt_guess", question=question), prefix="<answer>[A:", n=1, temperature=0.0,
+            self.prompts.render("rwt_guess", question=question), prefix="<answer>[A:", n=1, temperature=0.0,
             max_tokens=self.max_tokens, stop=["</answer>", "\n"],
         )
         usage.add_generation(gen)
@@ -54,7 +55,7 @@ class RelationPolicy:
     def prompt(self, question: str, node: PathNode, relations: Sequence[Relation]) -> str:
         past = "" if node.parent is None else f" <past reasoning paths>[{node.path_text()}]</past reasoning paths>"
         handles = letters(len(relations))
-        return render(
+        return self.prompts.render(
             "rwt_relations", question=question, entities=labels(node.entities), past=past,
             relations=", ".join(f"{h}: {shown(r.display)}" for h, r in zip(handles, relations)),
         )

@@ -23,7 +23,7 @@ from typing import Protocol, Sequence
 from ...embed import Embedder, LexicalEmbedder, Vector, cosine
 from ...llm.base import LLM, Usage
 from ..choices import expected_rating
-from ..templates import render
+from ..templates import PromptSet, default_prompts
 from ..value import parse_rating
 from .state import PathNode, labels
 
@@ -67,16 +67,17 @@ class RolloutModel(Protocol):
 class LLMRollout:
     """The untrained stand-in for RwT's roll-out model: the policy LLM rates the state."""
 
-    def __init__(self, llm: LLM, *, constrained: bool) -> None:
+    def __init__(self, llm: LLM, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
         self.constrained = constrained
+        self.prompts = prompts or default_prompts()
         self._cache: dict[str, float] = {}
 
     def answer_value(self, question: str, node: PathNode) -> float | None:
         return None  # one rating serves the search and the answer
 
     async def value(self, question: str, node: PathNode, hops_left: int, usage: Usage) -> float:
-        prompt = render("rwt_value", question=question, path=node.path_text(), entities=labels(node.entities),
+        prompt = self.prompts.render("rwt_value", question=question, path=node.path_text(), entities=labels(node.entities),
                         hops_left=hops_left)
         if prompt in self._cache:
             return self._cache[prompt]
