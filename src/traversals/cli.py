@@ -34,6 +34,7 @@ from .options import (
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
+from .search.templates import load_prompts
 from .validate import unicode_text
 
 
@@ -160,6 +161,7 @@ async def _ask(args: argparse.Namespace) -> int:
     strategy = _strategy(args)
     refuse_unused_flags(strategy, args)
     refuse_unused_llm_flags(args)  # before a KG loads
+    prompts = load_prompts(args.prompts)  # a directory's templates checked before anything loads
     # RwT's critical model, retrieve's fact ranking
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam", "retrieve") else None
     # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one, but a
@@ -182,7 +184,7 @@ async def _ask(args: argparse.Namespace) -> int:
         await prepare_llm(llm)
         on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else status
         solver = build_solver(strategy, llm, kgs, _search_config(args, k=args.k), on_event=on_event,
-                              embedder=embedder)
+                              embedder=embedder, prompts=prompts)
         answer = await solver.ask(args.question)
     finally:
         if status is not None:
@@ -242,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # beside a chain default is the k of tree requests here)
     refuse_contradicting_flags("tree", args)
     refuse_unused_llm_flags(args)
+    load_prompts(args.prompts)  # a directory's templates checked before the model loads (and read again by the app)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
     defaults = _search_config(args, k=None if args.k == 1 else args.k)
     embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
@@ -275,6 +278,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     api_keys = _api_keys(args, "the MCP server") if args.transport != "stdio" else []
     refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
     refuse_unused_llm_flags(args)
+    load_prompts(args.prompts)  # a directory's templates checked before the model loads (and read again by the server)
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
@@ -310,6 +314,33 @@ def cmd_view(args: argparse.Namespace) -> int:
     else:
         raise BadInput(f"no such file or directory: {path}")
     print(written)
+    return 0
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    """``traversals prompts``: list a prompt set's prompts (checking a directory's), print one, or
+    export them all to edit."""
+    from .errors import BadInput
+    from .search.templates import VARIABLES, export_prompts
+
+    prompts = load_prompts(args.prompts or "default")
+    if args.export:
+        if args.name:
+            raise BadInput("give a prompt's NAME to print it, or --export DIR to write them all, not both")
+        written = export_prompts(prompts, Path(args.export))
+        print(f"wrote {len(written)} prompts to {args.export}; edit some (delete the others: the default ones "
+              f"take their place), then pass --prompts {args.export}")
+        return 0
+    if args.name:
+        if args.name not in VARIABLES:
+            raise BadInput(f"no prompt is named {args.name!r}; the prompts are {', '.join(VARIABLES)}")
+        print(prompts.text(args.name))
+        return 0
+    print(f"prompt set: {prompts.name} (sha256 {prompts.sha256[:12]})")
+    for name, allowed in VARIABLES.items():
+        source = "this set" if name in prompts.replaced else "default"
+        given = " ".join(f"${v}" for v in sorted(allowed)) or "-"
+        print(f"  {name:<22} {source:<9} {given}")
     return 0
 
 
@@ -393,6 +424,15 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--out", default=None, metavar="PATH",
                       help="for a trace: the output file, or a folder to write TRACE.html into (default: TRACE.html beside it); for a run: the output folder (default RUN/view)")
     view.set_defaults(func=cmd_view)
+
+    prompts = sub.add_parser("prompts", help="list, print or export the prompts' templates (docs/prompts.md)")
+    prompts.add_argument("name", nargs="?", metavar="NAME", help="print this prompt's template")
+    prompts.add_argument("--prompts", default=None, metavar="SET|DIR",
+                         help="the prompt set: default, paper, or a directory of NAME.txt files (checked as "
+                              "ask and eval check it)")
+    prompts.add_argument("--export", metavar="DIR", default=None,
+                         help="write every prompt of the set to DIR as NAME.txt, to edit and pass back with --prompts DIR")
+    prompts.set_defaults(func=cmd_prompts)
 
     add_eval_commands(sub)
     add_training_command(sub)

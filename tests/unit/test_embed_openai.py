@@ -539,7 +539,7 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
         pytest.skip("../shared/data not present")
     embedders = []
 
-    def build_solver(strategy, llm, kgs, config=None, *, embedder=None):
+    def build_solver(strategy, llm, kgs, config=None, *, embedder=None, **kw):
         embedders.append(embedder)
         return FakeSolver(answers={}, raises={})
 

@@ -396,7 +396,7 @@ def test_cli_eval_chain_builds_llm_kg_and_solver_once(tmp_path, monkeypatch, cap
         opened["kg"].append(spec)
         return kg
 
-    def build_solver(strategy, llm_, kgs, config=None):
+    def build_solver(strategy, llm_, kgs, config=None, **kw):
         opened["solver"].append((strategy, llm_, list(kgs), config))
         return FakeSolver(answers={}, raises={})  # every question -> KeyError -> error row
 
@@ -717,10 +717,11 @@ def test_a_run_records_only_the_search_settings_its_strategy_reads():
     assert {"simulations", "embedder"} <= set(unread_settings("tree")) and "k" not in unread_settings("tree")
     assert "simulations" in unread_settings("beam") and "decoding" in unread_settings("cot")
     assert {"diverse_temperature", "evaluate_intermediate"} <= set(unread_settings("mcts"))
-    # every SearchConfig field says which strategies read it: cot records none of them
+    # every SearchConfig field says which strategies read it: cot records none of them but its prompts
     import dataclasses
 
-    from traversals.api import SearchConfig
+    from traversals.api import STRATEGIES, SearchConfig
 
     fields = {"search_seed" if f.name == "seed" else f.name for f in dataclasses.fields(SearchConfig)}
-    assert set(unread_settings("cot")) >= fields
+    assert set(unread_settings("cot")) >= fields - {"prompts"}
+    assert not any("prompts" in unread_settings(s) for s in STRATEGIES)  # every strategy renders prompts

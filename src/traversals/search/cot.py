@@ -57,5 +57,6 @@ class ChainOfThought:
         raw = gen.texts[0] if gen.texts else ""
         text = extract_answer(raw) or NO_ANSWER
         answer = Answer(question, text, usage=usage, seconds=time.perf_counter() - started, strategy=self.name)
-        answer.trace = {"question": question, "answer": text, "strategy": self.name, "raw": raw, "nodes": []}
+        answer.trace = {"question": question, "answer": text, "strategy": self.name, "raw": raw,
+                        "prompts": self.prompts.identity(), "nodes": []}
         return answer

@@ -280,6 +280,7 @@ class RetrieveThenRead:
             "value": None,
             "strategy": self.name,
             "decoding": answer.decoding,
+            "prompts": self.prompts.identity(),
             "linking": "constrained" if self.constrained else "sampled",
             "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
             "config": {"hops": self.hops, "top_facts": self.top_facts, "max_kg_calls": self.max_kg_calls,

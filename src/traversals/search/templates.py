@@ -94,6 +94,10 @@ class PromptSet:
             self._compiled[name] = Template(self.texts[name])
         return self._compiled[name].substitute({k: str(v) for k, v in values.items()})
 
+    def identity(self) -> dict[str, str]:
+        """What a trace records of the set: its name and :attr:`sha256`."""
+        return {"name": self.name, "sha256": self.sha256}
+
     @cached_property
     def sha256(self) -> str:
         """A digest of every prompt's text: two runs with the same digest sent the same words."""

@@ -468,7 +468,7 @@ class TreeOfTraversals:
             "strategy": self.name,
             "decoding": answer.decoding,
             "value_function": "llm" if self.value is None else type(self.value).__name__,
-            "prompts": {"name": self.prompts.name, "sha256": self.prompts.sha256},
+            "prompts": self.prompts.identity(),
             **(settings() if (settings := getattr(self.value, "settings", None)) else {}),
             "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "linked_entities": [e.ref() for e in entities],

@@ -171,7 +171,7 @@ class RwTSearch:
         )
         answer.trace = {
             "question": question, "answer": text, "value": answer.value, "strategy": self.name,
-            "decoding": answer.decoding, "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
+            "decoding": answer.decoding, "prompts": self.prompts.identity(), "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
             "rollout": getattr(self.rollout, "name", type(self.rollout).__name__),
             "embedder": getattr(self.critical.embedder, "name", type(self.critical.embedder).__name__),
             "guesses": guesses, "linked_entities": [e.ref() for e in nodes[0].entities],
