@@ -127,6 +127,26 @@ def test_both_orders_take_the_relation_the_question_asks_for_with_the_real_model
     assert key == "has_genre" and max(priors, key=priors.get).startswith("has_genre")
 
 
+def test_the_paper_prompts_drive_a_constrained_search_with_the_real_model(metaqa_kb, default_model_path, tmp_path):
+    # Appendix F's prompts (--prompts paper): the query and the subgraph first, the
+    # instructions last, F's cues; the options are scored as with the default prompts, and
+    # the walk reaches the film along directed_by (walked back) within four expansions.
+    from traversals.search.templates import load_prompts
+
+    trace = tmp_path / "trace.json"
+    done = traversals("ask", QUESTION, "--kg", str(metaqa_kb), "--k", "1", "--prompts", "paper", "--max-expansions", "4",
+                      "--json", "--trace", str(trace))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["decoding"] == "constrained" and 0 < out["computed_prompt_tokens"] <= out["prompt_tokens"]
+    edges = {(e["subject"]["label"], e["relation"]["id"], e["object"]["label"]) for e in out["supporting_edges"]}
+    assert ("The Gumball Rally", "directed_by", "Charles Bail") in edges, edges
+    tree = json.loads(trace.read_text())
+    assert tree["prompts"] == {"name": "paper", "sha256": load_prompts("paper").sha256}
+    walked = [n["action"]["relation"]["key"] for n in tree["nodes"] if (n.get("action") or {}).get("relation")]
+    assert walked[0] == "~directed_by", walked  # from the director to his films
+
+
 def test_ask_against_a_real_sparql_server_then_with_the_server_stopped(metaqa_server):
     done = traversals("ask", QUESTION, "--kg", metaqa_server.url, "--k", "1", "--json", "--no-cache")
     assert done.returncode == 0, done.stderr
