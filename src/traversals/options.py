@@ -558,7 +558,9 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     model run in this process (``--llm local``: the flag was meant for ``--llm
     openai:MODEL``), ``--llm-template`` with it (the GGUF brings its own template) and
     ``--n-ctx`` with an ``openai:`` endpoint, whose server sets its own context size, and
-    ``--llm-header`` with a local model, which sends no request; and a malformed
+    ``--llm-header`` with a local model, which sends no request, and ``--embedder-url``,
+    ``--embedder-api-key`` or ``--embedder-header`` with an embedder that is not an
+    ``openai:`` endpoint; and a malformed
     ``--llm-header`` or ``--embedder-header`` (:func:`headers_from_flag`), an empty
     ``--llm-token-command`` or one beside an ``Authorization`` header. (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
@@ -583,6 +585,10 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")
     headers = headers_from_flag(args, "--llm-header", environ)
     headers_from_flag(args, "--embedder-header", environ)
+    for flag in ("--embedder-url", "--embedder-api-key", "--embedder-header"):
+        if getattr(args, flag_dest(flag), None) and not embedder.startswith("openai:"):
+            raise BadInput(f"{flag} is for an embeddings endpoint: it goes with --embedder openai:MODEL "
+                           f"(--embedder {embedder or 'sbert'} runs in this process and sends no request)")
     command = getattr(args, "llm_token_command", None)
     if command is not None and not command.strip():
         raise BadInput("--llm-token-command: the command is empty")

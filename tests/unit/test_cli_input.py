@@ -142,7 +142,7 @@ def test_a_seed_rwt_does_not_read_is_refused_and_every_unused_flag_named(command
     ("chain", ["--k", "1", "--group-selection", "--answers", "3", "--both-orders", "--decoding", "constrained",
                "--seed", "5"]),
     ("mcts", ["--simulations", "4", "--embedder", "lexical", "--decoding", "constrained", "--value-model", "m.json"]),
-    ("beam", ["--embedder", "lexical", "--embedder-url", "http://127.0.0.1:9/v1", "--beam-width", "1",
+    ("beam", ["--embedder", "openai:e", "--embedder-url", "http://127.0.0.1:9/v1", "--beam-width", "1",
               "--beam-branch", "5", "--max-hops", "2"]),
 ])
 def test_flags_the_strategy_reads_are_accepted(command, strategy, flags, capsys):

@@ -431,6 +431,19 @@ async def test_embedder_url_and_key_default_to_the_llms(argv, environ, url, key)
     await emb.aclose()
 
 
+@pytest.mark.parametrize("embedder", [[], ["--embedder", "lexical"], ["--embedder", "sbert:/models/mini"]])
+@pytest.mark.parametrize("flag", [["--embedder-url", "http://e/v1"], ["--embedder-api-key", "k1"],
+                                  ["--embedder-header", "api-key: k1"]])
+def test_endpoint_flags_with_an_embedder_run_in_this_process_are_refused(embedder, flag):
+    """They would be ignored in silence, and a run recorded as if its embedder used them."""
+    from traversals.options import refuse_unused_llm_flags
+
+    with pytest.raises(BadInput, match=f"{flag[0]} is for an embeddings endpoint: it goes with --embedder openai:MODEL") as e:
+        refuse_unused_llm_flags(parser().parse_args([*embedder, *flag]), {})
+    assert f"--embedder {embedder[1] if embedder else 'sbert'} runs in this process" in str(e.value)
+    refuse_unused_llm_flags(parser().parse_args(["--embedder", "openai:emb", *flag]), {})  # its endpoint's: accepted
+
+
 def test_embedder_flags_without_a_url_say_which_flag_to_pass():
     from traversals.options import open_embedder_from_args
 
