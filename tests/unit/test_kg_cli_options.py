@@ -137,3 +137,13 @@ def test_endpoints_differing_in_path_or_graph_case_are_two_kgs() -> None:
                   ["http://h/sparql?default-graph-uri=urn:A", "http://H/sparql?default-graph-uri=urn:A"]):
         with pytest.raises(BadInput, match="the same KG given twice"):
             open_kgs(twice)
+
+
+@pytest.mark.parametrize("specs", [["wikidata", "wikidata:https://qlever.example/api/wikidata"],
+                                   ["wd=wikidata:http://a/sparql", "wikidata:https://b/sparql"]])
+def test_wikidata_twice_public_and_mirror_or_two_mirrors_is_refused(specs) -> None:
+    """One KG's QIDs at two endpoints: searched as two KGs, every entity would be linked to itself."""
+    with pytest.raises(BadInput, match="are each Wikidata, with the same QIDs; give one") as e:
+        open_kgs(specs)
+    assert all(repr(s) in str(e.value) for s in specs)
+    assert [k.name for k in open_kgs(specs[1:])]  # either alone opens

@@ -340,8 +340,8 @@ def open_kgs(
 
     Names are made unique (a second ``kb`` becomes ``kb-2``) because entities and
     relations are told apart by ``.kg``: a name given as ``NAME=SPEC`` is kept and a
-    default name gives way to it; one NAME given twice, or one KG given twice, is
-    :class:`BadInput`. ``label_predicates`` (:func:`label_predicates_for`) go to every KG
+    default name gives way to it; one NAME given twice, one KG given twice, or Wikidata
+    twice (the public service and a mirror, ``wikidata:URL``), is :class:`BadInput`. ``label_predicates`` (:func:`label_predicates_for`) go to every KG
     but Wikidata, checked before any is opened. ``kg_headers`` are ``--kg-header`` values,
     ``[KG=]Name: value``, each sent to the SPARQL endpoint named KG or to the only one given
     (:func:`~traversals.kg.credentials.assign_kg_headers`), and ``kg_token_commands``
@@ -363,6 +363,10 @@ def open_kgs(
                 "two KGs, every entity linked to itself)"
             )
         first[key] = spec
+    wikidatas = [spec for key, spec in first.items() if key == "wikidata" or key.startswith("wikidata:")]
+    if len(wikidatas) > 1:  # the public service and a mirror, or two mirrors: one KG's QIDs twice
+        raise BadInput(f"{' and '.join(repr(shown_kg_spec(s)) for s in wikidatas)} are each Wikidata, with the same "
+                       "QIDs; give one (two would be searched as two KGs, every entity linked to itself)")
     given = [split_name(spec)[0] for spec in specs]
     named = [g for g in given if g]
     for g in set(named):
