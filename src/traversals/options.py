@@ -68,7 +68,7 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-token-command", default=None, metavar="CMD",
                    help="openai: a command that prints a bearer token, run again when the server refuses it (tokens "
                         "that expire: 'gcloud auth print-access-token' for Vertex AI, 'az account get-access-token "
-                        "--resource https://cognitiveservices.azure.com --query accessToken -o tsv' for Azure); "
+                        "--resource https://cognitiveservices.azure.com' for Azure: the token alone or JSON with an accessToken); "
                         "replaces $OPENAI_API_KEY")
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "

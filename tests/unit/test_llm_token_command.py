@@ -139,3 +139,67 @@ def test_the_cli_flag_replaces_the_environment_key_and_goes_to_the_embedder_at_t
                                           "openai:e", "--embedder-url", "http://other.test/v1"), env)
     assert same._http.token is not None and same._http.token.command == "echo t"
     assert other._http.token is None and other._http._client.headers["authorization"] == "Bearer sk-env"
+
+
+def jwt(exp: float | None, n: int = 1) -> str:
+    import base64
+    import json
+
+    def part(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part({'sub': f'u{n}', **({'exp': exp} if exp is not None else {})})}.sig"
+
+
+def jwt_issuer(tmp_path: Path, exp: float) -> str:
+    """Like :func:`issuer`, printing JWTs that expire at ``exp``."""
+    script = tmp_path / "issue_jwt.py"
+    script.write_text("import base64, json, pathlib, sys\n"
+                      "p = pathlib.Path(sys.argv[1])\n"
+                      "n = int(p.read_text()) + 1 if p.exists() else 1\n"
+                      "p.write_text(str(n))\n"
+                      "part = lambda o: base64.urlsafe_b64encode(json.dumps(o).encode()).decode().rstrip('=')\n"
+                      f"print(part({{'alg': 'none'}}) + '.' + part({{'sub': f'u{{n}}', 'exp': {exp}}}) + '.sig')\n")
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(tmp_path / 'count'))}"
+
+
+def test_a_jwts_exp_claim_is_read_and_anything_else_is_no_expiry():
+    from traversals.tokens import jwt_expiry
+
+    assert jwt_expiry(jwt(1_700_000_000)) == 1_700_000_000 and jwt_expiry(jwt(None)) is None
+    assert jwt_expiry("tok-1") is None and jwt_expiry("a.b!.c") is None
+
+
+async def test_a_token_that_says_when_it_expires_is_renewed_before_a_server_refuses_it(tmp_path):
+    from traversals.tokens import REFRESH_MARGIN
+
+    now = [1_000_000.0]
+    token = CommandToken(jwt_issuer(tmp_path, 1_000_000 + 3600), clock=lambda: now[0])
+    first = await token.get()
+    assert token.expires == 1_000_000 + 3600 and await token.get() == first and token.fetches == 1
+    now[0] += 3600 - REFRESH_MARGIN + 1  # within the margin: the command runs before the request
+    assert await token.get() != first and token.fetches == 2
+    # the command printed a token as old as the last: nearly expired when printed, it is not
+    # renewed before every request (the command would run for each) but when a server refuses it
+    assert token.expires is None and await token.get() == token.issued[-1] and token.fetches == 2
+
+
+@pytest.mark.parametrize("printed, expires", [
+    ('{"accessToken": "eyJ0.az", "expiresOn": "2030-01-01 10:00:00.000000", "expires_on": 1900000000, '
+     '"tokenType": "Bearer"}', 1_900_000_000.0),
+    ('{"access_token": "ya29.tok", "expires_in": 3599, "token_type": "Bearer"}', 1_000_000.0 + 3599),
+    ('{"token": "plain"}', None),
+])
+async def test_a_json_object_printed_by_the_command_gives_the_token_and_its_expiry(tmp_path, printed, expires):
+    token = CommandToken(f"printf '%s' {shlex.quote(printed)}", clock=lambda: 1_000_000.0)
+    assert await token.get() in ("eyJ0.az", "ya29.tok", "plain") and token.expires == expires
+
+
+async def test_json_without_a_token_is_refused_without_showing_it(tmp_path):
+    from traversals.errors import TraversalsError
+
+    printed = tmp_path / "out.json"
+    printed.write_text('{"secret": "s3cr3t"}')
+    with pytest.raises(TraversalsError, match=r"printed JSON with no token in it: .* accessToken, access_token, token") as e:
+        await CommandToken(f"cat {shlex.quote(str(printed))}").get()
+    assert "s3cr3t" not in str(e.value)
