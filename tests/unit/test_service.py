@@ -613,3 +613,17 @@ def test_an_origin_no_browser_sends_is_refused(origin):
 
     with pytest.raises(BadInput, match="an origin is scheme://host"):
         cors_origin(origin)
+
+
+async def test_the_servers_prompt_set_is_used_and_a_request_cannot_name_another(tmp_path):
+    """``serve --prompts DIR``: read once at start; a client names no prompt files on the server."""
+    (tmp_path / "cot.txt").write_text("Answer briefly: $query")
+    llm = ScriptedLLM(rules=[("Answer briefly: Who", "ANSWER: Florence Stone")])
+    app = create_app(llm, [FakeKG()], default_strategy="cot", defaults=SearchConfig(prompts=str(tmp_path)))
+    (tmp_path / "cot.txt").write_text("Edited after the start: $query")  # read at start, not per request
+    async with serving(app) as c:
+        r = await c.post("/v1/ask", json={"question": "Who is Bob Dylan's maternal grandmother?"})
+        assert r.status_code == 200 and r.json()["answer"] == "Florence Stone"
+        assert llm.calls[0].prompt == "Answer briefly: Who is Bob Dylan's maternal grandmother?"
+        refused = await c.post("/v1/ask", json={"question": "q?", "prompts": "paper"})
+    assert refused.status_code == 400 and "unknown field(s) prompts" in refused.json()["error"]["message"]
