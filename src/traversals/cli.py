@@ -320,7 +320,6 @@ def cmd_view(args: argparse.Namespace) -> int:
 def cmd_prompts(args: argparse.Namespace) -> int:
     """``traversals prompts``: list a prompt set's prompts (checking a directory's), print one, or
     export them all to edit."""
-    from .errors import BadInput
     from .search.templates import VARIABLES, export_prompts
 
     prompts = load_prompts(args.prompts or "default")
