@@ -195,7 +195,8 @@ async def _ask(args: argparse.Namespace) -> int:
     else:
         value = "-" if answer.value is None else f"{answer.value:.2f}"
         print(f"{answer.text}")
-        print(f"  value {value} · {answer.usage.llm_calls} LLM calls · {answer.usage.prompt_tokens} prompt + "
+        hits = f" (+{answer.usage.llm_cache_hits} from --llm-cache)" if answer.usage.llm_cache_hits else ""
+        print(f"  value {value} · {answer.usage.llm_calls} LLM calls{hits} · {answer.usage.prompt_tokens} prompt + "
               f"{answer.usage.completion_tokens} completion tokens · {answer.usage.kg_calls} KG calls · "
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:

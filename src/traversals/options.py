@@ -73,6 +73,10 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
                         "also bounds --embedder openai:MODEL requests)")
+    p.add_argument("--llm-cache", default=None, metavar="FILE",
+                   help="a SQLite file of the LLM's replies (made if missing): a greedy or seeded call asked again "
+                        "is answered from it, not by the model, so a repeated run or one with other search limits "
+                        "costs only its new prompts; hits count as llm_cache_hits, not LLM calls (docs/evaluation.md)")
     p.add_argument("--n-ctx", default=None, type=_positive_tokens, metavar="N",
                    help=f"local: the llama.cpp context size in tokens, prompt and completion together (default "
                         f"{DEFAULT_N_CTX}; more holds longer prompts, at ~28 KB of memory a token for the 1.5B "
@@ -562,7 +566,8 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
     ``--embedder-api-key`` or ``--embedder-header`` with an embedder that is not an
     ``openai:`` endpoint; and a malformed
     ``--llm-header`` or ``--embedder-header`` (:func:`headers_from_flag`), an empty
-    ``--llm-token-command`` or one beside an ``Authorization`` header. (:func:`open_llm_from_args` checks the same.)"""
+    ``--llm-token-command`` or one beside an ``Authorization`` header, and an ``--llm-cache``
+    file that cannot be a reply cache. (:func:`open_llm_from_args` checks the same.)"""
     from .errors import BadInput
 
     spec = args.llm.strip().lower()
@@ -589,6 +594,10 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
         if getattr(args, flag_dest(flag), None) and not embedder.startswith("openai:"):
             raise BadInput(f"{flag} is for an embeddings endpoint: it goes with --embedder openai:MODEL "
                            f"(--embedder {embedder or 'sbert'} runs in this process and sends no request)")
+    if cache := getattr(args, "llm_cache", None):  # before the model loads and a run directory is made
+        from .llm.cache import check_cache_file
+
+        check_cache_file(cache)
     command = getattr(args, "llm_token_command", None)
     if command is not None and not command.strip():
         raise BadInput("--llm-token-command: the command is empty")
@@ -616,10 +625,29 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
             extra["token"] = token
     if getattr(args, "n_ctx", None) is not None:  # local (refused above otherwise): its context size
         extra["n_ctx"] = args.n_ctx
-    return open_llm(
-        args.llm, url=args.llm_url or environ.get("OPENAI_BASE_URL"), api_key=_api_key(args, headers, environ),
-        progress=say_on_stderr, **extra
-    )
+    url = args.llm_url or environ.get("OPENAI_BASE_URL")
+    llm = open_llm(args.llm, url=url, api_key=_api_key(args, headers, environ), progress=say_on_stderr, **extra)
+    if not (cache := getattr(args, "llm_cache", None)):
+        return llm
+    from .llm.cache import CachedLLM
+
+    return CachedLLM(llm, cache, identity=llm_cache_identity(args.llm, url=url, template=template),
+                     warn=lambda message: say_on_stderr(f"warning: {message}"))
+
+
+def llm_cache_identity(spec: str, *, url: str | None = None, template: str | None = None) -> str:
+    """What names the model of an ``--llm`` spec in the keys of ``--llm-cache``
+    (:class:`~traversals.llm.cache.CachedLLM`): ``local:sha256:HASH`` for a local model (the
+    registry's pinned hash or the GGUF's own, so two spellings of one file share replies and
+    a file replaced in place does not), ``openai:MODEL@URL`` (``#TEMPLATE`` with
+    ``--llm-template``, which scores through /completions) for a server. Called after the
+    model opened, so a local file is there."""
+    from .eval.resume import llm_identity
+
+    kind, _, arg = spec.strip().partition(":")
+    if kind.strip().lower() == "openai":
+        return f"openai:{arg.strip()}@{(url or '').strip().rstrip('/')}" + (f"#{template}" if template else "")
+    return f"local:sha256:{llm_identity(spec)['llm_sha256']}"
 
 
 def headers_from_flag(args: argparse.Namespace, flag: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

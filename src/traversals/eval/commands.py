@@ -199,6 +199,9 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         "strategy": strategy,
         "llm": args.llm,
         "llm_url": shown_url(url) if url else url,  # a password in it is not recorded
+        # --llm-cache: replies from it cost no LLM call and few seconds (counted per question as llm_cache_hits);
+        # not compared on resume, which may add or drop the cache
+        "llm_cache": str(Path(args.llm_cache).expanduser().resolve()) if getattr(args, "llm_cache", None) else None,
         # openai: the prompt template that lets the endpoint score options (constrained decoding) or not
         "llm_template": args.llm_template if args.llm.strip().lower().startswith("openai") else None,
         # local: the llama.cpp context size (--n-ctx; an endpoint's server sets its own, not recorded)

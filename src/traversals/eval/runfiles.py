@@ -73,6 +73,8 @@ class Summary:
     total_prompt_tokens: int = 0
     total_completion_tokens: int = 0
     total_seconds: float = 0.0
+    #: replies served by --llm-cache, not the model (their seconds are not the model's)
+    total_llm_cache_hits: int = 0
     selected: int | None = None  # how many questions the run selected
     #: how many of the selected questions have no row yet (None: not known, as in a report,
     #: which does not know the selected ids); rows outside the selection (an earlier, larger
@@ -114,6 +116,7 @@ class Summary:
             "total_prompt_tokens": self.total_prompt_tokens,
             "total_completion_tokens": self.total_completion_tokens,
             "total_seconds": round(self.total_seconds, 3),
+            **({"total_llm_cache_hits": self.total_llm_cache_hits} if self.total_llm_cache_hits else {}),
             **({"unanswered": self.unanswered} if self.unanswered is not None else {}),
             **self.extra,
         }
@@ -131,6 +134,8 @@ class Summary:
             f"  per question: {self.mean_llm_calls:.1f} LLM calls, {self.mean_prompt_tokens:.0f} prompt + "
             f"{self.mean_completion_tokens:.0f} completion tokens, {self.mean_kg_calls:.1f} KG calls, "
             f"{self.mean_seconds:.2f} s"
+            + (f"\n  {self.total_llm_cache_hits} LLM replies came from --llm-cache (not counted as LLM calls or "
+               "tokens; the seconds are not the model's)" if self.total_llm_cache_hits else "")
         )
 
 
@@ -170,6 +175,7 @@ def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
         total_prompt_tokens=int(sum(as_number(r.get("prompt_tokens")) for r in uniq)),
         total_completion_tokens=int(sum(as_number(r.get("completion_tokens")) for r in uniq)),
         total_seconds=sum(as_number(r.get("seconds")) for r in uniq),
+        total_llm_cache_hits=int(sum(as_number(r.get("llm_cache_hits")) for r in uniq)),
         **info,
     )
 
@@ -374,6 +380,8 @@ def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) 
         **score(text, gold),
         "value": getattr(answer, "value", None),
         **{k: int(usage_json.get(k, 0) or 0) for k in USAGE_KEYS},
+        # --llm-cache: replies that came from the file, not the model (not in llm_calls, no tokens)
+        **({"llm_cache_hits": int(usage_json["llm_cache_hits"])} if usage_json.get("llm_cache_hits") else {}),
         "seconds": round(seconds, 3),
         "strategy": getattr(answer, "strategy", "") or "",
         "decoding": getattr(answer, "decoding", "") or "",

@@ -22,6 +22,8 @@ class Generation:
     #: prompt tokens the backend really computed (the rest came from a KV/prefix cache);
     #: equal to ``prompt_tokens`` when the backend cannot tell.
     computed_prompt_tokens: int | None = None
+    #: the reply came from a reply cache (:mod:`~traversals.llm.cache`), not the model
+    cached: bool = False
 
 
 @dataclass
@@ -33,6 +35,8 @@ class Scores:
     computed_prompt_tokens: int | None = None
     #: number of tokens of each option (for length-normalised comparisons), if known
     token_counts: list[int] | None = None
+    #: the reply came from a reply cache (:mod:`~traversals.llm.cache`), not the model
+    cached: bool = False
 
     def per_token(self, options: Sequence[str]) -> list[float]:
         """Mean log-probability per option token (estimated from characters if the
@@ -43,16 +47,21 @@ class Scores:
 
 @dataclass
 class Usage:
-    """Costs of one question (or one node): LLM and KG calls and tokens."""
+    """Costs of one question (or one node): LLM and KG calls and tokens. A reply from a
+    reply cache counts in ``llm_cache_hits``, not as a call, and costs no token."""
 
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     computed_prompt_tokens: int = 0
     kg_calls: int = 0
+    llm_cache_hits: int = 0
     extra: dict = field(default_factory=dict)
 
     def add_generation(self, g: Generation) -> None:
+        if g.cached:
+            self.llm_cache_hits += 1
+            return
         self.llm_calls += 1
         self.prompt_tokens += g.prompt_tokens
         self.completion_tokens += g.completion_tokens
@@ -61,6 +70,9 @@ class Usage:
         )
 
     def add_scores(self, s: Scores) -> None:
+        if s.cached:
+            self.llm_cache_hits += 1
+            return
         self.llm_calls += 1
         self.prompt_tokens += s.prompt_tokens
         self.computed_prompt_tokens += (
@@ -73,6 +85,7 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.computed_prompt_tokens += other.computed_prompt_tokens
         self.kg_calls += other.kg_calls
+        self.llm_cache_hits += other.llm_cache_hits
 
     def to_json(self) -> dict:
         return {
@@ -81,6 +94,7 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "computed_prompt_tokens": self.computed_prompt_tokens,
             "kg_calls": self.kg_calls,
+            **({"llm_cache_hits": self.llm_cache_hits} if self.llm_cache_hits else {}),  # with --llm-cache only
         }
 
 

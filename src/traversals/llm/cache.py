@@ -1,0 +1,195 @@
+"""A file of the LLM's replies, so that a prompt asked again is not paid again.
+
+:class:`CachedLLM` wraps any :class:`~.base.LLM`. Each reply it gets is stored in a SQLite
+file under a key that hashes everything that decides the reply: the model (``identity``),
+the method (``generate`` or ``score``), the prompt, the reply's ``prefix``, and the call's
+settings (``n``, ``temperature``, ``max_tokens``, ``stop``, ``seed``; a score's options).
+The same call later, in this process or another, gets the stored reply without reaching
+the model. That is what a researcher wants when a run is repeated with other reporting,
+another ``--threshold`` or ``--max-expansions`` (the search asks mostly the same prompts),
+or a hosted model must not be paid twice; with a server whose sampling is not repeatable
+it also makes a re-run give the same trace.
+
+What is stored, and what is not:
+
+- **Repeatable calls only**: greedy ones (``temperature`` 0) and seeded ones (the search
+  draws a seed for each sampled call from ``--seed``). A call sampled without a seed asks
+  for fresh randomness each time, so it always reaches the model and is not stored.
+- **Whole, well-formed replies only**: a failed call stores nothing; texts that are not
+  strings, or a number of log-probabilities other than the options', are passed on
+  unstored (:class:`~.checked.CheckedLLM` refuses them after this).
+- ``transient`` (a calibration prompt's hint to llama.cpp's KV cache) does not change a
+  score, so it is not part of the key.
+
+A reply from the file costs nothing: its :class:`~.base.Generation` or
+:class:`~.base.Scores` has ``cached`` set and no tokens, so a run's ``llm_calls`` and token
+counts say what reached the model and ``llm_cache_hits`` what did not
+(:class:`~.base.Usage`). Seconds measured with hits are not the model's seconds.
+
+The ``identity`` must name the model exactly: two models under one identity would answer
+each other's prompts. The CLI uses the GGUF's SHA-256 for a local model and the endpoint's
+URL and model name (and ``--llm-template``) for a server
+(:func:`traversals.options.llm_cache_identity`). A file is
+safe to share between processes (SQLite's write-ahead log) and to delete at any time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import BadInput
+from .base import LLM, Generation, Scores
+
+__all__ = ["CachedLLM", "check_cache_file"]
+
+#: the layout of the file; another layout is refused, not read
+FORMAT = 1
+
+
+class CachedLLM:
+    """``llm`` whose repeatable replies are kept in the SQLite file ``path`` (module
+    docstring). ``identity`` names the model (default: the backend's class and ``name``);
+    ``warn`` reports a reply that could not be written (the reply is still returned)."""
+
+    def __init__(self, llm: LLM, path: str | Path, *, identity: str | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.llm = llm
+        self.path = Path(path).expanduser()
+        self.identity = identity or f"{type(llm).__module__}.{type(llm).__qualname__}:{getattr(llm, 'name', '')}"
+        self._warn = warn or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=2))
+        self._warned = False
+        self._lock = threading.Lock()
+        self._db = _open(self.path)
+        self.hits = 0
+        self.misses = 0
+
+    def __getattr__(self, name: str) -> Any:  # name, can_score, a backend's own attributes
+        if name == "llm":  # not set yet (a failed __init__): no recursion
+            raise AttributeError(name)
+        return getattr(self.llm, name)
+
+    async def generate(self, prompt: str, *, prefix: str = "", n: int = 1, temperature: float = 0.0,
+                       max_tokens: int = 256, stop: Sequence[str] | None = None, seed: int | None = None) -> Generation:
+        call = dict(prompt=prompt, prefix=prefix, n=n, temperature=temperature, max_tokens=max_tokens,
+                    stop=list(stop) if stop is not None else None, seed=seed)
+        key = self._key("generate", call) if temperature == 0 or seed is not None else None
+        if key is not None and (got := await self._get(key)) is not None:
+            texts = got.get("texts")
+            if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+                return Generation(texts, prompt_tokens=0, completion_tokens=0, computed_prompt_tokens=0, cached=True)
+        reply = await self.llm.generate(prompt, **{k: v for k, v in call.items() if k != "prompt"})
+        texts = getattr(reply, "texts", None)
+        if key is not None and isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+            await self._put(key, {"texts": texts})
+        return reply
+
+    async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False) -> Scores:
+        key = self._key("score", dict(prompt=prompt, options=list(options), prefix=prefix))
+        if (got := await self._get(key)) is not None and _numbers(got.get("logprobs"), len(options)):
+            counts = got.get("token_counts")
+            return Scores([float(x) for x in got["logprobs"]], prompt_tokens=0, computed_prompt_tokens=0,
+                          token_counts=counts if _numbers(counts, len(options)) else None, cached=True)
+        reply = await self.llm.score(prompt, options, prefix=prefix, transient=transient)
+        logprobs = getattr(reply, "logprobs", None)
+        if _numbers(logprobs, len(options)):
+            counts = getattr(reply, "token_counts", None)
+            await self._put(key, {"logprobs": [float(x) for x in logprobs],  # type: ignore[union-attr]
+                                  "token_counts": list(counts) if _numbers(counts, len(options)) else None})
+        return reply
+
+    async def close(self) -> None:
+        try:
+            await self.llm.close()
+        finally:
+            with self._lock:
+                self._db.close()
+
+    # -- the file ---------------------------------------------------------------
+    def _key(self, method: str, call: Mapping[str, Any]) -> str:
+        text = json.dumps({"format": FORMAT, "llm": self.identity, "method": method, **call},
+                          sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    async def _get(self, key: str) -> dict | None:
+        def read() -> dict | None:
+            with self._lock:
+                row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+
+        try:
+            got = await asyncio.to_thread(read)
+        except (sqlite3.Error, ValueError) as exc:  # a file broken under a running process: ask the model
+            self._warn_once(f"--llm-cache {self.path}: cannot read a reply ({exc}); asking the model")
+            got = None
+        if isinstance(got, dict):
+            self.hits += 1
+            return got
+        self.misses += 1
+        return None
+
+    async def _put(self, key: str, reply: dict) -> None:
+        def write() -> None:
+            with self._lock, self._db:
+                self._db.execute("INSERT OR REPLACE INTO replies (key, reply) VALUES (?, ?)",
+                                 (key, json.dumps(reply, ensure_ascii=False)))
+
+        try:
+            await asyncio.to_thread(write)
+        except sqlite3.Error as exc:  # a full disk: the reply is used, only not kept
+            self._warn_once(f"--llm-cache {self.path}: cannot store a reply ({exc}); the run goes on without "
+                            "storing replies it cannot write")
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            self._warn(message)
+
+
+def check_cache_file(path: str | Path) -> None:
+    """:class:`BadInput` now, before a model loads, for a ``path`` that cannot be a reply
+    cache (made empty if missing)."""
+    _open(Path(path).expanduser()).close()
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The cache file at ``path``, made if missing; :class:`BadInput` for a file that
+    cannot be opened or is not a cache of this layout."""
+    where = f"--llm-cache {path}"
+    if path.is_dir():
+        raise BadInput(f"{where} is a directory: name a file (e.g. {path / 'llm-cache.sqlite3'})")
+    if not path.parent.is_dir():
+        raise BadInput(f"{where}: the folder {path.parent} does not exist")
+    try:
+        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise BadInput(f"{where}: cannot open it: {exc}") from exc
+    try:
+        db.execute("PRAGMA journal_mode=WAL")  # other processes read while one writes
+        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
+        db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (str(FORMAT),))
+        found = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise BadInput(f"{where} is not an LLM reply cache ({exc}): name another file, or delete this one "
+                       "if it is an old cache") from exc
+    if found is None or found[0] != str(FORMAT):
+        db.close()
+        raise BadInput(f"{where} holds replies in another layout (format {found[0] if found else '?'}, this "
+                       f"version reads {FORMAT}): delete it or name another file")
+    return db
+
+
+def _numbers(values: Any, count: int) -> bool:
+    """Whether ``values`` is a list of ``count`` numbers (not booleans, not NaN)."""
+    return (isinstance(values, (list, tuple)) and len(values) == count
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) for x in values))
+
