@@ -264,6 +264,47 @@ async def test_greedy_generation(local_llm):
     assert g2.computed_prompt_tokens <= 1
 
 
+class _Unreachable:
+    """A model that must not be asked: every reply has to come from the cache."""
+
+    name = "unreachable"
+    can_score = True
+
+    async def generate(self, *a, **kw):
+        raise AssertionError("the model was asked")
+
+    score = generate
+
+    async def close(self) -> None:
+        pass
+
+
+@needs_llama
+@pytest.mark.model
+async def test_the_reply_cache_gives_back_the_real_models_replies(local_llm, default_model_path, tmp_path):
+    """--llm-cache over the real model: a greedy reply and option scores stored, then read
+    back by another opening of the file with no model behind it; both spellings of the
+    default model name one model in the keys."""
+    from traversals.llm.cache import CachedLLM
+    from traversals.options import llm_cache_identity
+
+    identity = llm_cache_identity("local")
+    assert identity == llm_cache_identity(f"local:{default_model_path}")
+    assert identity == f"local:sha256:{models.MODELS[models.DEFAULT_MODEL].sha256}"
+    path = tmp_path / "replies.sqlite3"
+    cached = CachedLLM(local_llm, path, identity=identity)
+    g = await cached.generate(QUESTION, max_tokens=8)
+    s = await cached.score(QUESTION, [" Paris", " Lyon"], prefix="Answer:")
+    assert "paris" in g.texts[0].lower() and s.logprobs[0] > s.logprobs[1] and not (g.cached or s.cached)
+    cached._db.close()  # the file only: close() would close the session's model too
+    again = CachedLLM(_Unreachable(), path, identity=identity)
+    g2 = await again.generate(QUESTION, max_tokens=8)
+    s2 = await again.score(QUESTION, [" Paris", " Lyon"], prefix="Answer:")
+    assert g2.cached and g2.texts == g.texts and s2.cached and s2.logprobs == s.logprobs
+    assert s2.token_counts == s.token_counts
+    await again.close()
+
+
 @needs_llama
 @pytest.mark.model
 async def test_a_cancelled_generation_stops_at_its_next_token(local_llm):
