@@ -264,6 +264,24 @@ async def test_greedy_generation(local_llm):
     assert g2.computed_prompt_tokens <= 1
 
 
+@needs_llama
+@pytest.mark.model
+def test_model_check_on_the_small_local_model(small_model_path, capsys):
+    """`traversals model check --llm local:qwen2.5-coder-0.5b`: a real reply, constrained
+    decoding that ranks Paris first, and speeds from the model's own token counts."""
+    import json
+
+    from traversals.cli import main
+
+    assert main(["model", "check", "--llm", "local:qwen2.5-coder-0.5b", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ok"] and got["decoding"] == "constrained"
+    reply, scoring, prompt, generation = got["checks"]
+    assert "paris" in reply["detail"].lower() and "ranks ' Paris' over ' Lyon'" in scoring["detail"]
+    assert prompt["detail"].startswith(tuple("123456789")) and got["prompt_tokens_per_second"] > 0
+    assert got["generated_tokens_per_second"] > 0 and got["chain_1hop_seconds"] > 0
+
+
 class _Unreachable:
     """A model that must not be asked: every reply has to come from the cache."""
 

@@ -77,3 +77,20 @@ async def test_scoring_probe_against_llama_cpp_server(llama_server):
                 await llm.score("q", ["a"])
     finally:
         await llm.close()
+
+
+def test_model_check_against_llama_cpp_server(llama_server, capsys):
+    """`traversals model check` on a real endpoint: it replies, sampled decoding with the
+    probe's reason (--llm-template chatml: this server's echo is misaligned), speeds > 0."""
+    import json
+
+    from traversals.cli import main
+
+    assert main(["model", "check", "--llm", "openai:qwen-small", "--llm-url", llama_server, "--llm-template", "chatml",
+                 "--llm-timeout", "300", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ok"] and got["llm"] == "openai:qwen-small"
+    assert got["prompt_tokens_per_second"] > 0 and got["generated_tokens_per_second"] > 0
+    if got["decoding"] == "sampled":
+        [scoring] = [c for c in got["checks"] if c["name"] == "option scoring"]
+        assert "misaligned" in scoring["detail"]

@@ -167,7 +167,7 @@ def test_an_unknown_eval_strategy_is_refused_before_anything_runs(capsys):
 #: flags of ask and eval that every strategy reads, or that are no search setting
 NOT_SEARCH_FLAGS = {
     "--help", "--kg", "--no-cache", "--user-agent", "--kg-timeout", "--llm", "--llm-url", "--llm-template", "--llm-header", "--llm-token-command", "--kg-token-command",
-    "--llm-timeout", "--n-ctx", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
+    "--llm-timeout", "--llm-cache", "--n-ctx", "--strategy", "--trace", "--json", "--verbose", "--data", "--split", "--answerable-only",
     "--sample-seed", "--limit", "--skip", "--out", "--concurrency", "--resume", "--retry-errors", "--max-consecutive-errors",
     "--no-progress", "--label-predicate", "--kg-header",
 }

@@ -387,6 +387,11 @@ def test_factory_openai_form_and_its_errors():
         open_embedder("openai:m", url="localhost:8000/v1")
 
 
+def test_a_url_where_the_embedding_model_name_belongs_says_where_the_url_goes():
+    with pytest.raises(BadInput, match=r"takes the embedding model's name.*--embedder-url https://emb.example/v1"):
+        open_embedder("openai:https://emb.example/v1", url=URL)
+
+
 async def test_factory_keeps_colons_in_model_names():
     emb = open_embedder("openai:nomic-embed-text:latest", url=URL, timeout=7)
     assert (

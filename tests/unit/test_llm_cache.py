@@ -229,6 +229,9 @@ def test_an_eval_run_again_is_answered_from_the_cache_and_says_so(tmp_path, caps
     assert summary["total_llm_cache_hits"] == 3 and "total_llm_cache_hits" not in json.loads(
         (tmp_path / "first" / "summary.json").read_text())
     assert "3 LLM replies came from --llm-cache" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "first"), str(tmp_path / "again"), "--out", str(tmp_path / "r")]) == 0
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "3 LLM replies came from `--llm-cache`" in report and report.count("came from `--llm-cache`") == 1
     # a resume may add or drop the cache: it decides what the model is asked, not what a run means
     assert main(["eval", "questions", "--data", str(questions), "--strategy", "cot", "--out", str(tmp_path / "first"),
                  "--resume", "--no-progress"]) == 0

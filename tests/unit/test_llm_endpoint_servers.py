@@ -370,3 +370,11 @@ def test_a_model_name_written_after_a_space_is_the_model():
 
     llm = open_llm("openai: qwen2.5:7b ", url="http://127.0.0.1:9/v1")
     assert llm.model == "qwen2.5:7b" and llm.name == "openai:qwen2.5:7b"
+
+
+def test_a_url_where_the_model_name_belongs_says_where_the_url_goes():
+    from traversals.errors import BadInput
+    from traversals.llm.factory import open_llm
+
+    with pytest.raises(BadInput, match=r"takes the served model's name.*--llm-url http://127.0.0.1:8000/v1"):
+        open_llm("openai:http://127.0.0.1:8000/v1", url="http://127.0.0.1:9/v1")

@@ -62,6 +62,9 @@ def open_embedder(
         model = arg.strip()
         if not model:
             raise BadInput("openai needs the embedding model's name: --embedder openai:MODEL")
+        if model.lower().startswith(("http://", "https://")):  # the address where the model's name belongs
+            raise BadInput(f"--embedder openai:MODEL takes the embedding model's name, not the server's address: "
+                           f"give --embedder openai:MODEL --embedder-url {model}")
         if not url:
             raise BadInput(
                 f"--embedder {spec} needs the endpoint URL: pass --embedder-url (default: the --llm-url "

@@ -721,6 +721,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
         "(the rest was reused from its KV cache; 1.00 for an endpoint that does not report it).",
         "",
     ]
+    for r in runs:  # --llm-cache: replies no model computed, so no call, token or second of the model's
+        if hits := int(sum(as_number(row.get("llm_cache_hits")) for row in r.rows)):
+            lines += [f"`{r.dir}` ({r.label}): {hits} LLM replies came from `--llm-cache`. They are not counted as "
+                      "LLM calls or tokens, and its seconds are not the model's: time a run without the cache.", ""]
     if prices is not None:
         lines += [f"## Cost at {prices}", ""]
         money = [(r, cost(r, prices)) for r in runs]

@@ -85,7 +85,8 @@ class CachedLLM:
             texts = got.get("texts")
             if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
                 return Generation(texts, prompt_tokens=0, completion_tokens=0, computed_prompt_tokens=0, cached=True)
-        reply = await self.llm.generate(prompt, **{k: v for k, v in call.items() if k != "prompt"})
+        reply = await self.llm.generate(prompt, prefix=prefix, n=n, temperature=temperature, max_tokens=max_tokens,
+                                        stop=stop, seed=seed)
         texts = getattr(reply, "texts", None)
         if key is not None and isinstance(texts, list) and all(isinstance(t, str) for t in texts):
             await self._put(key, {"texts": texts})
@@ -102,7 +103,8 @@ class CachedLLM:
         if _numbers(logprobs, len(options)):
             counts = getattr(reply, "token_counts", None)
             await self._put(key, {"logprobs": [float(x) for x in logprobs],  # type: ignore[union-attr]
-                                  "token_counts": list(counts) if _numbers(counts, len(options)) else None})
+                                  "token_counts": [int(c) for c in counts] if counts and _numbers(counts, len(options))
+                                  else None})
         return reply
 
     async def close(self) -> None:

@@ -99,6 +99,9 @@ def open_llm(
         arg = arg.strip()  # "openai: gpt-4o" would ask the server for the model " gpt-4o"
         if not arg:
             raise BadInput("openai needs a model name: --llm openai:MODEL")
+        if arg.lower().startswith(("http://", "https://")):  # the address where the model's name belongs
+            raise BadInput(f"--llm openai:MODEL takes the served model's name, not the server's address: give "
+                           f"--llm openai:MODEL --llm-url {arg} (MODEL as the server lists it at /v1/models)")
         url = (url or "").strip()  # a value pasted with its newline
         if not url:
             raise BadInput(
