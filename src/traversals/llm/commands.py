@@ -108,7 +108,7 @@ def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
         description=textwrap.fill(
             "Four calls to the LLM the other commands' --llm flags name: a one-word question (a reply comes "
             "back), option scoring (which decoding the search uses, and a check that it ranks the right "
-            "option first), a fresh prompt of about 400 tokens (prompt tokens a second) and a reply of a few "
+            "option first), a fresh prompt of a few hundred tokens (prompt tokens a second) and a reply of a few "
             "dozen tokens (generated tokens a second); from the speeds, about how long a MetaQA 1-hop chain "
             "takes a question here. Exit status 1 when a check fails.",
             width=78,
