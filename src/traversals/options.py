@@ -647,7 +647,8 @@ def llm_cache_identity(spec: str, *, url: str | None = None, template: str | Non
     kind, _, arg = spec.strip().partition(":")
     if kind.strip().lower() == "openai":
         return f"openai:{arg.strip()}@{(url or '').strip().rstrip('/')}" + (f"#{template}" if template else "")
-    return f"local:sha256:{llm_identity(spec)['llm_sha256']}"
+    sha = llm_identity(spec).get("llm_sha256")
+    return f"local:sha256:{sha}" if sha else f"spec:{spec.strip()}"  # no file hash known: the spec as given
 
 
 def headers_from_flag(args: argparse.Namespace, flag: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
