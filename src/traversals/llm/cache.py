@@ -43,7 +43,7 @@ import sqlite3
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeGuard
 
 from ..errors import BadInput
 from .base import LLM, Generation, Scores
@@ -82,13 +82,11 @@ class CachedLLM:
                     stop=list(stop) if stop is not None else None, seed=seed)
         key = self._key("generate", call) if temperature == 0 or seed is not None else None
         if key is not None and (got := await self._get(key)) is not None:
-            texts = got.get("texts")
-            if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+            if _strings(texts := got.get("texts")):
                 return Generation(texts, prompt_tokens=0, completion_tokens=0, computed_prompt_tokens=0, cached=True)
         reply = await self.llm.generate(prompt, prefix=prefix, n=n, temperature=temperature, max_tokens=max_tokens,
                                         stop=stop, seed=seed)
-        texts = getattr(reply, "texts", None)
-        if key is not None and isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+        if key is not None and _strings(texts := getattr(reply, "texts", None)):
             await self._put(key, {"texts": texts})
         return reply
 
@@ -97,13 +95,13 @@ class CachedLLM:
         if (got := await self._get(key)) is not None and _numbers(got.get("logprobs"), len(options)):
             counts = got.get("token_counts")
             return Scores([float(x) for x in got["logprobs"]], prompt_tokens=0, computed_prompt_tokens=0,
-                          token_counts=counts if _numbers(counts, len(options)) else None, cached=True)
+                          token_counts=[int(c) for c in counts] if _numbers(counts, len(options)) else None, cached=True)
         reply = await self.llm.score(prompt, options, prefix=prefix, transient=transient)
         logprobs = getattr(reply, "logprobs", None)
         if _numbers(logprobs, len(options)):
             counts = getattr(reply, "token_counts", None)
             await self._put(key, {"logprobs": [float(x) for x in logprobs],  # type: ignore[union-attr]
-                                  "token_counts": [int(c) for c in counts] if counts and _numbers(counts, len(options))
+                                  "token_counts": [int(c) for c in counts] if _numbers(counts, len(options))
                                   else None})
         return reply
 
@@ -190,7 +188,12 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _numbers(values: Any, count: int) -> bool:
+def _strings(texts: Any) -> TypeGuard[list[str]]:
+    """Whether ``texts`` is a list of strings (a generation worth storing or returning)."""
+    return isinstance(texts, list) and all(isinstance(t, str) for t in texts)
+
+
+def _numbers(values: Any, count: int) -> TypeGuard[Sequence[float]]:
     """Whether ``values`` is a list of ``count`` numbers (not booleans, not NaN)."""
     return (isinstance(values, (list, tuple)) and len(values) == count
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) for x in values))
