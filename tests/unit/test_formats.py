@@ -199,6 +199,36 @@ def test_plain_to_rdf_labels_once_per_name():
     assert (stats.entities, stats.relations) == (3, 2)
 
 
+def test_plain_to_rdf_puts_a_camelcase_relation_in_words_not_an_entity():
+    """A relation named ``bornIn`` is labelled "born in" (its inverse is then made from
+    words: "inverse of born in", not "is bornIn of"); an entity named ``iPhone`` keeps
+    its name."""
+    triples = list(formats.plain_to_rdf([("iPhone", "madeBy", "Apple"), ("Steve_Jobs", "bornIn", "San Francisco")]))
+    labels = {t.subject.value: t.object.value for t in triples if t.predicate.value == LABEL}
+    assert labels[iris.relation_iri("bornIn")] == "born in"
+    assert labels[iris.relation_iri("madeBy")] == "made by"
+    assert labels[iris.entity_iri("iPhone")] == "iPhone"
+    assert labels[iris.entity_iri("Steve_Jobs")] == "Steve Jobs"
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("headquarteredIn", "headquartered in"),
+        ("birthPlace", "birth place"),
+        ("hasURL", "has URL"),
+        ("XMLSchema", "XML schema"),
+        ("directed_by", "directed by"),
+        ("P25", "P25"),
+        ("ISBN13", "ISBN13"),
+        ("Hauptstadt", "Hauptstadt"),
+        ("", ""),
+    ],
+)
+def test_a_relation_name_in_words(name, words):
+    assert iris.relation_name_label(name) == words
+
+
 def test_write_ntriples(tmp_path):
     src = write(tmp_path / "kb.txt", "Kismet|directed_by|William Dieterle\n\nbad\nKismet|has_genre|Drama\n")
     out = tmp_path / "kb.nt"

@@ -301,3 +301,16 @@ def test_relations_that_only_invisible_characters_tell_apart_stay_apart():
     a, b, c = Entity("Q1", "A"), Entity("Q2", "B"), Entity("Q3", "C")
     sg = Subgraph().with_entities([a]).extend([Fact(a, Relation("P1", "mother"), b), Fact(a, Relation("P2", "mot\u200bher"), c)])
     assert yaml.safe_load("\n".join(sg.render_edges())) == {"A": {"mother [P1]": "B", "mother [P2]": "C"}}
+
+
+def test_a_relation_line_is_its_bare_key_when_the_label_is_the_key_in_words():
+    """A label-less ``headquarteredIn`` is shown "headquartered in": the option line stays
+    the bare key, like ``directed_by`` / "directed by", so a list of label-less relations
+    keeps one form (a ``key - label`` line pays for its label when options are scored)."""
+    from traversals.search.machine import option_line
+
+    assert option_line("headquarteredIn", Relation("headquarteredIn", "headquartered in")) == "headquarteredIn"
+    assert option_line("directed_by", Relation("directed_by", "directed by")) == "directed_by"
+    inverse = Relation("headquarteredIn", "headquartered in", "inverse of headquartered in", inverse=True)
+    assert option_line("~headquarteredIn", inverse) == "~headquarteredIn - inverse of headquartered in"
+    assert option_line("P25", Relation("P25", "mother")) == "P25 - mother"

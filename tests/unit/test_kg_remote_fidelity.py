@@ -242,3 +242,28 @@ def test_a_predicate_named_like_an_inverse_gets_a_key_of_its_own(tmp_path) -> No
         assert ends["foo"] == [("b", "d")] and ends["~foo"] == [("a", "b")]
         assert ends["http://traversals.local/relation/~foo"] == [("b", "c")]
     assert embedded.relation("~foo").inverse and embedded.relation("~foo").id == "foo"
+
+
+def test_a_camelcase_predicate_without_a_label_is_shown_in_words_by_both_back_ends(tmp_path) -> None:
+    """``ex:headquarteredIn`` with no label was shown as "headquarteredIn", and backwards
+    as "is headquarteredIn of"; ``ex:partOf`` backwards as "is partOf of". Both back ends
+    now put the local name in words, so the inverse is made from words too."""
+    ttl = """
+    @prefix ex: <http://ex.org/> .
+    @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+    ex:acme ex:headquarteredIn ex:tucson ; rdfs:label "ACME" .
+    ex:tucson ex:partOf ex:arizona ; ex:hasURL ex:site ; rdfs:label "Tucson" .
+    """
+    embedded, remote = _both(tmp_path, ttl)
+    tucson = Entity("http://ex.org/tucson", "Tucson")
+
+    async def run(kg):
+        rels = (await kg.get_relations([tucson])).items
+        return sorted((r.key, r.display) for r in rels)
+
+    for kg in (embedded, remote):
+        assert asyncio.run(run(kg)) == [
+            ("hasURL", "has URL"),
+            ("partOf", "part of"),
+            ("~headquarteredIn", "inverse of headquartered in"),
+        ]

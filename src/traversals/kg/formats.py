@@ -26,7 +26,9 @@ Two families of input are recognised by file extension (optionally followed by `
   (``entity_iri`` for subjects *and objects* – MetaQA's years and ratings are entities,
   as in MetaQA's own setup – and ``relation_iri`` for relations). Each distinct entity
   and relation gets one ``rdfs:label`` triple whose text is ``iris.name_label(name)``
-  (``directed_by`` -> ``directed by``), or the stripped name if that is empty.
+  (``directed_by`` -> ``directed by``; a relation's camelCase in words too,
+  ``iris.relation_name_label``: ``bornIn`` -> ``born in``), or the stripped name if that
+  is empty.
 
   Blank lines and malformed lines (not exactly three non-empty fields) are skipped and
   counted in a :class:`ReadStats`; a summary naming the first malformed line's fault
@@ -447,8 +449,8 @@ def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
 # --------------------------------------------------------------------- plain files -> RDF
 
 
-def _label_literal(name: str) -> ox.Literal:
-    return ox.Literal(iris.name_label(name) or name.strip())
+def _label_literal(name: str, words: Callable[[str], str] = iris.name_label) -> ox.Literal:
+    return ox.Literal(words(name) or name.strip())
 
 
 @overload
@@ -483,11 +485,11 @@ def plain_to_rdf(
     relations: dict[str, ox.NamedNode] = {}
 
     def mint(
-        name: str, table: dict[str, ox.NamedNode], iri: Callable[[str], str]
+        name: str, table: dict[str, ox.NamedNode], iri: Callable[[str], str], words: Callable[[str], str] = iris.name_label
     ) -> tuple[ox.NamedNode, ox.Triple | ox.Quad]:
         node = ox.NamedNode(iri(name))
         table[name] = node
-        return node, make(node, label, _label_literal(name))
+        return node, make(node, label, _label_literal(name, words))
 
     # Written out (no inner loop) because it runs once per line of files like MetaQA's.
     for s, r, o in triples:
@@ -497,7 +499,7 @@ def plain_to_rdf(
             yield t
         rn = relations.get(r)
         if rn is None:
-            rn, t = mint(r, relations, iris.relation_iri)
+            rn, t = mint(r, relations, iris.relation_iri, iris.relation_name_label)
             yield t
         on = entities.get(o)
         if on is None:

@@ -10,6 +10,7 @@ two read the same predicates.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, unquote
 
 ENTITY_NS = "http://traversals.local/entity/"
@@ -82,6 +83,24 @@ def display_text(value: str) -> str:
 def name_label(name: str) -> str:
     """Label for a minted name: underscores become spaces (``directed_by`` -> ``directed by``)."""
     return " ".join(name.replace("_", " ").split())
+
+
+#: where a camelCase name starts a word: "headquarteredIn", "birthPlace", "hasURL", "XMLSchema"
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def relation_name_label(name: str) -> str:
+    """Label for a relation known only by its name: :func:`name_label`, and a camelCase
+    name in words (``headquarteredIn`` -> ``headquartered in``, ``hasPart`` -> ``has
+    part``, ``hasURL`` -> ``has URL``). Prompts then read "headquartered in", and the
+    inverse is made from words (:func:`~traversals.kg.base.inverse_label_for`: "inverse of
+    headquartered in", "is part of"), not "is headquarteredIn of". Entity names are left
+    as they are (``iPhone``, ``McDonald``)."""
+    words = []
+    for chunk in name_label(name).split(" "):
+        parts = _WORD_START.split(chunk)
+        words.append(" ".join([parts[0], *(p.lower() if p[1:].islower() else p for p in parts[1:])]))
+    return " ".join(words)
 
 
 def local_name(iri: str) -> str:

@@ -22,6 +22,7 @@ from itertools import count
 from typing import Any, Sequence
 
 from ..kg.base import Entity, Relation, Relations
+from ..kg.iris import relation_name_label
 from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph, omitted_marks, shown
@@ -116,9 +117,10 @@ def selection_group(node: "Node", limit: int | None = MAX_GROUP) -> tuple[Entity
 
 
 def option_line(key: str, relation: Relation) -> str:
-    """``P25 - has mother``; just ``directed_by`` when the label only repeats the key.
-    Key and label are :func:`~.subgraph.shown` (one line, clipped)."""
-    if normalise_label(key.lstrip("~").split(":")[-1]) == normalise_label(relation.display):
+    """``P25 - has mother``; just ``directed_by`` (or ``headquarteredIn``) when the label
+    only repeats the key in words. Key and label are :func:`~.subgraph.shown` (one line,
+    clipped)."""
+    if normalise_label(relation_name_label(key.lstrip("~").split(":")[-1])) == normalise_label(relation.display):
         return shown(key)
     return f"{shown(key)} - {shown(relation.display)}"
 
