@@ -52,7 +52,7 @@ class TimedLLM:
     async def generate(self, prompt: str, *, prefix: str = "", **kw) -> Generation:
         t = time.perf_counter()
         g = await self.inner.generate(prompt, prefix=prefix, **kw)
-        computed = g.prompt_tokens if g.computed_prompt_tokens is None else g.computed_prompt_tokens
+        computed = g.computed_tokens
         self._add(f"generate {prefix.strip()[-24:] or '(no prefix)'}", computed, g.completion_tokens,
                   time.perf_counter() - t, g.prompt_tokens)
         return g
@@ -60,7 +60,7 @@ class TimedLLM:
     async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False) -> Scores:
         t = time.perf_counter()
         s = await self.inner.score(prompt, options, prefix=prefix, transient=transient)
-        computed = s.prompt_tokens if s.computed_prompt_tokens is None else s.computed_prompt_tokens
+        computed = s.computed_tokens
         what = (prompt.rstrip().splitlines()[-1] + " " + prefix).strip()[-48:]
         self._add(f"score {what}{' (transient)' if transient else ''}", computed, 0, time.perf_counter() - t, s.prompt_tokens)
         return s

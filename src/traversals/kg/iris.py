@@ -103,6 +103,12 @@ def relation_name_label(name: str) -> str:
     return " ".join(words)
 
 
+def relation_fallback_label(iri: str) -> str:
+    """Label for a predicate that has none: its local name in words
+    (:func:`relation_name_label`), else the IRI. Both back ends use it."""
+    return relation_name_label(local_name(iri)) or iri
+
+
 def local_name(iri: str) -> str:
     """Short id of an IRI: the part after the last ``/`` or ``#``, percent-decoded."""
     cut = max(iri.rfind("/"), iri.rfind("#"))

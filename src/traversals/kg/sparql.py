@@ -187,13 +187,6 @@ def fallback_label(iri: str) -> str:
     return iris.name_label(iris.local_name(iri)) or iri
 
 
-def relation_fallback_label(iri: str) -> str:
-    """Label for a predicate that has none: its local name in words (``headquarteredIn``
-    -> ``headquartered in``, :func:`~.iris.relation_name_label`), as the embedded store
-    shows it."""
-    return iris.relation_name_label(iris.local_name(iri)) or iri
-
-
 # -- SPARQL JSON results --------------------------------------------------------------
 
 
@@ -904,7 +897,7 @@ class SparqlKG:
         ids = _relation_ids({p for p, _, _ in rows})
         ranked = []
         for p, inverse, n in rows:
-            label, inv = labels.get(p, (relation_fallback_label(p), ""))
+            label, inv = labels.get(p, (iris.relation_fallback_label(p), ""))
             rel = Relation(
                 id=ids[p],
                 label=label,
@@ -940,7 +933,7 @@ class SparqlKG:
         out: dict[str, tuple[str, str]] = {}
         for p in todo:
             slot = best.get(p, {})
-            label = slot["label"][1] if "label" in slot else relation_fallback_label(p)
+            label = slot["label"][1] if "label" in slot else iris.relation_fallback_label(p)
             inv = slot["inv"][1] if "inv" in slot else ""
             out[p] = (label, inv)
         return out

@@ -828,7 +828,7 @@ class OxigraphKG:
                 if p.startswith(WD_DIRECT):
                     sources.append(WD_ENTITY + p[len(WD_DIRECT):])
                 label = next((self._labels[s] for s in sources if s in self._labels), "")
-                label = label or iris.relation_name_label(local) or p
+                label = label or iris.relation_fallback_label(p)
                 inv = next((inverse_labels[s] for s in sources if s in inverse_labels), "")
                 relinfo[p] = _RelInfo(rel_id, label, inv or inverse_label_for(label))
         self._relinfo = relinfo
@@ -842,7 +842,7 @@ class OxigraphKG:
         info = self._relinfo.get(pred)
         if info is None:
             local = iris.local_name(pred)
-            label = iris.relation_name_label(local) or pred
+            label = iris.relation_fallback_label(pred)
             info = _RelInfo(local if iris.usable_relation_id(local) else pred, label, inverse_label_for(label))
         return Relation(
             id=info.id,

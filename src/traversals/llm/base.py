@@ -25,6 +25,11 @@ class Generation:
     #: the reply came from a reply cache (:mod:`~traversals.llm.cache`), not the model
     cached: bool = False
 
+    @property
+    def computed_tokens(self) -> int:
+        """Prompt tokens computed: ``computed_prompt_tokens``, or all of them when unknown."""
+        return self.prompt_tokens if self.computed_prompt_tokens is None else self.computed_prompt_tokens
+
 
 @dataclass
 class Scores:
@@ -37,6 +42,11 @@ class Scores:
     token_counts: list[int] | None = None
     #: the reply came from a reply cache (:mod:`~traversals.llm.cache`), not the model
     cached: bool = False
+
+    @property
+    def computed_tokens(self) -> int:
+        """Prompt tokens computed: ``computed_prompt_tokens``, or all of them when unknown."""
+        return self.prompt_tokens if self.computed_prompt_tokens is None else self.computed_prompt_tokens
 
     def per_token(self, options: Sequence[str]) -> list[float]:
         """Mean log-probability per option token (estimated from characters if the
@@ -65,9 +75,7 @@ class Usage:
         self.llm_calls += 1
         self.prompt_tokens += g.prompt_tokens
         self.completion_tokens += g.completion_tokens
-        self.computed_prompt_tokens += (
-            g.prompt_tokens if g.computed_prompt_tokens is None else g.computed_prompt_tokens
-        )
+        self.computed_prompt_tokens += g.computed_tokens
 
     def add_scores(self, s: Scores) -> None:
         if s.cached:
@@ -75,9 +83,7 @@ class Usage:
             return
         self.llm_calls += 1
         self.prompt_tokens += s.prompt_tokens
-        self.computed_prompt_tokens += (
-            s.prompt_tokens if s.computed_prompt_tokens is None else s.computed_prompt_tokens
-        )
+        self.computed_prompt_tokens += s.computed_tokens
 
     def merge(self, other: "Usage") -> None:
         self.llm_calls += other.llm_calls

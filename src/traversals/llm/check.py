@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from ..errors import TraversalsError
-from .base import LLM, Generation, Usage
+from .base import LLM
 
 #: a MetaQA 1-hop chain with the LLM value and the default flags, per question, on the
 #: default model with llama.cpp's prefix reuse (docs/results.md, fifty-second and
@@ -36,13 +36,6 @@ REPLY_PROMPT = "What is the capital of France? Answer with one word."
 #: filler for the prompt-speed call: a subgraph as the search renders one, repeated
 _FILLER = ("- Heat (Q1):\n    directed by: Michael Mann (Q2)\n    starred actors: Al Pacino (Q3), Robert De Niro (Q4)\n"
            "    release year: 1995 (Q5)\n")
-
-
-def _computed(gen: Generation) -> int:
-    """The prompt tokens ``gen`` computed, as a run counts them (:meth:`Usage.add_generation`)."""
-    usage = Usage()
-    usage.add_generation(gen)
-    return usage.computed_prompt_tokens
 
 
 @dataclass
@@ -126,7 +119,7 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
     if got := await timed("prompt speed", lambda: llm.generate(unique + filler + "\nHow many films are listed?",
                                                                max_tokens=1)):
         gen, took = got
-        computed = _computed(gen)
+        computed = gen.computed_tokens
         if computed and took > 0:
             report.prompt_tokens_per_second = round(computed / took, 1)
         report.checks.append(Check("prompt speed", True, f"{computed} prompt tokens, "
@@ -136,7 +129,7 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
     if got := await timed("generation speed", lambda: llm.generate(
             f"{unique}Count from 1 to 30, the numbers separated by spaces.", max_tokens=48)):
         gen, took = got
-        computed = _computed(gen)
+        computed = gen.computed_tokens
         prompt_time = computed / report.prompt_tokens_per_second if report.prompt_tokens_per_second else 0.0
         if gen.completion_tokens and took > prompt_time:
             report.generated_tokens_per_second = round(gen.completion_tokens / (took - prompt_time), 1)
