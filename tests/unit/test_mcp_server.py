@@ -78,7 +78,7 @@ def recorded_builds(monkeypatch) -> list:
 
 async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks_it(monkeypatch):
     built = recorded_builds(monkeypatch)
-    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
+    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("Find the names in a text", "Bob Dylan")])
     async with Client(server(llm, embedder=LexicalEmbedder())) as c:
         ok = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's maternal grandmother?",
                                                    "strategy": "retrieve", "max_hops": 3})
@@ -98,7 +98,7 @@ async def test_answer_question_takes_max_hops_checked_as_the_http_service_checks
 
 async def test_answer_question_takes_the_search_sizes_a_strategy_reads(monkeypatch):
     built = recorded_builds(monkeypatch)
-    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("List the named entities", "Bob Dylan")])
+    llm = ScriptedLLM(rules=[("Facts:", "ANSWER: Florence Stone"), ("Find the names in a text", "Bob Dylan")])
     q = "Who is Bob Dylan's maternal grandmother?"
     async with Client(server(llm, embedder=LexicalEmbedder())) as c:
         few = await c.call_tool("answer_question", {"question": q, "strategy": "retrieve", "top_facts": 3})

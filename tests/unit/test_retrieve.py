@@ -235,7 +235,7 @@ async def test_kg_calls_run_concurrently_within_a_bound(tmp_path):
 
 
 async def test_a_question_linked_to_nothing_is_answered_by_the_llm_alone(tmp_path):
-    llm = ScriptedLLM(rules=[("List the named entities", "Atlantis"), ("Facts:", "ANSWER: nobody knows")])
+    llm = ScriptedLLM(rules=[("Find the names in a text", "Atlantis"), ("Facts:", "ANSWER: nobody knows")])
     ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))], SearchConfig(embedder="lexical"))
     answer = await ask.ask("who ruled Atlantis")
     assert answer.text == "nobody knows" and answer.linked_entities == [] and answer.supporting_edges == []

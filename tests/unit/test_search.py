@@ -18,7 +18,7 @@ ENTITIES = "entities to expand:"
 RELATION = "I suggest selecting property:"
 ANSWER_EVAL = "Provided answer:"
 RATING = "RATING [0.0-1.0]: "
-EXTRACT = ("List the named entities", "Bob Dylan")
+EXTRACT = ("Find the names in a text", "Bob Dylan")
 
 
 def history(prompt: str) -> list[str]:
@@ -502,7 +502,7 @@ async def test_initialize_uses_brackets_then_llm_extraction_and_llm_choice():
 
     kg = DictKG([("m1", "r", "x"), ("m2", "r", "y")], labels={"m1": "Heat", "m2": "Heat wave"})
     kgs = KGSet([kg])
-    llm = ScriptedLLM(rules=[("List the named entities", "Heat\n"), ("Which entity", "C2")])
+    llm = ScriptedLLM(rules=[("Find the names in a text", "Heat\n"), ("Which entity", "C2")])
     linker = Linker(llm, kgs, constrained=False)
     # exact label with a single exact match: no LLM call
     got = await linker.initialize("who directed [Heat]", Usage())
@@ -510,7 +510,7 @@ async def test_initialize_uses_brackets_then_llm_extraction_and_llm_choice():
     got = await linker.initialize("who directed heat wave?", Usage(), topic_entities=["heat w"])
     assert [e.id for e in got] == ["m2"]  # two partial candidates: the LLM chose C2
     got = await linker.initialize("Who directed Heat?", Usage())
-    assert [e.id for e in got] == ["m1"] and llm.calls[-1].prompt.startswith("Question: Who directed Heat?")
+    assert [e.id for e in got] == ["m1"] and llm.calls[-1].prompt.endswith("Text: \"Who directed Heat?\"\nNames:")
 
 
 def test_build_solver_rejects_bad_configuration():

@@ -2,10 +2,18 @@
 
 Mentions come from, in order: ``topic_entities`` given by the caller (a dataset's gold
 topic entity), ``[...]`` spans in the question (MetaQA's convention), or an LLM call
-with the ``extract_entities`` prompt. Each mention is searched in every KG. A mention
-with exactly one exact-label candidate is linked without asking the LLM; otherwise the
-LLM picks among the candidates (by option probability when the backend can score,
-else by sampling and parsing an id). Mentions with no candidates are dropped.
+with the ``extract_entities`` prompt. Of the names the LLM gives, those written in the
+question come first, each as the question writes it and a KG labels it (widened to
+"Jayne Mansfield's Car" from "Jayne Mansfield", narrowed to "Song of the Sea" from "The
+film script for Song of the Sea"); when none of them is in
+a KG, the question's name-like spans (:func:`name_spans`) that a KG has as a label; a
+name not in the question (a small model may answer instead: "1953" for "what year was A
+Midsummer Night's Dream released") only when both found nothing.
+
+Each mention is searched in every KG. A mention with exactly one exact-label candidate
+is linked without asking the LLM; otherwise the LLM picks among the candidates (by
+option probability when the backend can score, else by sampling and parsing an id).
+Mentions with no candidates are dropped.
 
 With several KGs the entities chosen are linked (:meth:`KGSet.merge
 <traversals.search.kgset.KGSet.merge>`) and one thing found in two KGs is one entity,
@@ -16,7 +24,7 @@ is its copy there when no explicit link says otherwise.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import AbstractSet, Sequence
 
 from ..kg.base import Entity
 from ..llm.base import LLM, Usage
@@ -29,6 +37,16 @@ from .templates import PromptSet, default_prompts
 _BRACKETS = re.compile(r"\[([^\[\]]+)\]")
 MAX_MENTIONS = 6
 CANDIDATES = 5
+# name_spans: lowercase words that may sit inside a name ("Beyond a Reasonable Doubt")
+_CONNECTORS = frozenset("a an and of the from in on to for with at by de la le les du des del von van der y & 's".split())
+# a capitalised first word that only starts the sentence ("Which company ...")
+_OPENERS = frozenset(
+    "which what who whom whose where when why how in on at is are was were did does do name list give tell "
+    "for of from to and can could has have had show find".split()
+)
+MAX_SPAN_WORDS = 8
+MAX_SPAN_SEARCHES = 24
+MAX_RESPAN_SEARCHES = 3
 
 
 def bracketed_mentions(question: str) -> list[str]:
@@ -51,6 +69,53 @@ def parse_mentions(text: str, question: str) -> list[str]:
     return out[:MAX_MENTIONS]
 
 
+def name_spans(question: str) -> list[str]:
+    """Spans of the question that look like names, longest first: runs of capitalised
+    words, numbers or ``snake_case`` tokens (MetaQA's and PathQuestion's ids), with
+    lowercase connectors inside ("Beyond a Reasonable Doubt"), and every shorter run of
+    those that starts and ends on such a word ("Paris and Rouen" -> "Paris", "Rouen").
+    The question's opening word is left out when it only opens the sentence ("Which")."""
+    words = [w.strip("?,;:\"()") for w in without_brackets(question).split()]
+    words = [w for w in words if w]
+
+    def namelike(i: int) -> bool:
+        w = words[i]
+        if i == 0 and w.casefold() in _OPENERS:
+            return False
+        return w[0].isupper() or w[0].isdigit() or "_" in w
+
+    def joins(i: int) -> bool:
+        """A connector followed, after more connectors, by a name-like word ("of the Sea")."""
+        while i < len(words) and words[i].casefold() in _CONNECTORS:
+            i += 1
+        return i < len(words) and namelike(i)
+
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for i, w in enumerate(words):
+        if namelike(i) or (run and joins(i)):
+            run.append(i)
+        else:
+            if run:
+                runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    spans: list[tuple[int, int, str]] = []
+    for run in runs:
+        run = run[:MAX_SPAN_WORDS]
+        for a in range(len(run)):
+            for b in range(a, len(run)):
+                if namelike(run[a]) and namelike(run[b]) and not (a == b and words[run[a]].casefold() in _CONNECTORS):
+                    spans.append((b - a, -run[a], " ".join(words[run[a]:run[b] + 1])))
+    spans.sort(reverse=True)
+    out: list[str] = []
+    for _, _, text in spans:
+        if text not in out:
+            out.append(text)
+    return out
+
+
 class Linker:
     def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
@@ -60,8 +125,14 @@ class Linker:
 
     async def initialize(self, question: str, usage: Usage, topic_entities: Sequence[str] | None = None) -> list[Entity]:
         mentions = list(topic_entities or []) or bracketed_mentions(question)
-        if not mentions:
-            mentions = await self.extract(question, usage)
+        if mentions:
+            linked, chosen = await self._link_all(question, mentions, usage)
+        else:
+            linked, chosen = await self._link_extracted(question, usage)
+        # several KGs: one node per thing named, linked to its copies in the other KGs
+        return await self.kgs.merge(linked, usage, together=chosen)
+
+    async def _link_all(self, question: str, mentions: list[str], usage: Usage) -> tuple[list[Entity], list[list[Entity]]]:
         linked: list[Entity] = []
         chosen: list[list[Entity]] = []
         for mention in mentions:
@@ -69,16 +140,62 @@ class Linker:
             for entity in chosen[-1]:
                 if entity not in linked:
                     linked.append(entity)
-        # several KGs: one node per thing named, linked to its copies in the other KGs
-        return await self.kgs.merge(linked, usage, together=chosen)
+        return linked, chosen
+
+    async def _link_extracted(self, question: str, usage: Usage) -> tuple[list[Entity], list[list[Entity]]]:
+        """The names the LLM finds in the question, in this order of trust: those written in
+        the question; else the question's name-like spans that a KG has as a label (the LLM
+        named nothing the KGs have: "father" for "the kid of father of princess_tenagnework");
+        else, as a last resort, the first two names the LLM gave that are not in the question
+        (a spelling of its own, or an answer: the search starts there)."""
+        mentions = await self.extract(question, usage)
+        asked = normalise_label(question)
+        written = [await self._as_written(question, m, usage) for m in mentions if normalise_label(m) in asked]
+        linked, chosen = await self._link_all(question, written, usage)
+        if not linked:
+            spans = await self.spans_in_kg(question, usage, tried={normalise_label(m) for m in written})
+            linked, chosen = await self._link_all(question, spans, usage)
+        if not linked:
+            linked, chosen = await self._link_all(question, [m for m in mentions if m not in written][:2], usage)
+        return linked, chosen
+
+    async def _as_written(self, question: str, mention: str, usage: Usage) -> str:
+        """The name as the question writes it and a KG labels it: the longest name-like
+        span around ``mention`` that is a KG label ("Jayne Mansfield's Car" for "Jayne
+        Mansfield"); else ``mention`` if it is one; else the longest span inside it that is
+        ("Song of the Sea" for "The film script for Song of the Sea"); else ``mention``
+        (at most :data:`MAX_RESPAN_SEARCHES` searches each way)."""
+        key = normalise_label(mention)
+        spans = name_spans(question)
+        wider = [s for s in spans if key in normalise_label(s) and len(normalise_label(s)) > len(key)]
+        narrower = [s for s in spans if normalise_label(s) in key and len(normalise_label(s)) < len(key)]
+        for span in wider[:MAX_RESPAN_SEARCHES] + ([mention] if narrower else []) + narrower[:MAX_RESPAN_SEARCHES]:
+            cands = await self.kgs.search(span, usage, limit=CANDIDATES)
+            if any(normalise_label(c.label) == normalise_label(span) for c in cands):
+                return span
+        return mention
 
     async def extract(self, question: str, usage: Usage) -> list[str]:
+        """The names the ``extract_entities`` prompt finds (one greedy LLM call)."""
         gen = await self.llm.generate(self.prompts.render("extract_entities", query=question), n=1, temperature=0.0, max_tokens=64)
         usage.add_generation(gen)
-        mentions = parse_mentions(gen.texts[0] if gen.texts else "", question)
-        # Keep mentions that really occur in the question (a small model may answer it).
-        found = [m for m in mentions if normalise_label(m) in normalise_label(question)]
-        return found or mentions[:2]
+        return parse_mentions(gen.texts[0] if gen.texts else "", question)
+
+    async def spans_in_kg(self, question: str, usage: Usage, tried: AbstractSet[str] = frozenset()) -> list[str]:
+        """The question's :func:`name_spans` that some KG has as a label, longest first,
+        none inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` searches; a span
+        whose normalised text is in ``tried`` is not searched again)."""
+        taken: list[str] = []
+        for span in name_spans(question)[:MAX_SPAN_SEARCHES]:
+            key = normalise_label(span)
+            if key in tried or any(key in normalise_label(t) for t in taken):
+                continue
+            cands = await self.kgs.search(span, usage, limit=CANDIDATES)
+            if any(normalise_label(c.label) == key for c in cands):
+                taken.append(span)
+            if len(taken) == MAX_MENTIONS:
+                break
+        return taken
 
     async def link(self, question: str, mention: str, usage: Usage) -> list[Entity]:
         """The best candidate for ``mention`` in each KG (several KGs: one per KG, and none

@@ -1,0 +1,95 @@
+"""Linking a question nobody marked: the LLM's names, the question's own spans, longer labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traversals.kg.factory import open_kg
+from traversals.llm.base import Usage
+from traversals.llm.scripted import ScriptedLLM
+from traversals.search.kgset import KGSet
+from traversals.search.linking import Linker, name_spans
+
+from .kgdouble import DictKG
+
+EXTRACT = "Find the names in a text"
+
+COMPANY_TTL = """\
+@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:Acme rdfs:label "Acme Corporation" ; ex:headquarteredIn ex:Tucson .
+ex:Globex rdfs:label "Globex" ; ex:headquarteredIn ex:Phoenix .
+ex:Tucson rdfs:label "Tucson" ; ex:locatedIn ex:Arizona .
+ex:Phoenix rdfs:label "Phoenix" ; ex:locatedIn ex:Arizona .
+ex:Arizona rdfs:label "Arizona" .
+"""
+
+
+def test_name_spans_are_capitalised_runs_ids_and_their_parts_longest_first():
+    assert name_spans("Which company is headquartered in Tucson?") == ["Tucson"]  # "Which" only opens it
+    assert name_spans("who stars in Beyond a Reasonable Doubt")[0] == "Beyond a Reasonable Doubt"
+    assert name_spans("which river flows through Paris and Rouen?") == ["Paris and Rouen", "Paris", "Rouen"]
+    assert name_spans("where does john_f_kennedy_jr 's dad work ?") == ["john_f_kennedy_jr"]
+    spans = name_spans("what year was the movie A Midsummer Night's Dream released")
+    assert spans[0] == "A Midsummer Night's Dream" and "A" not in spans  # a lone connector is no name
+    assert name_spans("who directed [Heat] in 1995") == ["Heat in 1995", "Heat", "1995"]
+    assert name_spans("what is the capital of france") == []
+
+
+async def test_when_the_llm_answers_instead_the_questions_own_span_is_linked(tmp_path: Path):
+    ttl = tmp_path / "company.ttl"
+    ttl.write_text(COMPANY_TTL)
+    kg = open_kg(str(ttl))
+    try:
+        # a small model answered the question instead of copying a name out of it
+        llm = ScriptedLLM(rules=[(EXTRACT, "Alibaba Cloud")])
+        usage = Usage()
+        got = await Linker(llm, KGSet([kg]), constrained=False).initialize("Which company is headquartered in Tucson?", usage)
+    finally:
+        await KGSet([kg]).close()
+    assert [e.label for e in got] == ["Tucson"] and usage.llm_calls == 1
+
+
+async def test_a_name_the_llm_copied_comes_first_and_the_spans_are_not_searched():
+    kg = DictKG([("m1", "r", "x"), ("p1", "r", "y")], labels={"m1": "Heat", "p1": "Paris"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Heat")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("did Heat play in Paris?", Usage())
+    assert [e.label for e in got] == ["Heat"] and kg.calls == ["search"]
+
+
+async def test_a_copied_name_the_kg_lacks_is_not_searched_again_as_a_span():
+    kg = DictKG([("p1", "r", "y")], labels={"p1": "Paris"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Atlantis")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who ruled Atlantis", Usage())
+    assert got == [] and kg.calls == ["search"]
+
+
+async def test_a_name_not_in_the_question_is_the_last_resort():
+    kg = DictKG([("d1", "r", "x")], labels={"d1": "Bob Dylan"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Bob Dylan")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who is his mother?", Usage())
+    assert [e.label for e in got] == ["Bob Dylan"]
+
+
+async def test_a_longer_label_written_in_the_question_wins_over_the_mention():
+    kg = DictKG([("j1", "r", "x"), ("c1", "r", "y")], labels={"j1": "Jayne Mansfield", "c1": "Jayne Mansfield's Car"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Jayne Mansfield")])
+    linker = Linker(llm, KGSet([kg]), constrained=False)
+    got = await linker.initialize("the screenwriter of Jayne Mansfield's Car also wrote which movies", Usage())
+    assert [e.label for e in got] == ["Jayne Mansfield's Car"]
+    got = await linker.initialize("what films did Jayne Mansfield act in", Usage())
+    assert [e.label for e in got] == ["Jayne Mansfield"]
+
+
+def test_a_name_runs_over_several_connectors():
+    assert name_spans("who is the creator of the film script for Song of the Sea")[0] == "Song of the Sea"
+
+
+async def test_a_copied_phrase_the_kg_lacks_is_narrowed_to_the_name_inside_it():
+    # a partial match of the whole phrase is no reason to keep it: the name inside is a label
+    kg = DictKG([("s1", "r", "x"), ("s2", "r", "y")],
+                labels={"s1": "Song of the Sea", "s2": "The film script for Song of the Sea (draft)"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "The film script for Song of the Sea")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
+        "who is the creator of the film script for Song of the Sea", Usage())
+    assert [e.label for e in got] == ["Song of the Sea"]
