@@ -62,7 +62,7 @@ def toy_complete(text: str, temperature: float) -> str:
         if "London" in entities or "<current entity>[London" in text:
             return "0.9"
         return "0.6" if "Christopher Nolan" in entities else "0.3"
-    if "List the named entities" in text:
+    if "Find the names in a text" in text:
         return "Inception"
     if "Which entity does the question mean?" in text:
         return "C1"
@@ -87,7 +87,7 @@ def toy_complete(text: str, temperature: float) -> str:
 
 async def main() -> None:
     llm = MyLLM(toy_complete)
-    gen = await llm.generate("List the named entities in: Where was the director of Inception born?")
+    gen = await llm.generate("Find the names in a text: \"Where was the director of Inception born?\"")
     print(gen.texts)
 
 

@@ -23,6 +23,8 @@ ex:Tucson rdfs:label "Tucson" ; ex:locatedIn ex:Arizona .
 ex:Phoenix rdfs:label "Phoenix" ; ex:locatedIn ex:Arizona .
 ex:Arizona rdfs:label "Arizona" .
 ex:Jane rdfs:label "Jane Smith" .
+ex:Dylan rdfs:label "Bob Dylan" ; ex:mother ex:Beatty .
+ex:Beatty rdfs:label "Beatrice Stone" .
 ex:Dream rdfs:label "A Midsummer Night's Dream" ; ex:releaseYear "1935" .
 """
 
@@ -30,6 +32,7 @@ ex:Dream rdfs:label "A Midsummer Night's Dream" ; ex:releaseYear "1935" .
 @pytest.mark.parametrize("question, linked", [
     ("Which company is headquartered in Tucson?", ["Tucson"]),
     ("Who is the CEO of Acme Corporation?", ["Acme Corporation"]),
+    ("Who is Bob Dylan's maternal grandmother?", ["Bob Dylan"]),  # the demo's question
     ("what year was the movie A Midsummer Night's Dream released", ["A Midsummer Night's Dream"]),
 ])
 async def test_the_real_model_links_an_unmarked_question(local_llm, tmp_path: Path, question, linked):

@@ -93,3 +93,11 @@ async def test_a_copied_phrase_the_kg_lacks_is_narrowed_to_the_name_inside_it():
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
         "who is the creator of the film script for Song of the Sea", Usage())
     assert [e.label for e in got] == ["Song of the Sea"]
+
+
+async def test_a_possessive_is_not_part_of_the_name():
+    assert name_spans("Who is Bob Dylan's maternal grandmother?")[:2] == ["Bob Dylan's", "Bob Dylan"]
+    kg = DictKG([("d1", "r", "x")], labels={"d1": "Bob Dylan"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Bob Dylan's maternal grandmother")])  # the whole phrase
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("Who is Bob Dylan's maternal grandmother?", Usage())
+    assert [e.label for e in got] == ["Bob Dylan"]

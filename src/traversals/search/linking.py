@@ -44,6 +44,7 @@ _OPENERS = frozenset(
     "which what who whom whose where when why how in on at is are was were did does do name list give tell "
     "for of from to and can could has have had show find".split()
 )
+_POSSESSIVE = re.compile(r"['’]s?$")
 MAX_SPAN_WORDS = 8
 MAX_SPAN_SEARCHES = 24
 MAX_RESPAN_SEARCHES = 3
@@ -73,7 +74,8 @@ def name_spans(question: str) -> list[str]:
     """Spans of the question that look like names, longest first: runs of capitalised
     words, numbers or ``snake_case`` tokens (MetaQA's and PathQuestion's ids), with
     lowercase connectors inside ("Beyond a Reasonable Doubt"), and every shorter run of
-    those that starts and ends on such a word ("Paris and Rouen" -> "Paris", "Rouen").
+    those that starts and ends on such a word ("Paris and Rouen" -> "Paris", "Rouen"),
+    each ending in a possessive also without it ("Bob Dylan's" -> "Bob Dylan").
     The question's opening word is left out when it only opens the sentence ("Which")."""
     words = [w.strip("?,;:\"()") for w in without_brackets(question).split()]
     words = [w for w in words if w]
@@ -111,8 +113,10 @@ def name_spans(question: str) -> list[str]:
     spans.sort(reverse=True)
     out: list[str] = []
     for _, _, text in spans:
-        if text not in out:
-            out.append(text)
+        # a possessive ends the name before it: "Bob Dylan's" -> "Bob Dylan" too
+        for t in (text, _POSSESSIVE.sub("", text)):
+            if t and t not in out:
+                out.append(t)
     return out
 
 
