@@ -5,10 +5,10 @@ topic entity), ``[...]`` spans in the question (MetaQA's convention), or an LLM 
 with the ``extract_entities`` prompt. Of the names the LLM gives, those written in the
 question come first, each as the question writes it and a KG labels it (widened to
 "Jayne Mansfield's Car" from "Jayne Mansfield", narrowed to "Song of the Sea" from "The
-film script for Song of the Sea"); when none of them is in
-a KG, the question's name-like spans (:func:`name_spans`) that a KG has as a label; a
-name not in the question (a small model may answer instead: "1953" for "what year was A
-Midsummer Night's Dream released") only when both found nothing.
+film script for Song of the Sea"); when none of them is in a KG, the question's
+name-like spans (:func:`name_spans`) that a KG has as a label; a name not in the
+question (a small model may answer instead: "1953" for "what year was A Midsummer
+Night's Dream released") only when both found nothing.
 
 Each mention is searched in every KG. A mention with exactly one exact-label candidate
 is linked without asking the LLM; otherwise the LLM picks among the candidates (by
@@ -160,7 +160,8 @@ class Linker:
             spans = await self.spans_in_kg(question, usage, tried={normalise_label(m) for m in written})
             linked, chosen = await self._link_all(question, spans, usage)
         if not linked:
-            linked, chosen = await self._link_all(question, [m for m in mentions if m not in written][:2], usage)
+            unwritten = [m for m in mentions if normalise_label(m) not in asked]
+            linked, chosen = await self._link_all(question, unwritten[:2], usage)
         return linked, chosen
 
     async def _as_written(self, question: str, mention: str, usage: Usage) -> str:
