@@ -24,7 +24,7 @@ is its copy there when no explicit link says otherwise.
 from __future__ import annotations
 
 import re
-from typing import AbstractSet, Sequence
+from typing import Sequence
 
 from ..kg.base import Entity
 from ..llm.base import LLM, Usage
@@ -48,6 +48,7 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 MAX_SPAN_WORDS = 8
 MAX_SPAN_SEARCHES = 24
 MAX_RESPAN_SEARCHES = 3
+Found = dict[str, list[Entity]]  # a question's KG searches by their text
 
 
 def bracketed_mentions(question: str) -> list[str]:
@@ -129,24 +130,25 @@ class Linker:
 
     async def initialize(self, question: str, usage: Usage, topic_entities: Sequence[str] | None = None) -> list[Entity]:
         mentions = list(topic_entities or []) or bracketed_mentions(question)
+        found: Found = {}  # this question's searches, each asked of the KGs once
         if mentions:
-            linked, chosen = await self._link_all(question, mentions, usage)
+            linked, chosen = await self._link_all(question, mentions, usage, found)
         else:
-            linked, chosen = await self._link_extracted(question, usage)
+            linked, chosen = await self._link_extracted(question, usage, found)
         # several KGs: one node per thing named, linked to its copies in the other KGs
         return await self.kgs.merge(linked, usage, together=chosen)
 
-    async def _link_all(self, question: str, mentions: list[str], usage: Usage) -> tuple[list[Entity], list[list[Entity]]]:
+    async def _link_all(self, question: str, mentions: list[str], usage: Usage, found: Found) -> tuple[list[Entity], list[list[Entity]]]:
         linked: list[Entity] = []
         chosen: list[list[Entity]] = []
         for mention in mentions:
-            chosen.append(await self.link(question, mention, usage))
+            chosen.append(await self.link(question, mention, usage, found))
             for entity in chosen[-1]:
                 if entity not in linked:
                     linked.append(entity)
         return linked, chosen
 
-    async def _link_extracted(self, question: str, usage: Usage) -> tuple[list[Entity], list[list[Entity]]]:
+    async def _link_extracted(self, question: str, usage: Usage, found: Found) -> tuple[list[Entity], list[list[Entity]]]:
         """The names the LLM finds in the question, in this order of trust: those written in
         the question; else the question's name-like spans that a KG has as a label (the LLM
         named nothing the KGs have: "father" for "the kid of father of princess_tenagnework");
@@ -154,17 +156,26 @@ class Linker:
         (a spelling of its own, or an answer: the search starts there)."""
         mentions = await self.extract(question, usage)
         asked = normalise_label(question)
-        written = [await self._as_written(question, m, usage) for m in mentions if normalise_label(m) in asked]
-        linked, chosen = await self._link_all(question, written, usage)
+        written = [await self._as_written(question, m, usage, found) for m in mentions if normalise_label(m) in asked]
+        linked, chosen = await self._link_all(question, written, usage, found)
         if not linked:
-            spans = await self.spans_in_kg(question, usage, tried={normalise_label(m) for m in written})
-            linked, chosen = await self._link_all(question, spans, usage)
+            linked, chosen = await self._link_all(question, await self.spans_in_kg(question, usage, found), usage, found)
         if not linked:
             unwritten = [m for m in mentions if normalise_label(m) not in asked]
-            linked, chosen = await self._link_all(question, unwritten[:2], usage)
+            linked, chosen = await self._link_all(question, unwritten[:2], usage, found)
         return linked, chosen
 
-    async def _as_written(self, question: str, mention: str, usage: Usage) -> str:
+    async def _search(self, text: str, usage: Usage, found: Found) -> list[Entity]:
+        """The KGs' candidates for ``text``, searched once a question."""
+        if text not in found:
+            found[text] = await self.kgs.search(text, usage, limit=CANDIDATES)
+        return found[text]
+
+    async def _is_label(self, text: str, usage: Usage, found: Found) -> bool:
+        key = normalise_label(text)
+        return any(normalise_label(c.label) == key for c in await self._search(text, usage, found))
+
+    async def _as_written(self, question: str, mention: str, usage: Usage, found: Found) -> str:
         """The name as the question writes it and a KG labels it: the longest name-like
         span around ``mention`` that is a KG label ("Jayne Mansfield's Car" for "Jayne
         Mansfield"); else ``mention`` if it is one; else the longest span inside it that is
@@ -175,8 +186,7 @@ class Linker:
         wider = [s for s in spans if key in normalise_label(s) and len(normalise_label(s)) > len(key)]
         narrower = [s for s in spans if normalise_label(s) in key and len(normalise_label(s)) < len(key)]
         for span in wider[:MAX_RESPAN_SEARCHES] + ([mention] if narrower else []) + narrower[:MAX_RESPAN_SEARCHES]:
-            cands = await self.kgs.search(span, usage, limit=CANDIDATES)
-            if any(normalise_label(c.label) == normalise_label(span) for c in cands):
+            if await self._is_label(span, usage, found):
                 return span
         return mention
 
@@ -186,26 +196,24 @@ class Linker:
         usage.add_generation(gen)
         return parse_mentions(gen.texts[0] if gen.texts else "", question)
 
-    async def spans_in_kg(self, question: str, usage: Usage, tried: AbstractSet[str] = frozenset()) -> list[str]:
+    async def spans_in_kg(self, question: str, usage: Usage, found: Found) -> list[str]:
         """The question's :func:`name_spans` that some KG has as a label, longest first,
-        none inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` searches; a span
-        whose normalised text is in ``tried`` is not searched again)."""
+        none inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` of them looked up;
+        one already searched this question is not asked of the KGs again)."""
         taken: list[str] = []
         for span in name_spans(question)[:MAX_SPAN_SEARCHES]:
-            key = normalise_label(span)
-            if key in tried or any(key in normalise_label(t) for t in taken):
+            if any(normalise_label(span) in normalise_label(t) for t in taken):
                 continue
-            cands = await self.kgs.search(span, usage, limit=CANDIDATES)
-            if any(normalise_label(c.label) == key for c in cands):
+            if await self._is_label(span, usage, found):
                 taken.append(span)
             if len(taken) == MAX_MENTIONS:
                 break
         return taken
 
-    async def link(self, question: str, mention: str, usage: Usage) -> list[Entity]:
+    async def link(self, question: str, mention: str, usage: Usage, found: Found | None = None) -> list[Entity]:
         """The best candidate for ``mention`` in each KG (several KGs: one per KG, and none
         from a KG with only partial matches when another KG has the name exactly)."""
-        candidates = await self.kgs.search(mention, usage, limit=CANDIDATES)
+        candidates = await self._search(mention, usage, {} if found is None else found)
         if not candidates:
             return []
         by_kg: dict[str, list[Entity]] = {}
