@@ -98,3 +98,22 @@ def test_the_command_prints_the_checks_and_exits_1_on_a_failure(monkeypatch, cap
 def test_the_command_refuses_a_reply_cache(capsys, tmp_path):
     assert main(["model", "check", "--llm-cache", str(tmp_path / "c.sqlite3")]) == 2
     assert "drop it" in capsys.readouterr().err
+
+
+async def test_a_generation_quicker_than_its_estimated_prompt_is_a_lower_bound_not_missing():
+    """A prompt speed measured low (a busy machine) can put the generation call's prompt
+    share above the whole call: the speed is then the whole call's, said to be a floor."""
+    clock = Clock()
+
+    def respond(prompt, prefix, n, t):
+        if "How many films" in prompt:
+            clock.now += 1000.0  # a very slow prompt-speed call
+        elif "Count from 1 to 30" in prompt:
+            clock.now += 2.0
+            return " ".join(str(i) for i in range(1, 31))
+        return "Paris"
+
+    report = await check_llm(ScriptedLLM(respond), clock=clock)
+    assert report.ok and report.generated_tokens_per_second == 15.0
+    assert "30 tokens generated, at least 15.0 tokens/s" in report.format()
+    assert report.chain_1hop_seconds is not None
