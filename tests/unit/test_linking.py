@@ -101,3 +101,16 @@ async def test_a_possessive_is_not_part_of_the_name():
     llm = ScriptedLLM(rules=[(EXTRACT, "Bob Dylan's maternal grandmother")])  # the whole phrase
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("Who is Bob Dylan's maternal grandmother?", Usage())
     assert [e.label for e in got] == ["Bob Dylan"]
+
+
+async def test_a_title_with_a_comma_is_one_name():
+    assert name_spans("who directed See No Evil, Hear No Evil?")[0] == "See No Evil, Hear No Evil"
+    assert name_spans("which river flows through Paris, Rouen and Le Havre")[-4:] == ["Le Havre", "Paris", "Rouen", "Havre"]
+    kg = DictKG([("s1", "r", "x"), ("s2", "r", "y")], labels={"s1": "See No Evil, Hear No Evil", "s2": "See No Evil"})
+    question = "who directed See No Evil, Hear No Evil?"
+    # the LLM splits the title in two: the question's span joins it again
+    got = await Linker(ScriptedLLM(rules=[(EXTRACT, "See No Evil\nHear No Evil")]), KGSet([kg]), constrained=False).initialize(question, Usage())
+    assert [e.label for e in got] == ["See No Evil, Hear No Evil"]
+    # the LLM answers instead: the question's own span, comma and all
+    got = await Linker(ScriptedLLM(rules=[(EXTRACT, "Arthur Hiller")]), KGSet([kg]), constrained=False).initialize(question, Usage())
+    assert [e.label for e in got] == ["See No Evil, Hear No Evil"]

@@ -77,9 +77,11 @@ def name_spans(question: str) -> list[str]:
     lowercase connectors inside ("Beyond a Reasonable Doubt"), and every shorter run of
     those that starts and ends on such a word ("Paris and Rouen" -> "Paris", "Rouen"),
     each ending in a possessive also without it ("Bob Dylan's" -> "Bob Dylan").
-    The question's opening word is left out when it only opens the sentence ("Which")."""
-    words = [w.strip("?,;:\"()") for w in without_brackets(question).split()]
-    words = [w for w in words if w]
+    The question's opening word is left out when it only opens the sentence ("Which").
+    A comma inside a span is kept ("See No Evil, Hear No Evil", "Washington, D.C.")."""
+    written = [w.strip("?;:\"()") for w in without_brackets(question).split()]
+    written = [w for w in written if w.strip(",")]
+    words = [w.strip(",") for w in written]
 
     def namelike(i: int) -> bool:
         w = words[i]
@@ -110,7 +112,8 @@ def name_spans(question: str) -> list[str]:
         for a in range(len(run)):
             for b in range(a, len(run)):
                 if namelike(run[a]) and namelike(run[b]) and not (a == b and words[run[a]].casefold() in _CONNECTORS):
-                    spans.append((b - a, -run[a], " ".join(words[run[a]:run[b] + 1])))
+                    text = " ".join(written[run[a]:run[b]] + [words[run[b]]]).lstrip(",")
+                    spans.append((b - a, -run[a], text))
     spans.sort(reverse=True)
     out: list[str] = []
     for _, _, text in spans:
