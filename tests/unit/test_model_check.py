@@ -72,13 +72,19 @@ async def test_an_empty_reply_and_a_failing_call_are_failed_checks_not_crashes()
     assert not reply.ok and "base (not instruct) model" in reply.detail
 
     class Down(ScriptedLLM):
+        attempts = 0
+
         async def generate(self, prompt, **kw):
+            self.attempts += 1
             raise LLMError("openai:m: cannot reach http://127.0.0.1:9/v1/chat/completions")
 
-    report = await check_llm(Down(["x"]))
+    down = Down(["x"])
+    report = await check_llm(down)
     assert not report.ok and [c.name for c in report.checks if not c.ok] == ["reply", "prompt speed",
                                                                              "generation speed"]
     assert "cannot reach" in report.format() and report.chain_1hop_seconds is None
+    # the speeds would fail the same way, each after its retries: not called
+    assert "prompt speed: not run: the reply call failed" in report.format() and down.attempts == 1
 
 
 def test_the_command_prints_the_checks_and_exits_1_on_a_failure(monkeypatch, capsys):

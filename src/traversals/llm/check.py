@@ -89,17 +89,22 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
             return None
         return got, clock() - start
 
-    # 1. a reply
-    if got := await timed("reply", lambda: llm.generate(REPLY_PROMPT, max_tokens=8)):
-        gen, took = got
-        text = (gen.texts[0] if gen.texts else "").strip()
-        report.checks.append(Check("reply", bool(text), repr(text) if text else
-                                   "empty: a base (not instruct) model, or a chat template the server does not apply "
-                                   "(--llm-template, the server's --chat_format)", round(took, 3)))
+    # 1. a reply; a call that fails (an endpoint down, a wrong key) would fail the same way
+    # for the speeds, each after its retries: they are not run
+    report.decoding = "constrained" if getattr(llm, "can_score", False) else "sampled"
+    got = await timed("reply", lambda: llm.generate(REPLY_PROMPT, max_tokens=8))
+    if got is None:
+        report.checks.extend(Check(name, False, "not run: the reply call failed")
+                             for name in ("prompt speed", "generation speed"))
+        return report
+    gen, took = got
+    text = (gen.texts[0] if gen.texts else "").strip()
+    report.checks.append(Check("reply", bool(text), repr(text) if text else
+                               "empty: a base (not instruct) model, or a chat template the server does not apply "
+                               "(--llm-template, the server's --chat_format)", round(took, 3)))
 
     # 2. decoding
-    if getattr(llm, "can_score", False):
-        report.decoding = "constrained"
+    if report.decoding == "constrained":
         if got := await timed("option scoring", lambda: llm.score(REPLY_PROMPT, [" Paris", " Lyon"], prefix="Answer:")):
             scores, took = got
             right = len(scores.logprobs) == 2 and scores.logprobs[0] > scores.logprobs[1]
@@ -109,7 +114,6 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
                 f"constrained decoding, but it ranks ' Lyon' over ' Paris' ({scores.logprobs}): the log-probabilities "
                 "may be misaligned (a server's /completions echo; --decoding sampled avoids them)", round(took, 3)))
     else:
-        report.decoding = "sampled"
         why = getattr(llm, "scoring_reason", "") or "the LLM gives no log-probabilities"
         report.checks.append(Check("option scoring", True, f"sampled decoding (free text, parsed): {why}"))
 
