@@ -64,6 +64,10 @@ def test_json_csv_and_tsv_files_and_a_folder_with_a_split(tmp_path):
     ("i.csv", "text,answers\nwho,x\n", "the header row needs a 'question' column"),
     ("j.xml", "<q/>", "is not a question file"),
     ("k.jsonl", "\n", "questions: no questions in"),
+    ("l.jsonl", '{"question": "a", "answers": [{"answer": "x", "aliases": [["y"]]}]}\n', "an answer is a string"),
+    ("m.jsonl", '{"question": "a", "answers": [[{"x": 1}]]}\n', "an answer is a string"),
+    ("n.tsv", "who directed [Heat]\tMichael Mann\tdirected_by\n", "n.tsv line 1: 3 tab-separated columns"),
+    ("o.jsonl", '{"id": 2, "question": "a"}\n{"question": "b"}\n', "a question without an id is numbered by its place"),
 ])
 def test_a_malformed_file_is_refused_with_where_and_why(tmp_path, name, text, says):
     with pytest.raises(BadInput) as e:
@@ -146,3 +150,12 @@ def test_a_tsv_header_row_is_not_a_question(tmp_path):
     f.write_text("Question\tanswers\nwho directed [Inception]\tChristopher Nolan\n")
     (q,) = load_dataset("questions", f).questions
     assert q.id == "questions:1" and q.text == "who directed [Inception]"
+
+
+def test_one_alias_written_as_a_string_is_one_alias_not_one_a_letter(tmp_path):
+    f = write(tmp_path / "a.jsonl", json.dumps({"question": "capital of France?",
+                                                  "answers": [{"answer": "Paris", "aliases": "Paname"}]}) + "\n")
+    [q] = load_dataset("questions", f).questions
+    assert q.gold_json() == [["Paris", "Paname"]]
+    from traversals.eval.metrics import hits_at_1
+    assert hits_at_1("a town", q.gold_json()) == 0.0 and hits_at_1("Paname", q.gold_json()) == 1.0

@@ -7,6 +7,7 @@ of its alternatives is found (see :mod:`traversals.eval.metrics`).
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +42,40 @@ class Gold:
         if isinstance(value, str):
             return cls(value)
         if isinstance(value, dict):  # tolerate {"answer": .., "aliases": [..]}
-            return cls(str(value["answer"]), tuple(str(a) for a in value.get("aliases", ())))
-        items = [str(v) for v in value]
+            if "answer" not in value:
+                raise BadInput(f'a gold label object needs an "answer", got {_shown(value)}')
+            answer = _spellings(value["answer"], "its answer")
+            aliases = value.get("aliases") or ()
+            # one alias written as a string is one alias, not one a letter
+            return cls(answer[0], answer[1:] + _spellings([aliases] if isinstance(aliases, str) else aliases, "its aliases"))
+        items = _spellings(value, "a gold label")
         if not items:
             raise BadInput("a gold label needs at least one string")
-        return cls(items[0], tuple(items[1:]))
+        return cls(items[0], items[1:])
+
+
+def _shown(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)[:80]
+    except (TypeError, ValueError):
+        return repr(value)[:80]
+
+
+def _spellings(value: Any, what: str) -> tuple[str, ...]:
+    """A string, a number or a list of them as strings; anything else is refused (a nested
+    list or an object stringified would be a spelling nobody answers, or anybody)."""
+    def one(v: Any) -> str | None:
+        if isinstance(v, str):
+            return v
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return str(v)
+        return None
+
+    if (single := one(value)) is not None:
+        return (single,)
+    if isinstance(value, (list, tuple)) and all(one(v) is not None for v in value):
+        return tuple(str(one(v)) for v in value)
+    raise BadInput(f"{what} must be a string or a list of strings, got {_shown(value)}")
 
 
 #: What :meth:`Gold.from_json` reads: a string, a list of strings (canonical first), a

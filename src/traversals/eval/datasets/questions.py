@@ -83,9 +83,14 @@ def _rows(path: Path) -> Iterator[tuple[str, Any]]:
     elif ext in (".tsv", ".txt"):
         for n, line in enumerate(read_lines(path), 1):
             if line.strip():
-                text, _, answers = line.partition("\t")
+                text, *rest = line.split("\t")
                 if n == 1 and text.strip().lower() == "question":  # a header row, not a question
                     continue
+                if len(rest) > 1:
+                    raise BadInput(f"{path} line {n}: {len(rest) + 1} tab-separated columns; a question file's line "
+                                   "is the question, a tab and its answers separated by '|' (a PathQuestion "
+                                   "file's third column, the path, is read by the pq-* datasets)")
+                answers = rest[0] if rest else ""
                 yield f"{path} line {n}", {"question": text, "answers": answers.split("|")}
     else:
         raise BadInput(f"{NAME}: --data {path} is not a question file ({', '.join(EXTENSIONS)})")
@@ -161,9 +166,13 @@ def load_questions(data_dir: Path, split: str = "dev", answerable_only: bool = F
     seen: dict[str, str] = {}
     for n, (where, row) in enumerate(_rows(path), 1):
         q = _question(row, where, n)
+        numbered = isinstance(row, dict) and row.get("id") is None
         if q.id in seen:
-            raise BadInput(f"{where}: id {q.id.split(':', 1)[1]!r} again (first at {seen[q.id]}); ids must be unique")
-        seen[q.id] = where
+            why = ("; a question without an id is numbered by its place in the file, give it an id"
+                   if numbered or " (numbered)" in seen[q.id] else "")
+            raise BadInput(f"{where}: id {q.id.split(':', 1)[1]!r} again (first at {seen[q.id]}); "
+                           f"ids must be unique{why}")
+        seen[q.id] = where + (" (numbered)" if numbered else "")
         questions.append(q)
     without = sum(not q.gold for q in questions)
     if answerable_only:
