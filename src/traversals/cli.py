@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .api import STRATEGIES
 from .errors import BadInput, TraversalsError, TraversalsWarning
@@ -458,8 +458,15 @@ def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+    def interrupt(signum: int, frame: Any) -> None:
+        # Ctrl-C's own handler: in asyncio.run it cancels the main task, so the stop happens
+        # where the task awaits (a KeyboardInterrupt raised inside a running task would end
+        # it with "Task exception was never retrieved" and a traceback); else Python's
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a background job): stop as Ctrl-C would have
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
