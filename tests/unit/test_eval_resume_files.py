@@ -122,3 +122,15 @@ async def test_run_eval_says_how_many_selected_questions_are_unanswered(tmp_path
     s = await run_eval(make_dataset(4), FakeSolver(), tmp_path / "run", limit=3, progress=False, config={})
     assert s.unanswered == 0 and s.complete
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["unanswered"] == 0
+
+
+async def test_a_resume_without_progress_still_says_what_it_cut(tmp_path, capsys):
+    """--no-progress hides the progress line, not what a resume changed in the run's files."""
+    out = tmp_path / "run"
+    await run_eval(make_dataset(3), FakeSolver(), out, limit=1, progress=False, config={"llm": "x"})
+    with open(out / "results.jsonl", "a") as f:
+        f.write('{"id": "toy:half')  # a write the kill cut short
+    capsys.readouterr()
+    await run_eval(make_dataset(3), FakeSolver(), out, resume=True, progress=False, config={"llm": "x"})
+    err = capsys.readouterr().err
+    assert "resuming" in err and "an unfinished last line of 16 bytes was cut" in err

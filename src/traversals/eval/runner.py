@@ -246,7 +246,7 @@ async def run_eval(
         todo = [q for q in selection if q.id not in done]
         traces = trace_names(todo, rows)
         write_json_atomic(run_path, cfg)
-        if resume and progress:
+        if resume:  # one line, --no-progress too: what a resume changed must be said
             print(f"resuming {out}: {len(selection) - len(todo)} of {len(selection)} questions already answered, "
                   f"{len(todo)} to go" + (f" (an unfinished last line of {cut} bytes was cut)" if cut else "")
                   + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else "")
