@@ -420,3 +420,18 @@ def test_the_cost_of_each_run_at_given_prices(tmp_path):
     assert main(["report", str(run), "--price", "0.15,0.60", "--out", str(tmp_path / "r.md")]) == 0
     assert "## Cost at $0.15 prompt / $0.6 completion per million tokens" in (tmp_path / "r.md").read_text()
     assert main(["report", str(run), "--price", "cheap"]) == 2
+
+
+def test_rows_of_questions_outside_the_selection_do_not_make_a_run_complete(tmp_path):
+    """An earlier, larger selection left rows the current one did not select: as many rows
+    as selected questions, one of which is still unanswered (summary.json counted it)."""
+    run = tmp_path / "mixed"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "selected": 2}))
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:1", "B", "B", 1.0))
+    (run / "summary.json").write_text(json.dumps({"n": 2, "selected": 2, "unanswered": 1}))
+    assert not load_run(run).summary.complete
+    assert "(n=2, partial of 2)" in write_report([run]).read_text()
+    # a summary of fewer rows than there are now is stale: the count decides
+    (run / "summary.json").write_text(json.dumps({"n": 1, "selected": 2, "unanswered": 1}))
+    assert load_run(run).summary.complete

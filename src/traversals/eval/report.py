@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import BadInput
 from ..search.tree import ANSWER_CHOICES, answer_key, choose_answer
 from .metrics import em_in, hits_at_1
-from .runfiles import RESULTS, RUN, TRACES, Summary, as_number, read_results, rescore_row, safe_id, summarize
+from .runfiles import RESULTS, RUN, SUMMARY, TRACES, Summary, as_number, read_results, rescore_row, safe_id, summarize
 from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
@@ -120,7 +120,20 @@ def load_run(run_dir: str | Path) -> Run:
         selected=config.get("selected"),
         out_dir=str(d),
     )
+    summary.unanswered = _unanswered(d, len(rows))
     return Run(dir=d, config=config, rows=rows, summary=summary, rescored=rescored)
+
+
+def _unanswered(d: Path, n: int) -> int | None:
+    """The selected questions without a row, as the run's last summary.json counted them
+    when it counted the rows there are now (a later invocation stopped before its summary:
+    not known, and the report falls back on rows vs the number selected)."""
+    try:
+        last = json.loads((d / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    got = last.get("unanswered") if isinstance(last, dict) and last.get("n") == n else None
+    return got if isinstance(got, int) and not isinstance(got, bool) else None
 
 
 # --------------------------------------------------------------------------- trace analysis
