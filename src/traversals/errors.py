@@ -64,7 +64,8 @@ class EmbedderUnavailable(EmbedderError):
 
 class RunStopped(TraversalsError):
     """An evaluation stopped itself: too many questions in a row failed, which says the
-    cause is not the questions (resume once it is fixed)."""
+    cause is not the questions, or it cannot write its files (a full disk); resume once it
+    is fixed."""
 
 
 class TraversalsWarning(UserWarning):

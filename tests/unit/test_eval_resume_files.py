@@ -134,3 +134,32 @@ async def test_a_resume_without_progress_still_says_what_it_cut(tmp_path, capsys
     await run_eval(make_dataset(3), FakeSolver(), out, resume=True, progress=False, config={"llm": "x"})
     err = capsys.readouterr().err
     assert "resuming" in err and "an unfinished last line of 16 bytes was cut" in err
+
+
+def test_a_full_disk_stops_the_eval_with_what_to_do_not_a_traceback(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import traversals.eval.runfiles as runfiles
+    import traversals.llm.factory as llm_factory
+    from traversals.cli import main
+    from traversals.llm.scripted import ScriptedLLM
+
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"who is [E{i}]", "answers": ["x"]}) + "\n" for i in range(5)))
+    real_write, rows = os.write, []
+
+    def write(fd, data):
+        if b'"question"' in data:
+            rows.append(data)
+            if len(rows) > 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(runfiles.os, "write", write)
+    monkeypatch.setattr(llm_factory, "open_llm", lambda spec="local", **kw: ScriptedLLM(["ANSWER: x"] * 10))
+    out = tmp_path / "run"
+    assert main(["eval", "questions", "--data", str(data), "--strategy", "cot", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the run's files (No space left on device)" in err and "2 question(s) saved" in err
+    assert "--resume" in err and "Traceback" not in err
+    assert len(read_results(out / "results.jsonl")) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import os
 import shlex
 import sys
@@ -13,7 +14,7 @@ from typing import Any, Mapping
 
 from ..api import SearchConfig, default_max_hops
 from ..search.templates import BUILT_IN as BUILT_IN_PROMPTS, load_prompts
-from ..errors import BadInput
+from ..errors import BadInput, RunStopped
 from ..kg.credentials import shown_kg_spec
 from ..validate import shown_url
 from ..options import (
@@ -268,6 +269,10 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
+#: what stops a run's writes: a full disk or quota, a file too big, a read-only or failing disk
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from .resume import resume_hint
     from .runfiles import RESULTS
@@ -286,6 +291,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if (out / RESULTS).exists():
             raise type(e)(f"{e} -- the run stopped; {resume_hint(out, _command_line())}") from e
         raise
+    except OSError as e:  # a full disk, a run directory gone read-only: the rows written are whole
+        if e.errno not in _WRITE_ERRNOS and "short write" not in str(e):
+            raise
+        what = f"cannot write the run's files ({e.strerror or e}{f': {e.filename}' if e.filename else ''})"
+        if (out / RESULTS).exists():
+            raise RunStopped(f"{what} -- the run stopped; after freeing space, {resume_hint(out, _command_line())}") from e
+        raise RunStopped(what) from e
 
 
 def cmd_report(args: argparse.Namespace) -> int:
