@@ -725,3 +725,26 @@ def test_a_run_records_only_the_search_settings_its_strategy_reads():
     fields = {"search_seed" if f.name == "seed" else f.name for f in dataclasses.fields(SearchConfig)}
     assert set(unread_settings("cot")) >= fields - {"prompts"}
     assert not any("prompts" in unread_settings(s) for s in STRATEGIES)  # every strategy renders prompts
+
+
+async def test_an_error_row_counts_what_its_question_spent_before_failing(tmp_path):
+    """The report's cost counts error rows with what they spent: a search that made calls
+    and then raised spent them (recorded in its usages, lost with its exception)."""
+    from traversals.llm.base import Generation
+
+    class SpendsThenFails(FakeSolver):
+        async def ask(self, question, *, topic_entities=None):
+            if question == QUESTIONS[1][0]:
+                node = Usage()  # a node's account, as a search keeps them
+                node.add_generation(Generation(["THINK: x"], prompt_tokens=300, completion_tokens=5))
+                node.add_kg_call()
+                await asyncio.sleep(0)
+                raise KGTimeout("KG took too long")
+            return await super().ask(question, topic_entities=topic_entities)
+
+    await run_eval(make_dataset(), SpendsThenFails(), tmp_path, progress=False, concurrency=3)
+    rows = {r["id"]: r for r in lines(tmp_path / "results.jsonl")}
+    failed = rows["toy:dev:1"]
+    assert failed["error"] and (failed["llm_calls"], failed["prompt_tokens"], failed["completion_tokens"],
+                                failed["kg_calls"]) == (1, 300, 5, 1)
+    assert all(r["llm_calls"] == 4 for i, r in rows.items() if i != "toy:dev:1")  # the others' own accounts

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import BadInput
+from ..llm.base import Usage
 from .datasets.base import Question
 from .metrics import METRICS, score
 
@@ -393,7 +394,11 @@ def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) 
     }
 
 
-def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, trace_rel: str | None) -> dict:
+def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, trace_rel: str | None,
+              spent: Usage | None = None) -> dict:
+    """A question whose solver raised: scored 0, with what it spent before (``spent``, from
+    :func:`~traversals.llm.base.spending`) so that a run's cost counts its failures."""
+    usage_json = spent.to_json() if spent is not None else {}
     return {
         "id": q.id,
         "question": q.text,
@@ -401,7 +406,8 @@ def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, tr
         "gold": q.gold_json(),
         **{m: 0.0 for m in METRICS},
         "value": None,
-        **{k: 0 for k in USAGE_KEYS},
+        **{k: int(usage_json.get(k, 0)) for k in USAGE_KEYS},
+        **({"llm_cache_hits": int(usage_json["llm_cache_hits"])} if usage_json.get("llm_cache_hits") else {}),
         "seconds": round(elapsed, 3),
         "strategy": strategy,
         "decoding": "",

@@ -26,6 +26,7 @@ from ..errors import (
     BadInput, EmbedderUnavailable, KGAuthError, KGUnavailable, LLMUnavailable, ModelIntegrityError, RunStopped,
     TraversalsError,
 )
+from ..llm.base import spending
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .resume import (
     check_questions, check_resume, code_revision, dataset_digests, kg_changes, kg_digests, kg_paths, llm_identity,
@@ -285,12 +286,13 @@ async def run_eval(
             trace_rel = traces[q.id]
             t0 = time.perf_counter()
             try:
-                ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
+                with spending() as spent:  # what it cost, should it fail
+                    ans = await solver.ask(q.text, topic_entities=q.topic_entities or None)
             except ABORT_ERRORS:
                 raise
             except Exception as e:  # noqa: BLE001 - recorded as an error row, the run goes on
                 elapsed = time.perf_counter() - t0
-                row = error_row(q, e, elapsed, strategy, trace_rel)
+                row = error_row(q, e, elapsed, strategy, trace_rel, spent)
                 tb = "".join(traceback.format_exception(e)) if not isinstance(e, TraversalsError) else ""
                 write_json_atomic(
                     out / trace_rel,

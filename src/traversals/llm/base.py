@@ -8,8 +8,10 @@ pre-fills (local model, completions API) or asks for in the prompt (chat APIs).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 
 @dataclass
@@ -69,6 +71,11 @@ class Usage:
     extra: dict = field(default_factory=dict)
 
     def add_generation(self, g: Generation) -> None:
+        self._add_generation(g)
+        if spent := _metered(self, g):
+            spent._add_generation(g)
+
+    def _add_generation(self, g: Generation) -> None:
         if g.cached:
             self.llm_cache_hits += 1
             return
@@ -78,12 +85,22 @@ class Usage:
         self.computed_prompt_tokens += g.computed_tokens
 
     def add_scores(self, s: Scores) -> None:
+        self._add_scores(s)
+        if spent := _metered(self, s):
+            spent._add_scores(s)
+
+    def _add_scores(self, s: Scores) -> None:
         if s.cached:
             self.llm_cache_hits += 1
             return
         self.llm_calls += 1
         self.prompt_tokens += s.prompt_tokens
         self.computed_prompt_tokens += s.computed_tokens
+
+    def add_kg_call(self) -> None:
+        self.kg_calls += 1
+        if spent := _metered(self, None):
+            spent.kg_calls += 1
 
     def merge(self, other: "Usage") -> None:
         self.llm_calls += other.llm_calls
@@ -102,6 +119,37 @@ class Usage:
             "kg_calls": self.kg_calls,
             **({"llm_cache_hits": self.llm_cache_hits} if self.llm_cache_hits else {}),  # with --llm-cache only
         }
+
+
+#: the meter of :func:`spending` in this task (and the tasks it starts): its Usage, and the
+#: replies it counted (one reply recorded in two Usages, a node's and a total, counts once)
+_SPENT: ContextVar[tuple[Usage, dict[int, object]] | None] = ContextVar("traversals_spent", default=None)
+
+
+def _metered(usage: Usage, reply: object) -> Usage | None:
+    meter = _SPENT.get()
+    if meter is None or meter[0] is usage:
+        return None
+    spent, counted = meter
+    if reply is not None:
+        if id(reply) in counted:
+            return None
+        counted[id(reply)] = reply  # kept: a freed reply's id could be another's
+    return spent
+
+
+@contextmanager
+def spending() -> Iterator[Usage]:
+    """What the code run inside spends, whatever becomes of its own accounts: every reply and
+    KG call recorded in any :class:`Usage` in this task, or the tasks it starts, is added to
+    the yielded one too. An evaluation meters each question with it, so a question that
+    fails still counts the calls it made (a search's own usage is lost with its exception)."""
+    spent = Usage()
+    token = _SPENT.set((spent, {}))
+    try:
+        yield spent
+    finally:
+        _SPENT.reset(token)
 
 
 @runtime_checkable

@@ -200,7 +200,7 @@ class KGSet:
 
     async def search(self, text: str, usage: Usage, limit: int = 5) -> list[Entity]:
         async def one(kg: KnowledgeGraph) -> list[Entity]:
-            usage.kg_calls += 1
+            usage.add_kg_call()
             return await self._search(kg, text, limit)
 
         results = await asyncio.gather(*(one(kg) for kg in self.kgs))
@@ -219,7 +219,7 @@ class KGSet:
             mine = [c for e in entities for c in self.copies(e, kg)]
             if not mine:
                 return Relations(())
-            usage.kg_calls += 1
+            usage.add_kg_call()
             if not self.multi:
                 return self._relations(kg, await self._call(kg, "get_relations", mine, limit=cap), cap)
             # identity links join the KGs (the copies' relations are offered); walked, they
@@ -283,7 +283,7 @@ class KGSet:
         mine = [c for e in entities for c in self.copies(e, kg)]
         if not mine:
             return Edges(())
-        usage.kg_calls += 1
+        usage.add_kg_call()
         got = await self._call(kg, "get_edges", mine, relation, limit=self.max_edges)
         where = f"knowledge graph {kg.name!r}: get_edges()"
         if not isinstance(got, Edges):
@@ -377,7 +377,7 @@ class KGSet:
         out: list[Entity] = []
         for i, kg in enumerate(samplers):
             share = n // len(samplers) + (i < n % len(samplers))
-            usage.kg_calls += 1
+            usage.add_kg_call()
             where = f"knowledge graph {kg.name!r}: sample_entities()"
             got = _items(where, await self._call(kg, "sample_entities", share, seed + i), "Entity")
             out.extend(e if e.kg else replace(e, kg=kg.name) for e in (_entity(where, x) for x in got[:share]))
@@ -434,7 +434,7 @@ class KGSet:
         for kg in self.kgs:
             mine = [e for e in todo if e.kg == kg.name]
             if mine and isinstance(kg, IdentityLinks):
-                usage.kg_calls += 1
+                usage.add_kg_call()
                 stated = await self._same_as(kg, [e.id for e in mine])
                 for e in mine:
                     ids[(e.kg, e.id)] += [s.id for s in stated.get(e.id, []) if s.id != e.id]
@@ -443,7 +443,7 @@ class KGSet:
             others = [e for e in todo if e.kg != kg.name]
             same: dict[tuple[str, str], list[Entity]] = {}
             if others and isinstance(kg, IdentityLinks):
-                usage.kg_calls += 1
+                usage.add_kg_call()
                 got = await self._same_as(kg, list(dict.fromkeys(i for e in others for i in ids[(e.kg, e.id)])))
                 for e in others:
                     found = {s.id: s for i in ids[(e.kg, e.id)] for s in got.get(i, [])}
@@ -454,7 +454,7 @@ class KGSet:
                 if hint is not None:
                     same[(e.kg, e.id)] = [hint]
                     return
-                usage.kg_calls += 1
+                usage.add_kg_call()
                 hits = [c for c in await self._search(kg, e.label, 3) if _norm(c.label) == _norm(e.label)]
                 same[(e.kg, e.id)] = hits[:1]
 
