@@ -4,18 +4,26 @@ error class) before any request is made, not a traceback from deep inside ``http
 
 from __future__ import annotations
 
+import hashlib
 import re
+from typing import Callable
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import httpx
 
 from .errors import BadInput
 
-__all__ = ["http_url", "shown_url", "unicode_text", "url_secrets"]
+__all__ = ["http_url", "keyed_url", "shown_url", "unicode_text", "url_secrets"]
 
 #: the name of a query parameter that carries a credential (``?key=``, ``?api_key=``,
 #: ``?access_token=``, Azure's SAS ``?sig=``): its value is a secret, as a password is
 _SECRET_PARAM = re.compile(r"key|token|secret|passw|signature|^sig$|^auth", re.IGNORECASE)
+
+
+#: a URL whose user info holds characters that end an authority: scheme, user info, and
+#: the rest from the last "@" a host follows
+_RAW_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>.*)@(?P<rest>[^@/?#\s]+(?:[/?#].*)?)$",
+                           re.DOTALL)
 
 
 def _secret_params(query: str) -> list[tuple[int, str]]:
@@ -47,19 +55,33 @@ def shown_url(url: str) -> str:
     """``url`` with the password of its user info and the values of query parameters that
     carry a credential replaced by ``***`` (for messages and run records):
     ``http://u:pw@host/v1?key=K&v=1`` -> ``http://u:***@host/v1?key=***&v=1``."""
+    return _secrets_replaced(url, lambda secret: "***")
+
+
+def keyed_url(url: str) -> str:
+    """``url`` with each secret :func:`shown_url` hides replaced by a digest of it: a key
+    for a cache that another password or token must not share, with no secret in it."""
+    return _secrets_replaced(url, lambda secret: "sha256-" + hashlib.sha256(secret.encode()).hexdigest()[:16])
+
+
+def _secrets_replaced(url: str, by: Callable[[str], str]) -> str:
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is no number
         password = parts.password
-    except ValueError:  # a port that is not a number: no password can be told apart
-        return url
+    except ValueError:  # not a URL urllib can read: a password with a "#", "/", "?" or "["
+        # not percent-encoded ends the host early ("http://u:pa#ss@host": port "pa"); all
+        # before the last "@" that a host follows is hidden
+        raw = _RAW_USERINFO.match(url)
+        return f"{raw['scheme']}***@{raw['rest']}" if raw else url
     secret = dict(_secret_params(parts.query))
     if not password and not secret:
         return url
     if password:
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{parts.netloc.rsplit('@', 1)[1]}")
+        parts = parts._replace(netloc=f"{parts.username or ''}:{by(password)}@{parts.netloc.rsplit('@', 1)[1]}")
     if secret:
         pairs = parts.query.split("&")
-        parts = parts._replace(query="&".join(p.partition("=")[0] + "=***" if i in secret else p
+        parts = parts._replace(query="&".join(p.partition("=")[0] + "=" + by(secret[i]) if i in secret else p
                                               for i, p in enumerate(pairs)))
     return urlunsplit(parts)
 
@@ -73,6 +95,9 @@ def http_url(url: object, what: str, error: type[Exception] = BadInput) -> str:
         parsed = httpx.URL(url)
         port = parsed.port  # httpx checks the digits, not the range
     except (httpx.InvalidURL, ValueError, TypeError) as e:
+        if shown_url(url) != url:  # the parser's words may quote a part of the password
+            raise error(f"{what} is not a valid URL: {shown_url(url)!r} (a password with '#', '/', '?', '@' "
+                        "or '[' in it must be percent-encoded: '#' is %23)") from None
         raise error(f"{what} is not a valid URL ({e}): {shown_url(url)!r}") from None
     if parsed.scheme not in ("http", "https"):
         raise error(f"{what} must be an http(s) URL, got {shown_url(url)!r}")

@@ -149,3 +149,31 @@ def test_a_token_command_goes_to_one_endpoint_and_runs_nothing_until_asked() -> 
             credentials_for(specs_, [], commands)
     with pytest.raises(BadInput, match="sets the Authorization header"):
         credentials_for(["http://h/q"], ["Authorization: Bearer x"], ["print-token"])
+
+
+async def test_a_token_in_the_endpoints_query_is_in_no_name_message_or_cache_key() -> None:
+    from traversals.errors import KGUnavailable
+    from traversals.kg.sparql import SparqlKG
+
+    kg = SparqlKG("http://127.0.0.1:9/query?access_token=TOPSECRET&x=1", max_retries=0)
+    try:
+        assert kg.name == kg.shown_endpoint == "http://127.0.0.1:9/query?access_token=***&x=1"
+        assert "TOPSECRET" not in repr(kg) and "TOPSECRET" not in kg._cache_key
+        other = SparqlKG("http://127.0.0.1:9/query?access_token=OTHER&x=1")
+        assert other._cache_key != kg._cache_key  # another token may be shown other data
+        with pytest.raises(KGUnavailable) as e:  # nothing listens on port 9
+            await kg.search("Heat")
+        assert "access_token=***" in str(e.value) and "TOPSECRET" not in str(e.value)
+    finally:
+        await kg.close()
+
+
+@pytest.mark.parametrize("url", ["http://alice:Pa55#word@db.example/sparql", "http://alice:pa/ss@h:80/q",
+                                 "http://alice:Pa55[word@127.0.0.1:7878/query"])
+def test_a_password_not_percent_encoded_is_refused_without_showing_it(url) -> None:
+    from traversals.kg.sparql import SparqlKG
+
+    with pytest.raises(BadInput) as e:
+        SparqlKG(url)
+    assert "Pa55" not in str(e.value) and "pa/ss" not in str(e.value) and "percent-encoded" in str(e.value)
+    assert "***@" in str(e.value)

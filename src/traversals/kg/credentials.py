@@ -20,7 +20,7 @@ from ..errors import BadInput
 from ..headers import check_headers as _check_headers
 from ..headers import parse_header
 from ..tokens import CommandToken
-from ..validate import shown_url
+from ..validate import keyed_url, shown_url
 from .specs import endpoint_parts
 
 #: headers the SPARQL client sets itself, with a hint: a ``--kg-header`` for one of them is refused
@@ -32,7 +32,11 @@ def split_userinfo(url: str) -> tuple[str, str | None, str]:
     """``url`` without its user info, and the user and password it held, percent-decoded
     (``s%40cret`` is ``s@cret``; no user: None). ``http://alice:pw@host/q`` ->
     ``("http://host/q", "alice", "pw")``: HTTP Basic credentials (:func:`basic_auth`)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "Invalid IPv6 URL": a "[" in a password not percent-encoded
+        raise BadInput(f"not a valid URL: {shown_url(url)!r} (a password with '#', '/', '?', '@' or '[' in it "
+                       "must be percent-encoded: '[' is %5B)") from None
     if "@" not in parts.netloc:
         return url, None, ""
     userinfo, host = parts.netloc.rsplit("@", 1)
@@ -49,7 +53,7 @@ def cache_identity(url: str, user: str | None, headers: Mapping[str, str]) -> st
     """What the query cache files an endpoint's answers under: its URL, and the user and a
     digest of the headers when given, since another user or token may be shown other data.
     No password or header value is stored (a digest of the headers' values only)."""
-    key = url
+    key = keyed_url(url)  # a token in the query: a digest of it, as of the headers
     if user is not None:
         parts = urlsplit(url)
         key = urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{parts.netloc}"))

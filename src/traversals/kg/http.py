@@ -40,6 +40,7 @@ import httpx
 
 from ..errors import KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailable
 from ..retry import backoff_delay, parse_retry_after
+from ..validate import shown_url
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: statuses that mean "not with these credentials" (:class:`~traversals.errors.KGAuthError`)
@@ -259,10 +260,11 @@ class HttpClient:
 
         ``what`` names the service in error messages ("SPARQL endpoint" gives
         ``"SPARQL endpoint http://... is unreachable: ..."``); ``url`` should carry no password
-        (it is named in them): give it as ``auth`` (``httpx.BasicAuth``).
+        (it is named in them): give it as ``auth`` (``httpx.BasicAuth``); a token in its query
+        is named as ``***``.
         """
         budget = self.timeout if timeout is None else float(timeout)
-        where = f"{what} {url}"
+        where = f"{what} {shown_url(url)}"
         target = with_params(url, params)
         client = self._get_client()
         semaphore, pace_lock = self._limits()

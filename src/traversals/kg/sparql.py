@@ -62,7 +62,7 @@ import pyoxigraph
 from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, TraversalsError
 from ..headers import has_authorization
 from ..tokens import CommandToken
-from ..validate import http_url
+from ..validate import http_url, shown_url
 from .credentials import basic_auth, cache_identity, check_headers, split_userinfo
 from . import iris
 from . import sparql_text as st
@@ -239,10 +239,12 @@ class SparqlKG:
     endpoint_url:
         The query endpoint, e.g. ``http://127.0.0.1:7878/query``. User info in it
         (``https://USER:PASSWORD@host/sparql``, percent-encoded) is sent as HTTP Basic
-        credentials and taken out of the URL kept in :attr:`endpoint_url`, which messages
-        name.
+        credentials and taken out of the URL kept in :attr:`endpoint_url`; messages name
+        :attr:`shown_endpoint`, that URL with a token in its query (``?access_token=``,
+        ``?key=``) shown as ``***``.
     name:
-        The KG's name in traces and multi-KG setups (default: the URL, without user info).
+        The KG's name in traces and multi-KG setups (default: the URL as shown, without user
+        info or a token).
     headers:
         Headers sent with every request to this endpoint, e.g. ``{"Authorization": "Bearer
         TOKEN"}`` (:func:`~traversals.kg.credentials.check_headers`); their values are never
@@ -321,12 +323,14 @@ class SparqlKG:
     ) -> None:
         self.endpoint_url, self._user, password = split_userinfo(http_url(endpoint_url, "a SPARQL endpoint"))
         self._auth = basic_auth(self._user, password)
-        self.name = name or self.endpoint_url
-        self._headers = check_headers(headers, f"SPARQL endpoint {self.endpoint_url}")
+        #: the URL as messages, names and records show it (a token in its query hidden)
+        self.shown_endpoint = shown_url(self.endpoint_url)
+        self.name = name or self.shown_endpoint
+        self._headers = check_headers(headers, f"SPARQL endpoint {self.shown_endpoint}")
         #: the query cache's key for this endpoint: another user, or other headers, may be shown
         #: other data, so they key their own entries (no password; the headers by digest only)
         if token is not None and (self._user is not None or has_authorization(self._headers)):
-            raise BadInput(f"SPARQL endpoint {self.endpoint_url}: a token command ({token.what}) and a user in the "
+            raise BadInput(f"SPARQL endpoint {self.shown_endpoint}: a token command ({token.what}) and a user in the "
                            "URL or an Authorization header are given; give one")
         self._token = token
         # a token command: its tokens change, the command says who asks
@@ -377,14 +381,14 @@ class SparqlKG:
         )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.endpoint_url!r}, name={self.name!r})"
+        return f"{type(self).__name__}({self.shown_endpoint!r}, name={self.name!r})"
 
     # -- transport ---------------------------------------------------------------------
 
     async def select(self, query: str) -> list[dict[str, Term]]:
         """Run a SELECT query (through the cache) and return its rows."""
         self.stats.queries += 1
-        where = f"SPARQL endpoint {self.endpoint_url}"
+        where = f"SPARQL endpoint {self.shown_endpoint}"
         if self.cache is not None:
             body = await self.cache.aget(self._cache_key, query, SPARQL_JSON)
             if body is not None:
@@ -439,7 +443,7 @@ class SparqlKG:
         try:
             return await (self._token.get() if refused is None else self._token.refresh(refused))
         except TraversalsError as e:
-            raise KGAuthError(f"SPARQL endpoint {self.endpoint_url}: {e}") from None
+            raise KGAuthError(f"SPARQL endpoint {self.shown_endpoint}: {e}") from None
 
     def _refused(self, e: KGAuthError) -> KGAuthError:
         """A refusal of access that says how to give credentials, or which were refused, with
