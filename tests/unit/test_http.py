@@ -371,3 +371,34 @@ async def test_an_endpoint_that_redirects_is_unavailable_naming_where_to(status)
     assert str(err.value) == (
         f"openai: POST http://llm.test/v1/chat/completions -> HTTP {status}: redirected to "
         "https://llm.test/v1/chat/completions (use the URL it points to: base URL https://llm.test/v1)")
+
+
+async def test_a_redirect_to_another_origin_drops_the_callers_headers() -> None:
+    """httpx drops only Authorization on a redirect to another host: a --kg-header
+    (X-Api-Key, a gateway's token) went on to wherever the endpoint pointed."""
+    seen: dict[str, dict[str, str]] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen[f"{request.url.host}{request.url.path}"] = dict(request.headers)
+        if request.url.host == "elsewhere.test":
+            return httpx.Response(200, json={"ok": True})
+        if request.url.path == "/query":  # moved within the same server
+            return httpx.Response(307, headers={"Location": "http://sparql.test/v2/query"})
+        return httpx.Response(307, headers={"Location": "http://elsewhere.test/query"})  # then to another one
+
+    http, _ = client(httpx.MockTransport(handler))
+    response = await http.get(URL, headers={"X-Api-Key": "SECRET"}, what="SPARQL endpoint")
+    assert response.json() == {"ok": True}
+    assert seen["sparql.test/v2/query"]["x-api-key"] == "SECRET"  # same origin: kept
+    assert "x-api-key" not in seen["elsewhere.test/query"]
+
+
+async def test_a_redirect_loop_and_an_unreadable_body_are_query_errors_naming_the_endpoint() -> None:
+    loop = httpx.MockTransport(lambda r: httpx.Response(302, headers={"Location": URL}))
+    http, _ = client(loop)
+    with pytest.raises(KGQueryError, match=r"SPARQL endpoint http://sparql.test/query redirects in a loop"):
+        await http.get(URL, what="SPARQL endpoint")
+    garbled = httpx.MockTransport(lambda r: httpx.Response(200, headers={"Content-Encoding": "gzip"}, content=b"not gzip"))
+    http, _ = client(garbled)
+    with pytest.raises(KGQueryError, match=r"SPARQL endpoint http://sparql.test/query sent an answer that cannot be read"):
+        await http.get(URL, what="SPARQL endpoint")

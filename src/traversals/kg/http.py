@@ -42,6 +42,9 @@ from ..errors import KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailabl
 from ..retry import backoff_delay, parse_retry_after
 from ..validate import shown_url
 
+#: redirects followed for one request (httpx's default)
+MAX_REDIRECTS = 20
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: statuses that mean "not with these credentials" (:class:`~traversals.errors.KGAuthError`)
 AUTH_STATUSES = frozenset({401, 403})
@@ -279,8 +282,7 @@ class HttpClient:
                     await self._pace(pace_lock)
                     self.stats.requests += 1
                     async with asyncio.timeout(budget):
-                        response = await client.request(method, target, data=data, headers=headers, auth=auth)
-                        await response.aread()
+                        response = await self._send(client, method, target, data, headers, auth)
                 finally:
                     if semaphore is not None:
                         semaphore.release()
@@ -294,6 +296,10 @@ class HttpClient:
             except httpx.TransportError as e:
                 # ConnectError, ReadError (server died mid-answer), RemoteProtocolError ...
                 failure = f"{where} is unreachable: {_describe(e)}"
+            except httpx.TooManyRedirects:
+                raise KGQueryError(f"{where} redirects in a loop (more than {MAX_REDIRECTS} redirects)") from None
+            except httpx.RequestError as e:  # a body that cannot be decoded (a wrong Content-Encoding) ...
+                raise KGQueryError(f"{where} sent an answer that cannot be read: {_describe(e)}") from None
             else:
                 status = response.status_code
                 self.stats.statuses[status] = self.stats.statuses.get(status, 0) + 1
@@ -338,6 +344,24 @@ class HttpClient:
             self.stats.retries += 1
             self.stats.waited_seconds += delay
             await self._sleep(delay)
+
+    @staticmethod
+    async def _send(client: httpx.AsyncClient, method: str, url: str, data: Mapping[str, str] | None,
+                    headers: Mapping[str, str] | None, auth: httpx.Auth | None) -> httpx.Response:
+        """One request, its redirects followed as httpx follows them, except that the
+        caller's ``headers`` (an ``X-Api-Key``, a gateway's token) are not sent on to another
+        origin: httpx drops only ``Authorization`` there."""
+        response = await client.request(method, url, data=data, headers=headers, auth=auth, follow_redirects=False)
+        origin = response.request.url.copy_with(path="/", query=None, fragment=None)
+        for _ in range(MAX_REDIRECTS):
+            following = response.next_request
+            if following is None:
+                return response
+            if headers and following.url.copy_with(path="/", query=None, fragment=None) != origin:
+                for name in headers:
+                    following.headers.pop(name, None)
+            response = await client.send(following, follow_redirects=False)
+        raise httpx.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects", request=response.request)
 
     async def get(self, url: str, **kw: Any) -> httpx.Response:
         return await self.request("GET", url, **kw)
