@@ -346,7 +346,7 @@ class HttpClient:
             await self._sleep(delay)
 
     @staticmethod
-    async def _send(client: httpx.AsyncClient, method: str, url: str, data: Mapping[str, str] | None,
+    async def _send(client: httpx.AsyncClient, method: str, url: str | httpx.URL, data: Mapping[str, str] | None,
                     headers: Mapping[str, str] | None, auth: httpx.Auth | None) -> httpx.Response:
         """One request, its redirects followed as httpx follows them, except that the
         caller's ``headers`` (an ``X-Api-Key``, a gateway's token) are not sent on to another
