@@ -179,8 +179,10 @@ def build_solver(
     k = cfg.k if cfg.k is not None else (1 if strategy == "chain" else 3)
     if k < 1:
         raise BadInput("--k must be at least 1")
-    if cfg.prior_weight is not None and not cfg.prior_weight >= 0:
-        raise BadInput(f"--prior-weight must be 0 or more, got {cfg.prior_weight}")
+    if cfg.prior_weight is not None and not 0 <= cfg.prior_weight < math.inf:
+        raise BadInput(f"--prior-weight must be a finite number, 0 or more, got {cfg.prior_weight}")
+    if not 0 <= cfg.calibrate < math.inf:  # nan too
+        raise BadInput(f"--calibrate-weight must be a finite number, 0 or more, got {cfg.calibrate}")
     if cfg.answer_choice not in ANSWER_CHOICES:
         raise BadInput(f"unknown answer choice {cfg.answer_choice!r}; choose one of {', '.join(ANSWER_CHOICES)}")
     if cfg.answers is not None and cfg.answers < 1:

@@ -23,6 +23,7 @@ errors with the message; the ``mcp`` extra provides the SDK.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
@@ -94,7 +95,9 @@ def create_mcp_server(
     value_model = load_value_model(defaults)  # read once, not per answer_question
     prompts = load_prompts(defaults.prompts)  # the same
     try:  # a default out of range (--threshold nan) fails here, not in every answer_question
-        build_solver("tree", llm, kgs, defaults, embedder=embedder, value_model=value_model, prompts=prompts)
+        for strategy in dict.fromkeys(("tree", default_strategy)):  # --max-hops 4 is no default of retrieve's
+            config = dataclasses.replace(defaults, k=1) if strategy == "chain" else defaults  # chain: k = 1 always
+            build_solver(strategy, llm, kgs, config, embedder=embedder, value_model=value_model, prompts=prompts)
     except BadInput as exc:
         raise BadInput(f"the server's default search settings: {exc}") from None
 
@@ -177,7 +180,10 @@ def create_mcp_server(
             config = parse_ask_request(body, default_strategy, defaults, limits).config
         except BadInput as exc:
             raise ToolError(str(exc)) from None
-        solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model, prompts=prompts)
+        try:
+            solver = build_solver(chosen, llm, kgs, config, embedder=embedder, value_model=value_model, prompts=prompts)
+        except BadInput as exc:
+            raise ToolError(str(exc)) from None
         nonlocal admitted
         if admitted >= limits.max_concurrency + limits.max_queue:  # no await since the check: no other call slips in
             running = min(admitted, limits.max_concurrency)

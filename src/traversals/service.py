@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import time
 import weakref
 from contextlib import asynccontextmanager
@@ -71,7 +72,7 @@ __all__ = ["BodyTooLarge", "Busy", "ClientGone", "RequestTimeout", "ServiceLimit
 
 #: request fields that override the server's SearchConfig, with their JSON types
 OVERRIDES: dict[str, tuple[type, ...]] = {
-    "k": (int,),
+    "k": (int, type(None)),  # null: the strategy's default (3 for tree, 1 for chain), as /v1/info shows it
     "max_depth": (int,),
     "max_expansions": (int,),
     "threshold": (int, float),
@@ -225,7 +226,10 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         if isinstance(value, bool) or not isinstance(value, types):
             kind = "a number" if float in types else "an integer or null" if type(None) in types else "an integer"
             raise BadInput(f"'{name}' must be {kind}")
-        changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
+        try:
+            changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
+        except OverflowError:  # an integer of hundreds of digits
+            raise BadInput(f"'{name}' is too large") from None
     for cap_name, name in _CAPPED.items():
         cap = getattr(limits, cap_name)
         if changes.get(name) is not None and not 1 <= changes[name] <= cap:
@@ -236,8 +240,11 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
     if strategy == "retrieve" and (changes.get("max_hops") or 0) > RETRIEVE_MAX_HOPS:
         raise BadInput(f"'max_hops' with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around the "
                        f"question's entities)")
+    if strategy == "retrieve" and "max_hops" not in changes and (defaults.max_hops or 0) > RETRIEVE_MAX_HOPS:
+        raise BadInput(f"the server's max_hops ({defaults.max_hops}, its --max-hops) is more than retrieve's "
+                       f"1 to {RETRIEVE_MAX_HOPS}: give 'max_hops' 1 to {RETRIEVE_MAX_HOPS} with a retrieve question")
     if strategy == "chain":
-        if changes.get("k", 1) != 1:
+        if changes.get("k") not in (None, 1):
             raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
         changes["k"] = 1
     config = dataclasses.replace(defaults, **changes)
@@ -256,6 +263,18 @@ def _refuse_unread(strategy: str, changes: dict[str, Any], defaults: SearchConfi
                for readers, names in unread.items()]
     several = len(unread) > 1 or len(next(iter(unread.values()))) > 1
     raise BadInput(f"{'; '.join(clauses)}, not by strategy {strategy}; drop {'them' if several else 'it'}")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each float that JSON cannot hold (inf, nan: a library caller's setting
+    no check refused) as null, so that /v1/info still answers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def status_for(exc: BaseException) -> int:
@@ -331,8 +350,10 @@ def create_app(
         solver_factory = functools.partial(build_solver, embedder=embedder, value_model=load_value_model(defaults),
                                            prompts=load_prompts(defaults.prompts))
         # a default out of range (--threshold nan) fails here, not as a 400 to every request
-        try:
-            solver_factory("tree" if kgs else "cot", llm, kgs, defaults)
+        try:  # and the default strategy's (--max-hops 4 is no default of retrieve's)
+            for strategy in dict.fromkeys(("tree", default_strategy) if kgs else ("cot",)):
+                # chain requests run k = 1 whatever the default k (that of tree requests)
+                solver_factory(strategy, llm, kgs, dataclasses.replace(defaults, k=1) if strategy == "chain" else defaults)
         except BadInput as exc:
             raise BadInput(f"the server's default search settings: {exc}") from None
     gate = _Gate(limits.max_concurrency, limits.max_queue)
@@ -356,7 +377,7 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def info(request: Request) -> JSONResponse:
-        return JSONResponse({
+        return JSONResponse(_finite({
             "llm": getattr(llm, "name", type(llm).__name__),
             "can_score": bool(getattr(llm, "can_score", False)),
             "kgs": [getattr(kg, "name", type(kg).__name__) for kg in kgs],
@@ -364,7 +385,7 @@ def create_app(
             "default_strategy": default_strategy,
             "defaults": dataclasses.asdict(defaults),
             "limits": dataclasses.asdict(limits),
-        })
+        }))
 
     async def ask(request: Request) -> Response:
         try:

@@ -249,3 +249,14 @@ def test_a_question_cap_that_refuses_every_question_stops_the_server_from_starti
 
     with pytest.raises(BadInput, match="max_question_chars must be a whole number of at least 1"):
         server(max_question_chars=chars)
+
+
+async def test_a_max_hops_beyond_retrieves_is_refused_at_start_or_told_to_the_agent():
+    from traversals.api import SearchConfig
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput, match="the server's default search settings: --max-hops with retrieve"):
+        server(defaults=SearchConfig(max_hops=4, embedder="lexical"), default_strategy="retrieve")
+    async with Client(server(defaults=SearchConfig(max_hops=4, embedder="lexical"))) as c:  # tree's default
+        r = await c.call_tool("answer_question", {"question": "who is Bob Dylan's mother", "strategy": "retrieve"})
+    assert r.is_error and "give 'max_hops' 1 to 3 with a retrieve question" in r.content[0].text

@@ -627,3 +627,39 @@ async def test_the_servers_prompt_set_is_used_and_a_request_cannot_name_another(
         assert llm.calls[0].prompt == "Answer briefly: Who is Bob Dylan's maternal grandmother?"
         refused = await c.post("/v1/ask", json={"question": "q?", "prompts": "paper"})
     assert refused.status_code == 400 and "unknown field(s) prompts" in refused.json()["error"]["message"]
+
+
+async def test_what_v1_info_shows_is_accepted_back_and_odd_numbers_are_400s():
+    """k is null in /v1/info when the server set none: a client sending the defaults back is
+    not refused; a 400-digit threshold is the client's error, not a 500."""
+    factory = Factory()
+    async with client(factory, limits=ServiceLimits(timeout=float("inf"))) as c:
+        info = (await c.get("/v1/info")).json()  # --timeout inf (no limit): null, not a plain-text 500
+        assert info["defaults"]["k"] is None and info["limits"]["timeout"] is None
+        for strategy in ("tree", "chain"):
+            r = await c.post("/v1/ask", json={"question": "q", "strategy": strategy, "k": info["defaults"]["k"]})
+            assert r.status_code == 200, r.text
+        r = await c.post("/v1/ask", content=b'{"question": "q", "threshold": 1' + b"0" * 400 + b"}")
+        assert r.status_code == 400 and "'threshold' is too large" in r.json()["error"]["message"]
+    assert [(s.name, s.config.k) for s in factory.built] == [("tree", None), ("chain", 1)]
+
+
+async def test_a_server_max_hops_beyond_retrieves_is_said_to_retrieve_requests():
+    async with client(Factory(), defaults=SearchConfig(k=None, max_hops=4)) as c:
+        r = await c.post("/v1/ask", json={"question": "q", "strategy": "retrieve"})
+        assert r.status_code == 400
+        assert "the server's max_hops (4, its --max-hops) is more than retrieve's 1 to 3" in r.json()["error"]["message"]
+        assert (await c.post("/v1/ask", json={"question": "q", "strategy": "retrieve", "max_hops": 2})).status_code == 200
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"defaults": SearchConfig(max_hops=4), "default_strategy": "retrieve"}, "--max-hops with retrieve"),
+    ({"defaults": SearchConfig(prior_weight=float("inf"))}, "--prior-weight must be a finite number"),
+    ({"defaults": SearchConfig(calibrate=float("nan"))}, "--calibrate-weight must be a finite number"),
+])
+def test_defaults_no_request_could_use_stop_the_server_from_starting(kwargs, says):
+    from traversals.errors import BadInput
+
+    with pytest.raises(BadInput) as e:
+        create_app(ScriptedLLM([]), [FakeKG()], **kwargs)
+    assert "the server's default search settings" in str(e.value) and says in str(e.value)
