@@ -43,6 +43,7 @@ class Mine:
     (Mine(reply=None), "LLM 'mine': generate() returned NoneType, not a Generation"),
     (Mine(reply=Generation([None])), "generate() returned texts [None]: a list of strings belongs there"),
     (Mine(raises=RuntimeError("CUDA out of memory")), "LLM 'mine': generate() raised RuntimeError: CUDA out of memory"),
+    (Mine(reply=Generation([])), "generate() returned no text for n=1: one text per sample belongs there"),
 ])
 async def test_a_user_llm_that_breaks_is_one_error_naming_it(llm, says):
     solver = build_solver("cot", llm, [])

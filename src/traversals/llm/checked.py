@@ -54,6 +54,9 @@ class CheckedLLM:
             raise LLMError(f"{self._where('generate')} returned {type(got).__name__}, not a Generation")
         if not isinstance(got.texts, list) or not all(isinstance(t, str) for t in got.texts):
             raise LLMError(f"{self._where('generate')} returned texts {_short(got.texts)}: a list of strings belongs there")
+        if not got.texts:  # read as an empty reply, it would end a search with "Cannot find answer" in silence
+            raise LLMError(f"{self._where('generate')} returned no text for n={kw.get('n', 1)}: one text per sample "
+                           "belongs there (an empty reply is [''])")
         return got
 
     async def score(self, prompt: str, options: Sequence[str], **kw: Any) -> Scores:
