@@ -235,7 +235,7 @@ class JsonPoster:
                 )
             headers["Authorization"] = f"Bearer {api_key}"
         self._has_key = bool(api_key)
-        self._client = httpx.AsyncClient(
+        self._client_args: dict[str, Any] = dict(
             headers=headers | extra,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
             limits=httpx.Limits(
@@ -244,6 +244,20 @@ class JsonPoster:
             ),
             transport=transport,
         )
+        self._max_concurrency = max(1, int(max_concurrency))
+        self._client = httpx.AsyncClient(**self._client_args)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _for_this_loop(self) -> httpx.AsyncClient:
+        """The client, made anew in a new event loop (a library user's second
+        ``asyncio.run``): the kept-alive connections and the semaphore of the first belong to
+        a closed loop ("Event loop is closed" on the next request)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            self._client = httpx.AsyncClient(**self._client_args)  # the old one's sockets went with its loop
+            self._sem = asyncio.Semaphore(self._max_concurrency)
+        self._loop = loop
+        return self._client
 
     def url_of(self, path: str) -> str:
         """``base_url + path``, with the base URL's query after it."""
@@ -267,9 +281,10 @@ class JsonPoster:
     async def _send(self, url: str, body: dict[str, Any], bearer: str | None) -> httpx.Response:
         """One attempt, the whole of it within ``timeout`` (httpx bounds each read only)."""
         headers = {"Authorization": f"Bearer {bearer}"} if bearer is not None else None
+        client = self._for_this_loop()
         async with self._sem:
             try:
-                return await asyncio.wait_for(self._client.post(url, json=body, headers=headers), self.timeout)
+                return await asyncio.wait_for(client.post(url, json=body, headers=headers), self.timeout)
             except asyncio.TimeoutError:
                 raise httpx.ReadTimeout("the whole reply took too long") from None
 
@@ -414,4 +429,6 @@ class JsonPoster:
         return err
 
     async def aclose(self) -> None:
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            return  # its connections went with the loop that made them: nothing of them to close here
         await self._client.aclose()

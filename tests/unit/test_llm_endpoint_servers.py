@@ -41,7 +41,7 @@ class Server:
     """A misbehaving OpenAI-compatible server: ``respond(path, body)`` decides each reply;
     ``requests`` records (path, body) of every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
         self.respond: Respond = lambda path, body: (200, chat("ok"), {})
         self.requests: list[tuple[str, dict[str, Any]]] = []
         outer = self
@@ -67,6 +67,9 @@ class Server:
 
             def log_message(self, *a: Any) -> None:
                 pass
+
+        if keep_alive:  # HTTP/1.1: the connection stays open for the next request, as real servers keep it
+            Handler.protocol_version = "HTTP/1.1"
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -378,3 +381,18 @@ def test_a_url_where_the_model_name_belongs_says_where_the_url_goes():
 
     with pytest.raises(BadInput, match=r"takes the served model's name.*--llm-url http://127.0.0.1:8000/v1"):
         open_llm("openai:http://127.0.0.1:8000/v1", url="http://127.0.0.1:9/v1")
+
+
+def test_one_llm_serves_one_asyncio_run_after_another() -> None:
+    """A library user's script calling asyncio.run per question: the kept-alive connection
+    of the first run belonged to its closed loop ("Event loop is closed" on the second)."""
+    import asyncio
+
+    server = Server(keep_alive=True)
+    try:
+        llm = client(server)
+        texts = [asyncio.run(llm.generate("hello", max_tokens=4)).texts for _ in range(3)]
+        asyncio.run(llm.close())  # in yet another loop: no error
+    finally:
+        server.stop()
+    assert texts == [["ok"]] * 3 and len(server.requests) == 3
