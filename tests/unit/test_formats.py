@@ -133,6 +133,20 @@ def test_csv_with_header_and_quoting(tmp_path):
     assert stats.skipped == 1 and stats.skipped_lines == [5]
 
 
+def test_a_stray_quote_in_a_csv_is_an_error_naming_its_line_not_the_rest_of_the_file_dropped(tmp_path):
+    rows = ["x0,r,y0", '"Heat" (film),r,y1', '"Bob,r,y2', *(f"x{i},r,y{i}" for i in range(1, 500))]
+    p = write(tmp_path / "kb.csv", "\n".join(rows) + "\n")
+    with pytest.raises(BadInput, match=r"kb.csv: line 3: a quote opens a field that is not closed"):
+        list(formats.iter_plain_triples(p))
+    # near the end too (strict: not read as one last field up to the end of the file)
+    p = write(tmp_path / "end.csv", "x0,r,y0\n\"Bob,r,y2\nx1,r,y1\n")
+    with pytest.raises(BadInput, match=r"end.csv: line 2: a quote opens a field"):
+        list(formats.iter_plain_triples(p))
+    # a quoted name with more after it is read as before, and a line break inside quotes is fine
+    p = write(tmp_path / "ok.csv", 'x0,r,y0\n"Heat" (film),r,y1\nx2,r,"a\nb"\n')
+    assert list(formats.iter_plain_triples(p)) == [("x0", "r", "y0"), ("Heat (film)", "r", "y1"), ("x2", "r", "a\nb")]
+
+
 def test_csv_without_header(tmp_path):
     p = write(tmp_path / "kb.csv", "a,r,b\n")
     assert list(formats.iter_plain_triples(p)) == [("a", "r", "b")]

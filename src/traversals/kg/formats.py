@@ -422,14 +422,33 @@ def _triples(rows: Iterable[tuple[int, list[str] | None]], st: ReadStats) -> Ite
         yield fields[0], fields[1], fields[2]
 
 
+#: lines one CSV row may span (a quoted literal with line breaks in it); more is a stray quote
+MAX_CSV_ROW_LINES = 100
+
+
 def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
     st.delimiter = ","
     with open_binary(p) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
-        reader = csv.reader(text)
+        consumed: list[str] = []  # the lines of the row being read
+
+        def lines() -> Iterator[str]:
+            for line in text:
+                consumed.append(line)
+                yield line
+
+        # strict: a quote never closed is an error at the end, not every line after it read as one field
+        reader = csv.reader(lines(), strict=True)
+
+        def unclosed(start: int) -> BadInput:
+            return BadInput(f"{p}: line {start}: a quote opens a field that is not closed before line {reader.line_num} "
+                            f"(a stray '\"' at the start of a field? a field with a quote in it is quoted, its quotes "
+                            "doubled: \"\"\"Heat\"\" (film)\")")
 
         def rows() -> Iterator[tuple[int, list[str] | None]]:
             while True:
+                start = reader.line_num + 1
+                consumed.clear()
                 try:
                     row = next(reader)
                 except StopIteration:
@@ -439,8 +458,16 @@ def _iter_csv(p: Path, st: ReadStats) -> Iterator[tuple[str, str, str]]:
                         f"{p}: near line {reader.line_num + 1}: not valid UTF-8 ({exc.reason})"
                     ) from exc
                 except csv.Error as exc:
-                    st.skip(reader.line_num, str(exc))
-                    continue
+                    if "unexpected end of data" in str(exc):  # every line after the quote read into one field
+                        raise unclosed(start) from None
+                    # a quoted field with more after it ('"Heat" (film)'), read leniently as before: "Heat (film)"
+                    lenient = list(csv.reader(consumed)) if len(consumed) == 1 else []
+                    if len(lenient) != 1:
+                        st.skip(reader.line_num, str(exc))
+                        continue
+                    row = lenient[0]
+                if reader.line_num - start >= MAX_CSV_ROW_LINES:  # a field of lines that are rows of their own
+                    raise unclosed(start)
                 yield reader.line_num, _without_trailing_empties([f.strip() for f in row]) or None
 
         yield from _triples(rows(), st)
