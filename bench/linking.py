@@ -10,6 +10,9 @@ question with the real LLM and no search after it, and prints:
 - extra: other entities linked, a question (each one more start the search explores);
 - LLM calls and seconds a question (median).
 
+``--lowercase`` asks each question in lowercase, as people type them ("who directed
+heat"): no capitalised span is left to find a name by.
+
 ::
 
     python bench/linking.py metaqa-1hop metaqa-2hop metaqa-3hop --data ../shared/data/metaqa \
@@ -47,15 +50,16 @@ async def main(args: argparse.Namespace) -> None:
             try:
                 for q in sample_questions(ds.questions, args.limit, args.sample_seed, args.skip):
                     gold = {normalise_label(t) for t in q.topic_entities}
+                    text = without_brackets(q.text).lower() if args.lowercase else without_brackets(q.text)
                     usage = Usage()
                     start = time.perf_counter()
-                    linked = await linker.initialize(without_brackets(q.text), usage)
+                    linked = await linker.initialize(text, usage)
                     seconds = time.perf_counter() - start
                     hit = any(normalise_label(e.label) in gold for e in linked)
                     extra = sum(normalise_label(e.label) not in gold for e in linked)
                     rows.append((name, hit, extra, usage.llm_calls, seconds))
                     if args.verbose:
-                        print(f"{'ok  ' if hit else 'MISS'} {without_brackets(q.text)!r}: "
+                        print(f"{'ok  ' if hit else 'MISS'} {text!r}: "
                               f"{[e.label for e in linked]} (gold {q.topic_entities})")
             finally:
                 await kgs.close()
@@ -82,5 +86,6 @@ if __name__ == "__main__":
     p.add_argument("--sample-seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--llm", default="local")
     p.add_argument("--llm-url", default=None)
+    p.add_argument("--lowercase", action="store_true", help="ask each question in lowercase")
     p.add_argument("--verbose", "-v", action="store_true", help="print each question's links")
     asyncio.run(main(p.parse_args()))

@@ -25,9 +25,11 @@ class DictKG:
         self.relations = {r: Relation(r, rl.get(r, (r, ""))[0], rl.get(r, (r, ""))[1], kg=name) for _, r, _ in triples}
         self.triples = list(triples)
         self.calls: list[str] = []
+        self.searched: list[str] = []  # the texts searched, in order
 
     async def search(self, text: str, limit: int = 10) -> list[Entity]:
         self.calls.append("search")
+        self.searched.append(text)
         t = text.casefold()
         exact = [e for e in self.entities.values() if e.label.casefold() == t]
         part = [e for e in self.entities.values() if t in e.label.casefold() and e not in exact]

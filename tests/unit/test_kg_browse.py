@@ -69,3 +69,13 @@ def test_the_demo_kg_by_default_and_the_json_of_the_mcp_tools(capsys):
     assert got["edges"][0]["relation"] == {"id": "P25", "label": "mother"}
     code, out, _ = run(capsys, "kg", "search", "nobody at all", "--kg", "demo")
     assert code == 0 and out.strip() == "no entity's label matches 'nobody at all'"
+
+
+def test_with_several_kgs_a_label_is_not_taken_for_an_id_of_the_kg_named(kg, tmp_path, capsys):
+    """"Bob Dylan" is no id of the first KG: its relations came from the demo KG's Bob Dylan
+    (linked by label), and the command printed an entity "Bob Dylan" of the wrong KG."""
+    films = f"films={kg}"
+    code, out, _ = run(capsys, "kg", "relations", "Bob Dylan", "--kg", films, "--kg", "demo")
+    assert code == 0 and out.splitlines()[0].startswith("Bob Dylan  Q392  (demo): ")
+    code, _, err = run(capsys, "kg", "edges", "Heat", "directedBy", "--kg", films, "--kg", "demo", "--in-kg", "demo")
+    assert code == 2 and "no entity has the id or the label 'Heat'" in err  # not in the KG named

@@ -61,7 +61,7 @@ async def test_a_copied_name_the_kg_lacks_is_not_searched_again_as_a_span():
     kg = DictKG([("p1", "r", "y")], labels={"p1": "Paris"})
     llm = ScriptedLLM(rules=[(EXTRACT, "Atlantis")])
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who ruled Atlantis", Usage())
-    assert got == [] and kg.calls == ["search"]
+    assert got == [] and kg.searched == ["Atlantis", "ruled"]  # then its lowercase words, in case one is a name
 
 
 async def test_a_name_not_in_the_question_is_the_last_resort():
@@ -114,3 +114,19 @@ async def test_a_title_with_a_comma_is_one_name():
     # the LLM answers instead: the question's own span, comma and all
     got = await Linker(ScriptedLLM(rules=[(EXTRACT, "Arthur Hiller")]), KGSet([kg]), constrained=False).initialize(question, Usage())
     assert [e.label for e in got] == ["See No Evil, Hear No Evil"]
+
+
+async def test_a_lowercase_name_is_found_when_no_capitalised_span_is_a_label():
+    from traversals.search.linking import word_spans
+
+    assert word_spans("what is the couple of mom of sunandha ?") == ["sunandha", "couple"]
+    assert word_spans("the daughter of father of chindasuinth 's child ?")[0] == "chindasuinth"
+    kg = DictKG([("s1", "parents", "p1"), ("c1", "r", "x")], labels={"s1": "sunandha", "c1": "Couple Trouble"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "Mongkut")])  # the answer, not a name in the question
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("what is the couple of mom of sunandha ?", Usage())
+    assert [e.label for e in got] == ["sunandha"]
+    # a capitalised span that is a label: no lowercase word is searched
+    kg = DictKG([("s1", "parents", "p1"), ("t1", "r", "x")], labels={"s1": "sunandha", "t1": "Tucson"})
+    got = await Linker(ScriptedLLM(rules=[(EXTRACT, "Alibaba")]), KGSet([kg]), constrained=False).initialize(
+        "did sunandha live in Tucson", Usage())
+    assert [e.label for e in got] == ["Tucson"] and kg.searched == ["Tucson"]

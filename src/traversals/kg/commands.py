@@ -126,7 +126,9 @@ async def _resolve(kgset, text: str, kg: str | None):
 
     entity = browse.entity_ref(kgset, text, kg)
     try:
-        if (await kgset.get_relations([entity], Usage())).items:
+        # relations from its own KG: with several KGs, those of another KG's entity of that
+        # label come too (its copy), and would make any label of it pass for an id here
+        if any(r.kg == entity.kg for r in (await kgset.get_relations([entity], Usage())).items):
             return entity
     except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
         pass

@@ -124,6 +124,45 @@ def name_spans(question: str) -> list[str]:
     return out
 
 
+#: lowercase words of questions that name nothing (the words that ask, point and relate)
+_FUNCTION_WORDS = _OPENERS | _CONNECTORS | frozenset(
+    "the this that these those there their them they his her its it he she was were been being be not no yes "
+    "one ones also than then into onto about over under after before during between same other any some all "
+    "many much more most few each every both either neither whose film films movie movies book books "
+    "person people someone something thing things kind type year years or nor but if as so".split()
+)
+MIN_WORD_CHARS = 4
+MAX_WORD_RUN = 3
+MAX_WORD_SEARCHES = 8
+
+
+def word_spans(question: str) -> list[str]:
+    """Runs of the question's lowercase words that could be a name written in lowercase
+    ("sunandha", "tom hanks"): words that do not ask, point or relate, runs of up to
+    :data:`MAX_WORD_RUN` words and their parts, a word alone only with at least
+    :data:`MIN_WORD_CHARS` characters, a possessive's 's dropped; longest first."""
+    words = [_POSSESSIVE.sub("", w.strip("?,;:\"()")) for w in without_brackets(question).split()]
+
+    def content(w: str) -> bool:
+        return bool(w) and w[0].islower() and w.casefold() not in _FUNCTION_WORDS and "_" not in w
+
+    runs: list[list[str]] = [[]]
+    for w in words:
+        if content(w):
+            runs[-1].append(w)
+        elif runs[-1]:
+            runs.append([])
+    spans: list[tuple[int, str]] = []
+    for run in runs:
+        run = run[:MAX_WORD_RUN]
+        for a in range(len(run)):
+            for b in range(a + 1, len(run) + 1):
+                if b - a > 1 or len(run[a]) >= MIN_WORD_CHARS:
+                    spans.append((b - a, " ".join(run[a:b])))
+    spans.sort(key=lambda t: (-t[0], -len(t[1])))  # more words first, then longer
+    return list(dict.fromkeys(text for _, text in spans))
+
+
 class Linker:
     def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
@@ -204,7 +243,15 @@ class Linker:
         none inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` of them looked up;
         one already searched this question is not asked of the KGs again)."""
         taken: list[str] = []
-        for span in name_spans(question)[:MAX_SPAN_SEARCHES]:
+        # a lowercase word only when no name-like span is a label ("what is the couple of mom of sunandha ?")
+        spans = name_spans(question)
+        for span in spans[:MAX_SPAN_SEARCHES] + [None] + word_spans(question)[:MAX_WORD_SEARCHES]:
+            if span is None:
+                if taken:
+                    break
+                continue
+            if len(found) >= MAX_SPAN_SEARCHES + MAX_MENTIONS and span not in found:
+                break  # the searches a question may make, spent
             if any(normalise_label(span) in normalise_label(t) for t in taken):
                 continue
             if await self._is_label(span, usage, found):
