@@ -79,3 +79,10 @@ def test_with_several_kgs_a_label_is_not_taken_for_an_id_of_the_kg_named(kg, tmp
     assert code == 0 and out.splitlines()[0].startswith("Bob Dylan  Q392  (demo): ")
     code, _, err = run(capsys, "kg", "edges", "Heat", "directedBy", "--kg", films, "--kg", "demo", "--in-kg", "demo")
     assert code == 2 and "no entity has the id or the label 'Heat'" in err  # not in the KG named
+
+
+@pytest.mark.parametrize("limit", ["0", "51", "-3", "five"])
+def test_a_search_limit_outside_1_to_50_is_refused_not_cut(limit, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["kg", "search", "Bob", "--limit", limit])
+    assert e.value.code == 2 and "--limit" in capsys.readouterr().err

@@ -144,12 +144,24 @@ async def _resolve(kgset, text: str, kg: str | None):
                    "(traversals kg search TEXT lists candidates)")
 
 
+def _search_limit(text: str) -> int:
+    """``--limit`` of ``kg search``: 1 to 50, as the search asks the KGs (a value outside is
+    refused, not cut in silence)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= n <= 50:
+        raise argparse.ArgumentTypeError(f"must be 1 to 50, got {n}")
+    return n
+
+
 def _add_browse(kg_sub: argparse._SubParsersAction) -> None:
     search = kg_sub.add_parser("search", help="the entities a mention links to, as the search finds them",
                                description="Entities whose label matches TEXT (exact, then case-insensitive, then "
                                "partial), in every KG: what a [bracketed] mention of a question links to.")
     search.add_argument("text", metavar="TEXT")
-    search.add_argument("--limit", type=int, default=5, metavar="N", help="at most N entities (default 5, up to 50)")
+    search.add_argument("--limit", type=_search_limit, default=5, metavar="N", help="at most N entities (default 5, up to 50)")
     relations = kg_sub.add_parser("relations", help="an entity's relations and their keys, as the search lists them",
                                   description="The relations of ENTITY in both directions, the most frequent first, "
                                   "each with the key `kg edges` takes (~KEY walks a relation backwards).")
