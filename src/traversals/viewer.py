@@ -237,6 +237,11 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
         meta.append(f'{_e(u.get("llm_calls", 0))} LLM calls · {_e(u.get("prompt_tokens", 0))} prompt tokens sent, '
                     f'{_e(u.get("computed_prompt_tokens", "–"))} computed · {_e(u.get("kg_calls", 0))} KG calls')
     parts.append('<p class="meta">' + "<br>".join(meta) + "</p>")
+    error = trace.get("error") or (result or {}).get("error")
+    if error:  # an error row's trace: what failed, and where (an unexpected exception's traceback)
+        parts.append(f'<p class="note"><b>This question failed:</b> {_e(error)}</p>')
+        if trace.get("traceback"):
+            parts.append(f'<pre>{_e(trace["traceback"])}</pre>')
     if trace.get("linked_entities"):
         parts.append('<p class="meta">linked: ' + ", ".join(
             f'{_e(e.get("label"))} <code>{_e(e.get("id"))}</code>' for e in trace["linked_entities"]) + "</p>")
@@ -258,6 +263,8 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
                          f"prior: the policy's P(s, a) of the relation that led here{counted}.</p>")
         parts.append('<ul class="tree root">' + "".join(
             _render_node(n, children, path, answer_id) for n in children.get(None, [])) + "</ul>")
+    elif error:
+        parts.append("<p>No search tree (the search failed before it could be recorded).</p>")
     elif isinstance(facts, list):
         parts.append("<p>No search tree (this strategy ranks the KG's facts and asks the LLM once).</p>")
     else:

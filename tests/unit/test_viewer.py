@@ -273,3 +273,13 @@ def test_a_trace_whose_fields_have_the_wrong_shape_is_one_line_not_a_traceback(t
     (run / "results.jsonl").write_text(json.dumps(row) + "\n")
     index = write_run_view(run)
     assert "Q1?</td>" in index.read_text() and not (run / "view" / "q1.html").exists()
+
+
+def test_a_failed_questions_page_says_what_failed_and_where():
+    """An error row's trace has no nodes: its page said "this strategy does not search a KG"
+    (of a chain) and showed neither the error nor the traceback."""
+    t = {"id": "q:1", "question": "who?", "gold": [["Ann"]], "error": "ZeroDivisionError: boom <b>",
+         "traceback": "Traceback (most recent call last):\n  File \"x.py\", line 1\nZeroDivisionError: boom"}
+    page = render_trace(t, result={"gold": [["Ann"]], "hits@1": 0.0, "strategy": "chain", "error": t["error"]})
+    assert "This question failed:</b> ZeroDivisionError: boom &lt;b&gt;" in page and "File &quot;x.py&quot;" in page
+    assert "the search failed before it could be recorded" in page and "does not search a KG" not in page
