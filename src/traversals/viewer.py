@@ -304,6 +304,8 @@ def write_trace_view(trace_path: Path, out: Path | None = None) -> Path:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a node without an id)")
     default = Path(trace_path).with_suffix(".html")
     out = default if out is None else (out / default.name if out.is_dir() else out)  # --out DIR: DIR/TRACE.html
+    if out.resolve() == Path(trace_path).resolve() or out.suffix.lower() in (".json", ".jsonl"):
+        raise BadInput(f"--out {out} would write the page over a trace (JSON); name an .html file or a folder")
     page = _render_checked(trace)
     if page is None:
         raise BadInput(f"{trace_path} is not a trace written by --trace or traversals eval (a field of the wrong "

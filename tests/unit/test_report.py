@@ -435,3 +435,14 @@ def test_rows_of_questions_outside_the_selection_do_not_make_a_run_complete(tmp_
     # a summary of fewer rows than there are now is stale: the count decides
     (run / "summary.json").write_text(json.dumps({"n": 1, "selected": 2, "unanswered": 1}))
     assert load_run(run).summary.complete
+
+
+def test_the_report_is_never_written_over_a_runs_data(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    rows = _row("x:0", "A", "A", 1.0)
+    (run / "results.jsonl").write_text(rows)
+    for out in (run / "results.jsonl", run / "run.json", run / "traces" / "x_0.md"):
+        with pytest.raises(BadInput, match="would write the report over a run's data"):
+            write_report([run], out=out)
+    assert (run / "results.jsonl").read_text() == rows

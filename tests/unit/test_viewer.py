@@ -283,3 +283,14 @@ def test_a_failed_questions_page_says_what_failed_and_where():
     page = render_trace(t, result={"gold": [["Ann"]], "hits@1": 0.0, "strategy": "chain", "error": t["error"]})
     assert "This question failed:</b> ZeroDivisionError: boom &lt;b&gt;" in page and "File &quot;x.py&quot;" in page
     assert "the search failed before it could be recorded" in page and "does not search a KG" not in page
+
+
+def test_view_out_never_writes_over_the_trace_and_a_trailing_slash_is_a_folder(tmp_path, capsys):
+    from traversals.cli import main
+
+    t = tmp_path / "trace.json"
+    t.write_text(json.dumps(trace(answer_node=2)))
+    assert main(["view", str(t), "--out", str(t)]) == 2
+    assert "would write the page over a trace" in capsys.readouterr().err and json.loads(t.read_text())["nodes"]
+    assert main(["view", str(t), "--out", f"{tmp_path / 'pages'}/"]) == 0
+    assert (tmp_path / "pages" / "trace.html").is_file()

@@ -657,6 +657,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
         md = Path(out)
         if md.is_dir() or (not md.suffix and not md.exists()):
             md = md / "report.md"
+        if md.suffix.lower() in (".json", ".jsonl") or any(md.resolve().is_relative_to((r.dir / TRACES).resolve())
+                                                             for r in runs):
+            raise BadInput(f"report: --out {out} would write the report over a run's data (JSON); name a .md file "
+                           "or a folder")
     try:
         md.parent.mkdir(parents=True, exist_ok=True)
         md.touch()
