@@ -446,3 +446,12 @@ def test_the_report_is_never_written_over_a_runs_data(tmp_path):
         with pytest.raises(BadInput, match="would write the report over a run's data"):
             write_report([run], out=out)
     assert (run / "results.jsonl").read_text() == rows
+
+
+async def test_two_reports_in_one_folder_keep_their_own_plots(tmp_path):
+    tree, chain, _ = await make_runs(tmp_path)
+    a = write_report([tree], out=tmp_path / "cmp" / "a.md")
+    b = write_report([chain], out=tmp_path / "cmp" / "b.md")  # no value to plot: it removes only its own
+    assert (a.parent / "a.value_vs_accuracy.png").read_bytes().startswith(PNG)
+    assert "(a.value_vs_accuracy.png)" in a.read_text() and "value_vs_accuracy.png" not in b.read_text()
+    assert not (b.parent / "b.value_vs_accuracy.png").exists()

@@ -301,12 +301,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import Prices, write_report
+    from .report import BACKTRACK_PNG, VALUE_PNG, Prices, plot_name, write_report
 
     prices = Prices.parse(args.price) if args.price is not None else None
     path = write_report(args.dirs, out=args.out, prices=prices)
     print(f"wrote {path}")
-    pngs = sorted(p.name for p in path.parent.glob("*.png") if p.name in ("value_vs_accuracy.png", "backtracking.png"))
+    pngs = sorted(name for name in (plot_name(path, VALUE_PNG), plot_name(path, BACKTRACK_PNG))
+                  if (path.parent / name).is_file())
     if pngs:
         print("  plots: " + ", ".join(pngs))
     return 0

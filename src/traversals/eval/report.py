@@ -42,6 +42,12 @@ from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
 BACKTRACK_PNG = "backtracking.png"
+
+
+def plot_name(md: Path, plot: str) -> str:
+    """The file name of a report's plot: ``plot`` beside ``report.md``, else named after the
+    report (``a.md`` -> ``a.value_vs_accuracy.png``), so two reports in one folder keep their own."""
+    return plot if md.name == "report.md" else f"{md.stem}.{plot}"
 #: answer thresholds the report replays LLM-valued searches at (those up to the run's own)
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
@@ -806,10 +812,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
         if pts:
             key = f"{r.label} · {r.dataset}"
             series[key] = series.get(key, []) + pts
-    value_png = md.parent / VALUE_PNG
+    value_png = md.parent / plot_name(md, VALUE_PNG)
     if series:
         plot_values(series, value_png)
-        lines += [f"![answer value vs accuracy]({VALUE_PNG})", ""]
+        lines += [f"![answer value vs accuracy]({value_png.name})", ""]
         lines += [
             "All proposed answers in the traces (not only the final ones); EM-in of each "
             "against the gold answers, mean per value bucket:",
@@ -847,8 +853,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
             key = f"{r.label} · {r.dataset}"
             bseries[key] = bseries.get(key, []) + cases
     if bseries:
-        plot_backtracking(bseries, md.parent / BACKTRACK_PNG)
-        lines += [f"![backtracking counterfactual]({BACKTRACK_PNG})", ""]
+        plot_backtracking(bseries, md.parent / plot_name(md, BACKTRACK_PNG))
+        lines += [f"![backtracking counterfactual]({plot_name(md, BACKTRACK_PNG)})", ""]
         lines += [
             "Questions where an answer was proposed in the root's first subtree and the "
             "search later expanded nodes outside it. EM-in of the best-valued answer of "
@@ -868,7 +874,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
             ],
         )
     else:
-        (md.parent / BACKTRACK_PNG).unlink(missing_ok=True)
+        (md.parent / plot_name(md, BACKTRACK_PNG)).unlink(missing_ok=True)
         lines.append(
             "No data: no question backtracked after proposing an answer in its first "
             "subtree (chain and CoT runs never do), so no plot was drawn."
