@@ -455,3 +455,20 @@ async def test_two_reports_in_one_folder_keep_their_own_plots(tmp_path):
     assert (a.parent / "a.value_vs_accuracy.png").read_bytes().startswith(PNG)
     assert "(a.value_vs_accuracy.png)" in a.read_text() and "value_vs_accuracy.png" not in b.read_text()
     assert not (b.parent / "b.value_vs_accuracy.png").exists()
+
+
+@pytest.mark.parametrize("row", ['{"id": ["a"], "question": "q"}', '{"id": 5, "trace": 7}'])
+def test_a_hand_damaged_row_is_one_line_naming_it(tmp_path, row):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "results.jsonl").write_text(row + "\n" + _row("x:1", "A", "A", 1.0))
+    with pytest.raises(BadInput, match=r"results.jsonl:1: corrupt line \(its id or trace is not a string\)"):
+        write_report([run])
+
+
+def test_a_hand_edited_number_that_is_no_number_counts_0(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    row = json.loads(_row("x:0", "A", "A", 1.0))
+    (run / "results.jsonl").write_text(json.dumps({**row, "seconds": "slow"}) + "\n" + _row("x:1", "A", "A", 1.0))
+    assert "100.0 / 100.0 (n=2)" in write_report([run]).read_text()  # reported, not a ValueError

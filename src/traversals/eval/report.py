@@ -194,9 +194,9 @@ def efficiency(run: Run) -> Efficiency:
     for row in run.rows:
         if row.get("error"):
             continue
-        seconds.append(float(row.get("seconds") or 0.0))
-        sent += int(row.get("prompt_tokens") or 0)
-        computed += int(row.get("computed_prompt_tokens", row.get("prompt_tokens")) or 0)
+        seconds.append(as_number(row.get("seconds")))  # a hand-edited "slow": 0, as the summary counts it
+        sent += int(as_number(row.get("prompt_tokens")))
+        computed += int(as_number(row.get("computed_prompt_tokens", row.get("prompt_tokens"))))
         for node in _nodes(run.trace(row)):
             if node.get("action"):
                 actions += 1

@@ -334,6 +334,8 @@ def read_results(path: str | Path, *, repair: bool = False) -> list[dict]:
             row = json.loads(raw.decode("utf-8"))
             if not isinstance(row, dict) or "id" not in row:
                 raise ValueError("not a result object")
+            if not isinstance(row["id"], str) or not isinstance(row.get("trace"), (str, type(None))):
+                raise ValueError("its id or trace is not a string")
         except ValueError as e:
             if i == len(lines) - 1:  # a corrupt last line: drop it like a truncated one
                 good_end -= len(raw) + 1
