@@ -478,6 +478,11 @@ def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # an answer or a label the terminal's encoding cannot show (ASCII, cp1252: a pipe on
+    # Windows) is printed with "?" for what it lacks, not a UnicodeEncodeError traceback
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") != "utf8":
+        reconfigure(errors="replace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -86,3 +86,16 @@ def test_a_search_limit_outside_1_to_50_is_refused_not_cut(limit, capsys):
     with pytest.raises(SystemExit) as e:
         main(["kg", "search", "Bob", "--limit", limit])
     assert e.value.code == 2 and "--limit" in capsys.readouterr().err
+
+
+def test_a_label_the_terminal_cannot_show_is_printed_with_a_question_mark(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    kg = tmp_path / "z.txt"
+    kg.write_text("Zürich|in|Schweiz\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "traversals.cli", "kg", "search", "Zürich", "--kg", str(kg)],
+                          capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and done.stdout.startswith(b"Z?rich  http://traversals.local/entity/Z%C3%BCrich")
+    assert b"Traceback" not in done.stderr
