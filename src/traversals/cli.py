@@ -478,11 +478,15 @@ def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # an answer or a label the terminal's encoding cannot show (ASCII, cp1252: a pipe on
-    # Windows) is printed with "?" for what it lacks, not a UnicodeEncodeError traceback
+    # stdout in an encoding that cannot hold every answer or label (ASCII, cp1252): a file or
+    # a pipe gets UTF-8 (JSON and names intact), a terminal "?" for what it cannot show --
+    # not a UnicodeEncodeError traceback; an encoding asked for ($PYTHONIOENCODING) is kept
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None and (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") != "utf8":
-        reconfigure(errors="replace")
+        if not sys.stdout.isatty() and not os.environ.get("PYTHONIOENCODING"):
+            reconfigure(encoding="utf-8")
+        else:
+            reconfigure(errors="replace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -99,3 +99,8 @@ def test_a_label_the_terminal_cannot_show_is_printed_with_a_question_mark(tmp_pa
                           capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0 and done.stdout.startswith(b"Z?rich  http://traversals.local/entity/Z%C3%BCrich")
     assert b"Traceback" not in done.stderr
+    # an ASCII locale, output to a pipe or a file: UTF-8, the name intact
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LANG", "LC_ALL", "LC_CTYPE")}
+    done = subprocess.run([sys.executable, "-m", "traversals.cli", "kg", "search", "rich", "--kg", str(kg)],
+                          capture_output=True, env={**env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"})
+    assert done.returncode == 0 and done.stdout.startswith("Zürich  http".encode())
