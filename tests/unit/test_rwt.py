@@ -157,6 +157,21 @@ async def test_critical_model_embeds_each_text_once():
     assert await crit.value(guesses, first) == v1 and len(embedder.batches) == 2
 
 
+async def test_a_full_embedding_cache_loses_no_vector_of_the_call_that_clears_it():
+    """Cleared for the new texts, the cache lost the guesses looked up after: a KeyError one
+    question in every few thousand labels of an eval (one critical model for all)."""
+    import asyncio
+
+    crit = CriticalModel(LexicalEmbedder(), cache_size=3)
+    guesses = ["Florence Stone"]
+    await crit.value(guesses, PathNode(1, (Entity("x", "Florence Stone"), Entity("y", "1941"))))
+    wide = PathNode(2, (Entity("a", "Bob Dylan"), Entity("b", "Duluth"), Entity("c", "Florence Stone")))
+    assert math.isclose(await crit.value(guesses, wide), 1.0)  # was KeyError: 'Florence Stone'
+    nodes = [PathNode(i, (Entity(f"e{i}", f"Person {i}"), Entity(f"f{i}", "Florence Stone"))) for i in range(6)]
+    values = await asyncio.gather(*(crit.value(guesses, n) for n in nodes))  # side by side, each clearing
+    assert all(math.isclose(v, 1.0) for v in values)
+
+
 async def test_the_critical_model_embedder_comes_from_the_config():
     from traversals.embed import SentenceBert
 

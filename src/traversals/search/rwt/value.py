@@ -48,12 +48,17 @@ class CriticalModel:
         return sum(max(max(0.0, cosine(x, y)) for y in n) for x in g) / len(g)
 
     async def _embed(self, texts: Sequence[str]) -> list[Vector]:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        # this call's vectors are its own: a full cache cleared here (or by a call running
+        # beside it while this one awaits the embedder) loses none of them
+        known = {t: self._vectors[t] for t in texts if t in self._vectors}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
+            got = list(zip(missing, await self.embedder.embed(missing)))
+            known.update(got)
             if len(self._vectors) + len(missing) > self.cache_size:
                 self._vectors.clear()
-            self._vectors.update(zip(missing, await self.embedder.embed(missing)))
-        return [self._vectors[t] for t in texts]
+            self._vectors.update(got)
+        return [known[t] for t in texts]
 
 
 class RolloutModel(Protocol):
