@@ -86,3 +86,17 @@ def test_a_phrasing_in_chinese_is_kept():
     assert parse_phrasing(" {}?\nPhrase: {}") == {}  # still no phrasing without another word
     two = [Phrasing(phrases=["{}导演的电影。"]), Phrasing(questions=["{}的导演是谁？"])]
     assert compose(two, "张三", random.Random(0)) == "[张三]导演的电影的导演是谁？"
+
+
+def test_an_entity_name_is_masked_as_a_whole_word_only():
+    """[M] and [It] are MetaQA films: their names matched inside "movie" and inside the
+    mask's own token, and the features lost the question's words."""
+    from traversals.search.rwt.valuemodel import ENT
+
+    assert question_words("what language is the movie [M] in", ["M"])[:7] == [
+        "what", "language", "is", "the", "movie", ENT, "in"]
+    assert question_words("who wrote the films that [It] starred", ["It"])[:7] == [
+        "who", "wrote", "the", "films", "that", ENT, "starred"]
+    # a subgraph's entity named "Up" (another film) leaves "up" inside other words alone
+    assert question_words("who set up the company", ["Up"])[:5] == ["who", "set", ENT, "the", "company"]
+    assert "support" in question_words("what did support mean", ["Up"])

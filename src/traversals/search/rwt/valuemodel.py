@@ -253,7 +253,8 @@ def question_words(question: str, mentions: Sequence[str] = ()) -> list[str]:
     mentions become ``ENT``, so features generalise across questions of one shape."""
     text = re.sub(r"\[[^\]]*\]", f" {ENT} ", question)
     for m in sorted((m for m in mentions if m.strip()), key=len, reverse=True):
-        text = re.sub(re.escape(m), f" {ENT} ", text, flags=re.IGNORECASE)
+        # as a whole word (or words): "M" is not the m of "movie", "It" not the it of an ENT
+        text = re.sub(rf"(?<!\w){re.escape(m)}(?!\w)", f" {ENT} ", text, flags=re.IGNORECASE)
     words = words_of(text)
     return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
 
