@@ -62,6 +62,8 @@ async def test_scores_of_the_wrong_length_fail_instead_of_choosing_the_wrong_opt
 
 
 async def test_nan_scores_read_as_impossible_and_the_librarys_own_errors_pass_through():
+    with pytest.raises(LLMError, match=r"\+inf is no log-probability"):
+        await CheckedLLM(Mine(scores=lambda options: Scores([math.inf] + [-1.0] * (len(options) - 1)))).score("p", ["a", "b"])
     nan = CheckedLLM(Mine(scores=lambda options: Scores([math.nan] + [-1.0] * (len(options) - 1))))
     assert (await nan.score("p", ["a", "b"])).logprobs == [-math.inf, -1.0]
     with pytest.raises(LLMUnavailable, match="server down"):

@@ -70,6 +70,9 @@ class CheckedLLM:
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lps):
             raise LLMError(f"{self._where('score')} returned {_short(lps)}: log-probabilities are numbers "
                            "(-inf for impossible)")
+        if any(x == math.inf for x in lps):  # no probability is over 1: the options' softmax would be NaN
+            raise LLMError(f"{self._where('score')} returned {_short(lps)}: +inf is no log-probability "
+                           "(-inf for impossible, 0 for certain)")
         got.logprobs = [-math.inf if math.isnan(x) else float(x) for x in lps]  # NaN: impossible
         return got
 
