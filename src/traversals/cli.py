@@ -306,7 +306,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     path = Path(args.path)
     out = Path(args.out) if args.out else None
-    if args.out and args.out.endswith(("/", os.sep)) and path.is_file():  # --out DIR/: a folder, made if new
+    if out is not None and args.out.endswith(("/", os.sep)) and path.is_file():  # --out DIR/: a folder, made if new
         out.mkdir(parents=True, exist_ok=True)
     if path.is_dir():
         if not (path / "results.jsonl").is_file():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .headers import has_authorization
 
+#: seconds one request to an OpenAI-compatible server may take (--llm-timeout's default)
+LLM_TIMEOUT = 120.0
 
 
 def add_kg_flags(p: argparse.ArgumentParser) -> None:
@@ -70,7 +72,7 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                         "that expire: 'gcloud auth print-access-token' for Vertex AI, 'az account get-access-token "
                         "--resource https://cognitiveservices.azure.com' for Azure: the token alone or JSON with an accessToken); "
                         "replaces $OPENAI_API_KEY")
-    p.add_argument("--llm-timeout", default=120.0, type=_positive_seconds, metavar="SECONDS",
+    p.add_argument("--llm-timeout", default=LLM_TIMEOUT, type=_positive_seconds, metavar="SECONDS",
                    help="openai: how long one request may take (default 120; raise it for a slow CPU server; "
                         "also bounds --embedder openai:MODEL requests)")
     p.add_argument("--llm-cache", default=None, metavar="FILE",
@@ -486,6 +488,16 @@ def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.
         if not timeout > 0:
             raise BadInput(f"--kg-timeout must be more than 0 seconds, got {timeout:g}")
     label_predicates = label_predicates_from_args(args)
+    if hasattr(args, "kg"):  # a flag for remote KGs with none of them is refused, not ignored in silence
+        from .kg.factory import check_kg_spec
+
+        remote = any(check_kg_spec(spec)[0] in ("sparql", "wikidata") for spec in args.kg or [])
+        given = [flag for flag, on in (("--no-cache", args.no_cache), ("--kg-timeout", timeout is not None),
+                                       ("--user-agent", args.user_agent is not None)) if on]
+        if given and not remote:
+            raise BadInput(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for a SPARQL endpoint or "
+                           "Wikidata, and no --kg is one (a file, a store or the demo KG is read in this process): "
+                           f"drop {'them' if len(given) > 1 else 'it'}")
     path = default_cache_path(default_cache_dir(environ, Path.home()))
     return {
         "cache": QueryCache(path, enabled=not args.no_cache),
@@ -585,6 +597,10 @@ def refuse_unused_llm_flags(args: argparse.Namespace, environ: Mapping[str, str]
         if getattr(args, flag_dest(flag), None) and not spec.startswith("openai") and not embedder_at_llm_url:
             raise BadInput(f"{flag} is sent to an OpenAI-compatible server: give --llm openai:MODEL with it "
                            f"(--llm {args.llm} runs the model in this process and sends no request)")
+    timeout = getattr(args, "llm_timeout", LLM_TIMEOUT)
+    if timeout is not None and timeout != LLM_TIMEOUT and not spec.startswith("openai") and not embedder.startswith("openai:"):
+        raise BadInput(f"--llm-timeout bounds a request to an OpenAI-compatible server; --llm {args.llm} runs the "
+                       "model in this process and sends no request: drop --llm-timeout")
     if getattr(args, "n_ctx", None) is not None and spec.startswith("openai"):
         raise BadInput(f"--n-ctx sets the context size of a model run in this process (--llm local...); the server "
                        f"behind --llm {args.llm} sets its own: drop --n-ctx")
@@ -618,7 +634,7 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     if args.llm.startswith("openai"):
         if template:
             extra["completion_template"] = template
-        extra["timeout"] = getattr(args, "llm_timeout", 120.0)
+        extra["timeout"] = getattr(args, "llm_timeout", LLM_TIMEOUT)
         if headers:
             extra["headers"] = headers
         if token := _token(args):

@@ -147,3 +147,22 @@ def test_wikidata_twice_public_and_mirror_or_two_mirrors_is_refused(specs) -> No
         open_kgs(specs)
     assert all(repr(s) in str(e.value) for s in specs)
     assert [k.name for k in open_kgs(specs[1:])]  # either alone opens
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--no-cache"], "--no-cache is for a SPARQL endpoint or Wikidata, and no --kg is one"),
+    (["--kg", "demo", "--kg-timeout", "4", "--user-agent", "me"], "--kg-timeout and --user-agent are for a SPARQL"),
+])
+def test_flags_of_remote_kgs_without_one_are_refused_not_ignored(tmp_path, flags, says):
+    args = build_parser().parse_args(["ask", "q", *flags])
+    with pytest.raises(BadInput, match=says):
+        remote_kg_options(args, environ={"XDG_CACHE_HOME": str(tmp_path)})
+    args = build_parser().parse_args(["ask", "q", *flags, "--kg", "http://127.0.0.1:9/sparql"])  # one is remote
+    assert remote_kg_options(args, environ={"XDG_CACHE_HOME": str(tmp_path)})["cache"] is not None
+
+
+def test_an_llm_timeout_with_a_model_in_this_process_is_refused(capsys):
+    from traversals.cli import main
+
+    assert main(["ask", "q", "--llm-timeout", "5"]) == 2
+    assert "--llm-timeout bounds a request to an OpenAI-compatible server" in capsys.readouterr().err
