@@ -32,21 +32,14 @@ from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
+    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number,
 )
 from .search.templates import load_prompts
 from .validate import unicode_text
 
 
-def _port(text: str) -> int:
-    """``--port``: a TCP port number (uvicorn would fail with a traceback on 99999)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number in 0-65535, got {port}")
-    return port
+#: ``--port``: a TCP port number (uvicorn would fail with a traceback on 99999)
+_port = whole_number(0, 65535, "a port number")
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .headers import has_authorization
@@ -83,6 +83,20 @@ def add_llm_flags(p: argparse.ArgumentParser) -> None:
                    help=f"local: the llama.cpp context size in tokens, prompt and completion together (default "
                         f"{DEFAULT_N_CTX}; more holds longer prompts, at ~28 KB of memory a token for the 1.5B "
                         f"model); an openai: server sets its own")
+
+
+def whole_number(low: int, high: int, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse ``type``: ``what`` from ``low`` to ``high``, refused (one line) otherwise."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be {what} in {low}-{high}, got {n}")
+        return n
+
+    return parse
 
 
 def _positive_tokens(text: str) -> int:

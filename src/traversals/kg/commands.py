@@ -26,6 +26,7 @@ import asyncio
 import json
 from typing import Callable
 
+from ..options import whole_number
 from . import formats
 
 _DELIMITERS = {"auto": None, "pipe": "|", "tab": "\t", "comma": ","}
@@ -144,16 +145,8 @@ async def _resolve(kgset, text: str, kg: str | None):
                    "(traversals kg search TEXT lists candidates)")
 
 
-def _search_limit(text: str) -> int:
-    """``--limit`` of ``kg search``: 1 to 50, as the search asks the KGs (a value outside is
-    refused, not cut in silence)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= 50:
-        raise argparse.ArgumentTypeError(f"must be 1 to 50, got {n}")
-    return n
+#: ``--limit`` of ``kg search``: 1 to 50, as the search asks the KGs (refused outside, not cut in silence)
+_search_limit = whole_number(1, 50)
 
 
 def _add_browse(kg_sub: argparse._SubParsersAction) -> None:
