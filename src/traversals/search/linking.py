@@ -6,9 +6,10 @@ with the ``extract_entities`` prompt. Of the names the LLM gives, those written 
 question come first, each as the question writes it and a KG labels it (widened to
 "Jayne Mansfield's Car" from "Jayne Mansfield", narrowed to "Song of the Sea" from "The
 film script for Song of the Sea"); when none of them is in a KG, the question's
-name-like spans (:func:`name_spans`) that a KG has as a label; a name not in the
+name-like spans (:func:`name_spans`) that a KG has as a label, else its lowercase words
+(:func:`word_spans`: "sunandha") that a KG has as a label; a name not in the
 question (a small model may answer instead: "1953" for "what year was A Midsummer
-Night's Dream released") only when both found nothing.
+Night's Dream released") only when all of these found nothing.
 
 Each mention is searched in every KG. A mention with exactly one exact-label candidate
 is linked without asking the LLM; otherwise the LLM picks among the candidates (by
@@ -239,19 +240,17 @@ class Linker:
         return parse_mentions(gen.texts[0] if gen.texts else "", question)
 
     async def spans_in_kg(self, question: str, usage: Usage, found: Found) -> list[str]:
-        """The question's :func:`name_spans` that some KG has as a label, longest first,
-        none inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` of them looked up;
-        one already searched this question is not asked of the KGs again)."""
+        """The question's :func:`name_spans` that some KG has as a label, longest first, none
+        inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` of them looked up); when
+        none is, its lowercase :func:`word_spans` that are ("what is the couple of mom of
+        sunandha ?"; at most :data:`MAX_WORD_SEARCHES`). One already searched this question
+        is not asked of the KGs again."""
+        taken = await self._labels_among(name_spans(question)[:MAX_SPAN_SEARCHES], usage, found)
+        return taken or await self._labels_among(word_spans(question)[:MAX_WORD_SEARCHES], usage, found)
+
+    async def _labels_among(self, spans: Sequence[str], usage: Usage, found: Found) -> list[str]:
         taken: list[str] = []
-        # a lowercase word only when no name-like span is a label ("what is the couple of mom of sunandha ?")
-        spans = name_spans(question)
-        for span in spans[:MAX_SPAN_SEARCHES] + [None] + word_spans(question)[:MAX_WORD_SEARCHES]:
-            if span is None:
-                if taken:
-                    break
-                continue
-            if len(found) >= MAX_SPAN_SEARCHES + MAX_MENTIONS and span not in found:
-                break  # the searches a question may make, spent
+        for span in spans:
             if any(normalise_label(span) in normalise_label(t) for t in taken):
                 continue
             if await self._is_label(span, usage, found):
