@@ -161,6 +161,7 @@ async def test_a_token_in_the_endpoints_query_is_in_no_name_message_or_cache_key
         assert "TOPSECRET" not in repr(kg) and "TOPSECRET" not in kg._cache_key
         other = SparqlKG("http://127.0.0.1:9/query?access_token=OTHER&x=1")
         assert other._cache_key != kg._cache_key  # another token may be shown other data
+        assert "TOPSECRET" not in cache_identity("http://127.0.0.1:9/q?key=TOPSECRET", "alice", {})  # a user too
         with pytest.raises(KGUnavailable) as e:  # nothing listens on port 9
             await kg.search("Heat")
         assert "access_token=***" in str(e.value) and "TOPSECRET" not in str(e.value)

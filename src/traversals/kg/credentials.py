@@ -55,7 +55,7 @@ def cache_identity(url: str, user: str | None, headers: Mapping[str, str]) -> st
     No password or header value is stored (a digest of the headers' values only)."""
     key = keyed_url(url)  # a token in the query: a digest of it, as of the headers
     if user is not None:
-        parts = urlsplit(url)
+        parts = urlsplit(key)
         key = urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{parts.netloc}"))
     if headers:
         text = "\n".join(f"{name.lower()}: {value}" for name, value in sorted(headers.items(), key=lambda h: h[0].lower()))
