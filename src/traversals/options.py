@@ -645,7 +645,7 @@ def open_llm_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os
     template = getattr(args, "llm_template", None)
     extra: dict = {}
     headers = headers_from_flag(args, "--llm-header", environ)
-    if args.llm.startswith("openai"):
+    if args.llm.strip().lower().startswith("openai"):  # as the factory reads it: OpenAI:MODEL too
         if template:
             extra["completion_template"] = template
         extra["timeout"] = getattr(args, "llm_timeout", LLM_TIMEOUT)

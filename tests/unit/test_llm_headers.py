@@ -173,8 +173,9 @@ def test_the_cli_sends_headers_and_leaves_out_the_environment_key_they_replace(m
     env = {"OPENAI_BASE_URL": URL, "OPENAI_API_KEY": "sk-env"}
     open_llm_from_args(parse("--llm", "openai:m", "--llm-header", "api-key: k1"), env)
     open_llm_from_args(parse("--llm", "openai:m", "--llm-header", "Authorization: Token k2"), env)
+    open_llm_from_args(parse("--llm", "OpenAI:m", "--llm-header", "api-key: k3"), env)  # read as the factory reads it
     assert [(kw["api_key"], kw["headers"]) for kw in opened] == [
-        ("sk-env", {"api-key": "k1"}), (None, {"Authorization": "Token k2"})]
+        ("sk-env", {"api-key": "k1"}), (None, {"Authorization": "Token k2"}), ("sk-env", {"api-key": "k3"})]
 
 
 def test_the_embedder_gets_the_llm_headers_at_the_llms_url_only() -> None:
