@@ -308,3 +308,18 @@ async def test_completions_missing_falls_back_to_sampling_with_a_warning():
     assert "check the base URL" not in str(w[0].message)  # the base URL is right: chat works
     assert (await llm.generate("q")).texts == ["Paris"]  # generation is unaffected
     await llm.close()
+
+
+@pytest.mark.parametrize("template", ["llama3", "x {prompt} {other}", "{prompt} {", "no field at all"])
+def test_a_completion_template_without_one_prompt_field_is_refused_at_once(template):
+    """An unknown name was read as a format string: every scoring prompt lost its question
+    ("llama3Answer: Paris") and constrained decoding ranked options blind."""
+    from traversals.errors import BadInput
+    from traversals.llm.openai import OpenAICompatibleLLM
+
+    with pytest.raises(BadInput, match="a template is 'chatml' or 'raw', or a text with one {prompt}"):
+        OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m", completion_template=template)
+    ok = OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m", completion_template="<s>[INST] {prompt} [/INST]{{x}}")
+    assert ok._render("Q?", "A:") == "<s>[INST] Q? [/INST]{x}A:"
+    assert OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m", completion_template="ChatML").completion_template.startswith(
+        "<|im_start|>user")

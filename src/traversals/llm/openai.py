@@ -48,12 +48,13 @@ import asyncio
 import json
 import random
 import re
+import string
 import warnings
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
-from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
+from traversals.errors import BadInput, LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.http_json import JsonPoster
 from traversals.tokens import CommandToken
 from traversals.llm.base import Generation, Scores
@@ -66,6 +67,26 @@ COMPLETION_TEMPLATES = {
     "chatml": "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n",
     "raw": "{prompt}\n\n",
 }
+
+def _checked_template(template: str | None) -> str | None:
+    """A completion template: a name of :data:`COMPLETION_TEMPLATES`, or a format string
+    with one ``{prompt}`` field and no other (``{{`` for a literal brace). Anything else is
+    refused: an unknown name read as a format string rendered every scoring prompt without
+    the question ("ChatMLAnswer: Paris"), a stray brace failed at the first option scored."""
+    if not template:
+        return None
+    if template.strip().lower() in COMPLETION_TEMPLATES:  # ChatML is chatml
+        return COMPLETION_TEMPLATES[template.strip().lower()]
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:
+        fields = [f"unparsable ({e})"]
+    if fields != ["prompt"]:
+        raise BadInput(f"--llm-template {template!r}: a template is {' or '.join(map(repr, COMPLETION_TEMPLATES))}, or "
+                       "a text with one {prompt} where the question goes (and {{ }} for literal braces), e.g. "
+                       "'<|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n'")
+    return template
+
 
 #: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
 MAX_SERVER_STOPS = 4
@@ -157,9 +178,7 @@ class OpenAICompatibleLLM:
         self.name = name or f"openai:{model}"
         self.timeout = timeout
         self.prefill = prefill
-        self.completion_template = COMPLETION_TEMPLATES.get(
-            completion_template or "", completion_template
-        )
+        self.completion_template = _checked_template(completion_template)
         self.extra_body = dict(extra_body or {})
         self.can_score = False
         #: None until a call shows whether the server honours ``n``
