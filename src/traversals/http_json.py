@@ -221,7 +221,10 @@ class JsonPoster:
         #: the names of the headers given (their values are secrets), for messages
         self.header_names = list(extra)
         self._secrets = [api_key] if api_key else []
-        self._secrets += sorted((v for v in extra.values() if len(v) >= 4), key=len, reverse=True)
+        # a header's value, and the credential after its scheme ("Bearer tok-123": a server may quote "tok-123")
+        values = [v for v in extra.values() if len(v) >= 4]
+        values += [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 4]
+        self._secrets += sorted(set(values), key=len, reverse=True)
         self._secrets += url_secrets(self.url_of(""))  # a password, a ?key=: as written and decoded
         #: ``base_url`` as messages show it (a password or a ?key= in it masked)
         self.shown_url = shown_url(self.url_of(""))

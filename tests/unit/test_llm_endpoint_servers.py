@@ -396,3 +396,18 @@ def test_one_llm_serves_one_asyncio_run_after_another() -> None:
     finally:
         server.stop()
     assert texts == [["ok"]] * 3 and len(server.requests) == 3
+
+
+async def test_a_reply_quoting_the_key_or_a_bare_bearer_token_shows_neither(server: Server) -> None:
+    server.respond = lambda path, body: (200, {"detail": "invalid api key sk-test-SECRET-123"}, {})
+    llm = client(server, api_key="sk-test-SECRET-123")
+    with pytest.raises(LLMError) as e:
+        await llm.generate("q")
+    assert "SECRET" not in str(e.value) and "invalid api key ***" in str(e.value)
+    await llm.close()
+    server.respond = lambda path, body: (401, error("token tok-ABCDEFGH-999 is expired"), {})
+    llm = client(server, api_key=None, headers={"Authorization": "Bearer tok-ABCDEFGH-999"})
+    with pytest.raises(LLMError) as e:
+        await llm.generate("q")
+    assert "tok-ABCDEFGH" not in str(e.value) and "token *** is expired" in str(e.value)
+    await llm.close()

@@ -150,7 +150,7 @@ class OpenAIEmbedder:
         data = reply.get("data")
         if not isinstance(data, list):
             raise EmbedderError(
-                f"{where}: the reply has no 'data' list of vectors ({_preview(reply)})"
+                f"{where}: the reply has no 'data' list of vectors ({self._http.redact(_preview(reply))})"
             )
         if len(data) != len(texts):
             raise EmbedderError(

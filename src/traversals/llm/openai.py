@@ -224,6 +224,11 @@ class OpenAICompatibleLLM:
             ]
         return [{"role": "user", "content": prefix_instruction(prompt, prefix)}]
 
+    def _dump(self, data: Any) -> str:
+        """A reply quoted in a message: its secrets (the key, a header's value, a token) hidden
+        before it is cut short, so no part of one shows either."""
+        return self._http.redact(json.dumps(data, ensure_ascii=False))[:200]
+
     async def _chat(
         self,
         prompt: str,
@@ -253,10 +258,10 @@ class OpenAICompatibleLLM:
             err = data.get("error")
             if isinstance(err, dict) and isinstance(err.get("message"), str):
                 raise LLMError(f"{self.name}: the server answered with an error: {self._http.redact(err['message'][:200])}")
-            raise LLMError(f"{self.name}: reply has no choices: {json.dumps(data)[:200]}")
+            raise LLMError(f"{self.name}: reply has no choices: {self._dump(data)}")
         if not all(isinstance(ch, dict) for ch in choices):
             raise LLMError(f"{self.name}: reply is not a chat completion (a choice is not an object): "
-                           f"{json.dumps(data)[:200]}")
+                           f"{self._dump(data)}")
         index = [ch.get("index") if isinstance(ch.get("index"), int) else 0 for ch in choices]
         texts = [self._choice_text(ch, data) for _, ch in sorted(zip(index, choices), key=lambda p: p[0])]
         if not any(texts) and all(ch.get("finish_reason") == "length" for ch in choices):
@@ -331,11 +336,11 @@ class OpenAICompatibleLLM:
         if content is None:
             if msg is not None and not isinstance(msg, dict):
                 raise LLMError(f"{self.name}: reply is not a chat completion (message is not an object): "
-                               f"{json.dumps(data)[:200]}")
+                               f"{self._dump(data)}")
             return ""
         if not isinstance(content, str):
             raise LLMError(f"{self.name}: the reply's content is {type(content).__name__}, not text: "
-                           f"{json.dumps(data)[:200]}")
+                           f"{self._dump(data)}")
         return _THINK.sub("", content, count=1)
 
     async def generate(
