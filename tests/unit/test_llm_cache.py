@@ -186,6 +186,15 @@ def test_a_file_that_cannot_be_a_cache_is_refused_naming_it(tmp_path):
         check_cache_file(other)
     check_cache_file(tmp_path / "new.sqlite3")  # made, empty
     assert (tmp_path / "new.sqlite3").is_file()
+    # another program's database (the SPARQL query cache, say) is refused and left unchanged
+    theirs = tmp_path / "kg-queries.sqlite3"
+    with sqlite3.connect(theirs) as db:
+        db.execute("CREATE TABLE results (id INTEGER, answer TEXT)")
+    with pytest.raises(BadInput, match="is another SQLite database \(tables results\), not an LLM reply cache"):
+        check_cache_file(theirs)
+    with sqlite3.connect(theirs) as db:
+        assert [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["results"]
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
 
 
 def test_a_broken_cache_file_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):

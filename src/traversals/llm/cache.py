@@ -172,6 +172,11 @@ def _open(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise BadInput(f"{where}: cannot open it: {exc}") from exc
     try:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables - {"meta", "replies"} or (tables and "meta" not in tables):  # another program's database
+            db.close()
+            raise BadInput(f"{where} is another SQLite database (tables {', '.join(sorted(tables))}), not an LLM "
+                           "reply cache: name another file (it was left as it is)")
         db.execute("PRAGMA journal_mode=WAL")  # other processes read while one writes
         db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
@@ -179,6 +184,9 @@ def _open(path: Path) -> sqlite3.Connection:
         found = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
     except sqlite3.DatabaseError as exc:
         db.close()
+        if "readonly" in str(exc) or "unable to open" in str(exc):  # the file, or the folder of its journal
+            raise BadInput(f"{where} cannot be written ({exc}): the file or its folder is read-only (SQLite writes "
+                           "beside the file too); copy it to a folder you can write, or name another file") from exc
         raise BadInput(f"{where} is not an LLM reply cache ({exc}): name another file, or delete this one "
                        "if it is an old cache") from exc
     if found is None or found[0] != str(FORMAT):
