@@ -165,6 +165,23 @@ def _header_safe(api_key: str) -> int | None:
     return None
 
 
+#: endpoint paths a base URL may be given with by mistake (cut back to the API root)
+ENDPOINT_PATHS = ("/chat/completions", "/completions", "/embeddings")
+
+
+def api_root(base_url: str) -> str:
+    """``base_url`` without a trailing slash or endpoint path (``.../v1/chat/completions``
+    or ``.../v1/embeddings`` -> ``.../v1``), its query kept
+    (``.../deployments/D/chat/completions?api-version=V`` -> ``.../deployments/D?api-version=V``)."""
+    url, mark, query = base_url.strip().partition("?")
+    url = url.rstrip("/")
+    for path in ENDPOINT_PATHS:
+        if url.endswith(path):
+            url = url[: -len(path)]
+            break
+    return url + mark + query
+
+
 class JsonPoster:
     """An ``httpx.AsyncClient`` for one API root (``base_url``, e.g.
     ``http://127.0.0.1:8000/v1``) that posts JSON objects and returns JSON objects (module

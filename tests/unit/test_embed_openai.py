@@ -596,3 +596,17 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
                  "--out", str(tmp_path / "c"), "--no-progress", "--embedder", "openai:x"]) == 2  # fmt: skip
     assert "--embedder is used by --strategy mcts/beam/retrieve only" in capsys.readouterr().err
     assert embedders[1:] == [] and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("given", ["http://emb.test/v1/chat/completions", "http://emb.test/v1/embeddings/",
+                                   "http://emb.test/v1"])
+async def test_an_endpoint_path_in_the_url_is_cut_back_to_the_api_root_as_the_llms_is(given):
+    """--embedder openai:MODEL at the LLM's URL given as .../v1/chat/completions posted to
+    .../v1/chat/completions/embeddings (a 404); the LLM client cut it back, the embedder did not."""
+    server = FakeServer()
+    emb = OpenAIEmbedder(given, "emb", api_key="k", transport=httpx.MockTransport(server.handler), sleep=Sleeps())
+    try:
+        await emb.embed(["a"])
+    finally:
+        await emb.aclose()
+    assert server.paths == ["/v1/embeddings"]

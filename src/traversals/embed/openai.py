@@ -36,7 +36,7 @@ from typing import Any, Self
 import httpx
 
 from ..errors import EmbedderError, EmbedderUnavailable
-from ..http_json import JsonPoster
+from ..http_json import JsonPoster, api_root
 from ..tokens import CommandToken
 
 __all__ = ["OpenAIEmbedder"]
@@ -83,7 +83,7 @@ class OpenAIEmbedder:
         #: True once a reply held one vector per token (llama-cpp-python): one text a request
         self.one_per_request = False
         self._http = JsonPoster(
-            base_url,
+            api_root(base_url) if isinstance(base_url, str) else base_url,  # .../v1/embeddings is .../v1
             name=self.name,
             error=EmbedderError,
             unavailable=EmbedderUnavailable,

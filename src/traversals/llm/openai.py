@@ -55,7 +55,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import httpx
 
 from traversals.errors import BadInput, LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
-from traversals.http_json import JsonPoster
+from traversals.http_json import JsonPoster, api_root
 from traversals.tokens import CommandToken
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
@@ -91,8 +91,6 @@ def _checked_template(template: str | None) -> str | None:
 #: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
 MAX_SERVER_STOPS = 4
 
-#: endpoint paths a base URL may be given with by mistake (cut back to the API root)
-_ENDPOINTS = ("/chat/completions", "/completions")
 #: why scoring is off when no completion template is known
 _NO_TEMPLATE = ("no completion_template (--llm-template, e.g. 'chatml') configured: scoring options needs "
                 "the served model's prompt template")
@@ -107,19 +105,6 @@ _UNSUPPORTED = re.compile(r"unsupported|not supported|not permitted|not allowed|
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 #: a reasoning model's thoughts written into the reply (Ollama, llama.cpp without a parser)
 _THINK = re.compile(r"\A\s*<think>.*?(</think>\s*|\Z)", re.DOTALL)
-
-
-def api_root(base_url: str) -> str:
-    """``base_url`` without a trailing slash or endpoint path (``.../v1/chat/completions``
-    -> ``.../v1``), its query kept (``.../deployments/D/chat/completions?api-version=V`` ->
-    ``.../deployments/D?api-version=V``)."""
-    url, mark, query = base_url.strip().partition("?")
-    url = url.rstrip("/")
-    for path in _ENDPOINTS:
-        if url.endswith(path):
-            url = url[: -len(path)]
-            break
-    return url + mark + query
 
 
 def merge_chunks(events: list[dict[str, Any]]) -> dict[str, Any]:
