@@ -8,7 +8,6 @@ becomes one line on stderr and exit code 2; tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from .options import (
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number,
 )
+from .interrupt import run_interruptible
 from .search.templates import load_prompts
 from .validate import unicode_text
 
@@ -205,7 +205,7 @@ async def _ask(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    return asyncio.run(_ask(args))
+    return run_interruptible(_ask(args))
 
 
 def _api_keys(args: argparse.Namespace, what: str) -> list[str]:
@@ -446,17 +446,17 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 @contextmanager
 def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
-    """SIGTERM (``timeout``, ``docker stop``, a job scheduler) handled as Ctrl-C is: an eval
-    says how to resume, a model fetch stops its downloads. Not for ``serve`` and ``mcp``,
+    """SIGTERM (``timeout``, ``docker stop``, a job scheduler) handled as Ctrl-C is: a model
+    fetch stops its downloads. ``ask``, ``eval`` and ``train-value`` run their event loop
+    with :func:`~traversals.interrupt.run_interruptible`, whose own handler cancels the
+    search where it awaits (an eval says how to resume). Not for ``serve`` and ``mcp``,
     whose servers handle it themselves, nor off the main thread (no handler can be set)."""
     if command in ("serve", "mcp") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        # Ctrl-C's own handler: in asyncio.run it cancels the main task, so the stop happens
-        # where the task awaits (a KeyboardInterrupt raised inside a running task would end
-        # it with "Task exception was never retrieved" and a traceback); else Python's
+        # Ctrl-C's own handler (in a plain asyncio.run, asyncio's: it cancels the main task)
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):
             handler(signal.SIGINT, frame)

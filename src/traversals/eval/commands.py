@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import errno
 import os
@@ -15,6 +14,7 @@ from typing import Any, Mapping
 from ..api import SearchConfig, default_max_hops
 from ..search.templates import BUILT_IN as BUILT_IN_PROMPTS, load_prompts
 from ..errors import BadInput, RunStopped
+from ..interrupt import run_interruptible
 from ..kg.credentials import shown_kg_spec
 from ..validate import shown_url
 from ..options import (
@@ -280,7 +280,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     try:
-        return asyncio.run(_eval(args, os.environ))  # the environment, read at the edge
+        return run_interruptible(_eval(args, os.environ))  # the environment, read at the edge
     except KeyboardInterrupt:
         if (out / RESULTS).exists():
             print(f"\ninterrupted: {resume_hint(out, _command_line())}", file=sys.stderr)

@@ -22,7 +22,6 @@ writes. The state stays after the last round, on purpose: a later run with a hig
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
 import json
 import os
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import BadInput, ScoringNotSupported
+from ..interrupt import run_interruptible
 from ..kg.base import Entity
 from ..kg.credentials import shown_kg_spec
 from ..llm.base import Usage
@@ -615,7 +615,7 @@ def _rounds_held(out: Path) -> int:
 def cmd_train_value(args: argparse.Namespace) -> int:
     progress = _Progress(Path(args.out), existed=False)
     try:
-        return asyncio.run(_train(args, progress))
+        return run_interruptible(_train(args, progress))
     except KeyboardInterrupt:
         print("\n" + interrupted(progress), file=sys.stderr)
         return 130
