@@ -32,13 +32,17 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.skipif(not (SHARED / "metaqa").is_dir(), reason="needs ../shared/data/metaqa")
-@pytest.mark.parametrize("delay, concurrency", [("0.3", "1"), ("0.01", "3")])  # idle; busy writing answers
-def test_sigterm_stops_an_eval_with_its_resume_hint_and_its_answers_kept(tmp_path, delay, concurrency):
+@pytest.mark.parametrize("delay, concurrency, background", [
+    ("0.3", "1", False), ("0.01", "3", False),  # idle; busy writing answers
+    ("0.01", "3", True),  # started in the background by a script: SIGINT ignored, no Ctrl-C handler
+])
+def test_sigterm_stops_an_eval_with_its_resume_hint_and_its_answers_kept(tmp_path, delay, concurrency, background):
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, "eval", "metaqa-1hop", "--data", str(SHARED / "metaqa"), "--limit", "40",
          "--strategy", "cot", "--out", str(out), "--no-progress", "--concurrency", concurrency],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "DELAY": delay})
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "DELAY": delay},
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None)
     results = out / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 2):
