@@ -51,3 +51,21 @@ async def test_an_invalid_forced_answer_is_retried_with_sampling_not_greedily_ag
     assert answer.text == "Florence Stone"
     assert [c.temperature for c in llm.generate_calls if "The search is over" in c.prompt] == [0.0, 1.0]
     assert [n["invalid"] for n in answer.trace["nodes"] if n["depth"] == 2] == [True]
+
+
+def test_a_rating_is_read_as_a_ratio_and_in_prose_only_where_it_is_said_to_be_one():
+    """An evaluator that skips the prompt's phrase: "Score: 0.0/1.0" read 1.0 (the
+    denominator), "has 1 hop" read 1.0, and either stopped the search at the threshold."""
+    assert parse_rating("Score: 0.0/1.0", last=True, cued=True) == 0.0
+    assert parse_rating("Rating: 1 out of 10", last=True, cued=True) == 0.1
+    assert parse_rating("8/10") == 0.8 and parse_rating("0,8") == 0.8 and parse_rating("-0.5") == 0.0
+    assert parse_rating("The path has 1 hop and ends at the answer.", last=True, cued=True) is None
+    assert parse_rating("The KG says so. I rate it 0.6 overall", last=True, cued=True) == 0.6
+    assert parse_rating("0.7", last=True, cued=True) == 0.7  # the reply is the number alone
+
+
+async def test_an_answer_rated_without_the_prompts_phrase_is_read_from_its_score():
+    for reply in ("Score: 0.0/1.0", "The path has 1 hop."):  # a 0 score; no score at all (0)
+        llm = scripted(extra=[("Provided answer:", reply)])
+        answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+        assert answer.value == 0.0 and answer.stopped != "threshold", reply

@@ -39,18 +39,44 @@ def confirmed_by_kg(node: Node) -> bool:
     return any(path[-1].target not in root for path in answer_paths(node))
 
 
-#: a rating in [0, 1]: "0.8", "1.0", ".7", "1" — not part of a longer number ("10", "0.8.1",
-#: "1.05"), but a full stop after it ends a sentence: "should be 0.8." reads 0.8
-_NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?!\d|\.\d)")
+#: a rating in [0, 1]: "0.8", "1.0", ".7", "1", "0,8" (a decimal comma), "-0.5" (read as 0)
+#: — not part of a longer number ("10", "0.8.1", "1.05"), but a full stop after it ends a
+#: sentence: "should be 0.8." reads 0.8
+_NUMBER = re.compile(r"(?<![\d.,])(-?)(0(?:[.,]\d+)?|1(?:\.0+)?|\.\d+)(?!\d|[.,]\d)")
+#: a rating as a ratio: "8/10", "0.0/1.0", "1 out of 10"
+_RATIO = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+(?:\.\d+)?)(?![\d.]*\d)")
+#: what says a number is the rating ("score", "rating", "value", "confidence"), within a few words before it
+_CUE = re.compile(r"\b(?:scores?|ratings?|rated?|values?|confidence)\b[^.\n\d]{0,40}$", re.IGNORECASE)
 
 
-def parse_rating(text: str, *, last: bool = False) -> float | None:
-    """The first (``last``: the last) rating in ``text``, None when there is none."""
-    found = _NUMBER.findall(text)
+def _ratings(text: str) -> list[tuple[int, float]]:
+    """Every rating in ``text`` with its position: ratios ("8/10": 0.8), then the numbers
+    outside them, each clamped to [0, 1]."""
+    found: list[tuple[int, float]] = []
+    spans: list[tuple[int, int]] = []
+    for m in _RATIO.finditer(text):
+        whole = float(m.group(2))
+        if whole > 0:
+            found.append((m.start(), float(m.group(1)) / whole))
+            spans.append(m.span())
+    for m in _NUMBER.finditer(text):
+        if not any(a <= m.start() < b for a, b in spans):
+            value = float(m.group(2).replace(",", "."))
+            found.append((m.start(), -value if m.group(1) else value))
+    return sorted((at, min(1.0, max(0.0, v))) for at, v in found)
+
+
+def parse_rating(text: str, *, last: bool = False, cued: bool = False) -> float | None:
+    """The first (``last``: the last) rating in ``text``, None when there is none. With
+    ``cued``, only a rating said to be one (after "score", "rating", ... a few words
+    before it), or the text's only content: in free prose a "1" is as likely a count
+    ("has 1 hop") as a score."""
+    found = _ratings(text)
+    if cued and not (len(found) == 1 and not re.sub(r"[\d.,/\s-]|out of", "", text)):
+        found = [(at, v) for at, v in found if _CUE.search(text[:at])]
     if not found:
         return None
-    value = float(found[-1] if last else found[0])
-    return min(1.0, max(0.0, value))
+    return found[-1][1] if last else found[0][1]
 
 
 class NodeValue(Protocol):
@@ -153,7 +179,8 @@ class ValueFunction:
             usage.add_generation(gen)
             text = gen.texts[0] if gen.texts else ""
             tail = text.split("score for the provided answer should be")[-1]
-            value = parse_rating(tail) if tail != text else parse_rating(text, last=True)
+            # the prompt's own phrase, else a number said to be the score, the last one
+            value = parse_rating(tail) if tail != text else parse_rating(text, last=True, cued=True)
             if value is None:
                 node.add_note("value: no number in the evaluator's output")
                 return 0.0
