@@ -69,3 +69,15 @@ async def test_an_answer_rated_without_the_prompts_phrase_is_read_from_its_score
         llm = scripted(extra=[("Provided answer:", reply)])
         answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
         assert answer.value == 0.0 and answer.stopped != "threshold", reply
+
+
+def test_an_answer_names_an_entity_only_as_whole_words():
+    """"Gone Girl" named the film "Go" (a substring): the value prompt showed a KG path to the
+    answer, the unconfirmed answer kept its full value and stopped the search."""
+    from traversals.kg.base import Entity
+    from traversals.search.provenance import named_entities
+
+    go, liman = Entity("go", "Go", kg="t"), Entity("liman", "Doug Liman", kg="t")
+    sub = Subgraph().with_entities([go, liman])
+    assert named_entities(Node(id=1, state=State.DONE, subgraph=sub, answer="Gone Girl")) == []
+    assert named_entities(Node(id=2, state=State.DONE, subgraph=sub, answer="He directed Go (1999).")) == [go]

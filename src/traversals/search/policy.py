@@ -34,6 +34,7 @@ from .machine import (
     allowed_default_actions,
     entity_key,
     last_thought,
+    names,
     repeats_thought,
 )
 from .provenance import answerable_facts, reached_groups
@@ -211,9 +212,7 @@ def _names_nothing(node: Node, answer: str, candidates: list[str]) -> bool:
     directed by Z") names something."""
     if reduce_to_entity(answer, candidates) in candidates:
         return False
-    return not any(
-        re.search(rf"(?<!\w){re.escape(e.label)}(?!\w)", answer, re.IGNORECASE) for e in node.subgraph.entities if e.label
-    )
+    return not any(names(answer, e.label) for e in node.subgraph.entities)
 
 
 def is_yes_no_question(query: str) -> bool:
@@ -233,7 +232,7 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
         return as_shown[0]
     named = [
         c for c in candidates
-        if c.strip() and not c.startswith("[") and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", answer, re.IGNORECASE)
+        if c.strip() and not c.startswith("[") and names(answer, c)
     ]
     named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
     return named[0] if len(named) == 1 else answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..kg.base import Edge, Entity
-from .machine import Node
+from .machine import Node, names
 from .subgraph import Fact, Subgraph, shown
 
 
@@ -124,8 +124,8 @@ class _FirstWalks:
 
 def named_entities(node: Node) -> list[Entity]:
     """The subgraph's entities whose labels the node's answer text holds."""
-    text = (node.answer or "").casefold()
-    return [e for e in node.subgraph.entities if e.label and e.label.casefold() in text]
+    text = node.answer or ""
+    return [e for e in node.subgraph.entities if names(text, e.label)]  # whole words: "Go" is not in "Gone Girl"
 
 
 def answer_paths(node: Node) -> list[list[Fact]]:
