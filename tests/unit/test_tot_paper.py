@@ -81,3 +81,26 @@ def test_an_answer_names_an_entity_only_as_whole_words():
     sub = Subgraph().with_entities([go, liman])
     assert named_entities(Node(id=1, state=State.DONE, subgraph=sub, answer="Gone Girl")) == []
     assert named_entities(Node(id=2, state=State.DONE, subgraph=sub, answer="He directed Go (1999).")) == [go]
+
+
+async def test_a_round_trip_answer_is_confirmed_by_the_kg():
+    """"The wife of X's husband" is X, reached back by an edge pointing the other way: it was
+    always "not among the entities reached" (value × 0.7), below the threshold."""
+    from .kgdouble import DictKG
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    kg = DictKG([("x", "spouse", "h"), ("h", "spouse", "x"), ("x", "born_in", "p")],
+                labels={"x": "Xena Ward", "h": "Hugo Ward", "p": "Paris"}, relation_labels={"spouse": ("spouse", "")})
+
+    def default(prompt, *_):
+        done = sum(ln.startswith("SELECT RELATION") for ln in history(prompt)) >= 2
+        return "ANSWER: Xena Ward" if done else "EXPAND_KG: the spouse"
+
+    def entities(prompt, *_):
+        return "E2" if any(ln.startswith("SELECT RELATION") for ln in history(prompt)) else "E1"
+
+    llm = ScriptedLLM(rules=[("Find the names in a text", "Xena Ward"), (ANSWER_EVAL, "So the score for the provided "
+                             "answer should be 1.0"), (RATING, "0.5"), (RELATION, "spouse"), (ENTITIES, entities),
+                             (DEFAULT, default)])
+    answer = await solver(llm, kg, k=1).ask("Who is the wife of [Xena Ward]'s husband?")
+    assert answer.text == "Xena Ward" and answer.value == 1.0 and answer.stopped == "threshold"

@@ -16,7 +16,7 @@ from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Action, Machine, Node, State
 from .policy import shown_answer
-from .provenance import answer_paths, render_paths
+from .provenance import answer_paths, reached_back, render_paths
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
@@ -33,10 +33,12 @@ UNCONFIRMED_SCALE = 0.7
 
 
 def confirmed_by_kg(node: Node) -> bool:
-    """Does the answer name an entity that an expansion on this path reached (not one of
-    the question's own entities)?"""
+    """Does the answer name an entity that an expansion on this path reached: not one of
+    the question's own entities, unless the walk came back to it as an answer ("the wife
+    of X's husband" is X: :func:`~.provenance.reached_back`)?"""
     root = node.path()[0].subgraph
-    return any(path[-1].target not in root for path in answer_paths(node))
+    return any(path and (path[-1].target not in root or not reached_back(path[-1], root, node.subgraph))
+               for path in answer_paths(node))
 
 
 #: a rating in [0, 1]: "0.8", "1.0", ".7", "1", "0,8" (a decimal comma), "-0.5" (read as 0)
