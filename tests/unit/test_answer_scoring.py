@@ -59,12 +59,12 @@ def answering(labels: list[str]) -> tuple[Node, Subgraph]:
     return node, sg
 
 
-async def choose(labels: list[str], free: str, score) -> tuple[str, list[str]]:
+async def choose(labels: list[str], free: str, score, query: str = "which?") -> tuple[str, list[str]]:
     """The answer a constrained policy proposes at :func:`answering`'s node, and the options it scored."""
     node, _ = answering(labels)
     llm = ScriptedLLM(rules=[("", free)], score=score)
     policy = Policy(llm, Machine(KGSet([DictKG([])])), constrained=True)
-    (action,) = (await policy.propose("which?", node, 1, Usage(), force_answer=True)).actions
+    (action,) = (await policy.propose(query, node, 1, Usage(), force_answer=True)).actions
     assert action.type is ActionType.ANSWER
     return action.text, llm.score_calls[0].options
 
@@ -100,3 +100,15 @@ def test_an_answer_is_shown_on_one_line_and_a_list_item_by_item():
     assert shown_answer("[brackets]") == "[brackets]"
     assert shown_answer(LONG, (LONG,)) == CLIPPED
     assert shown_answer("[A, B]", ("A, B",)) == "[A, B]"  # one label with a comma: not a list
+
+
+async def test_a_free_text_that_says_yes_or_no_or_none_is_not_turned_into_the_entity_it_names():
+    """The free text scored best: "Yes, Paris is ..." to a yes/no question was answered
+    "Paris", and "Not in the graph: the mother of Paris" was "Paris"."""
+    free_first = lambda prompt, options, prefix: [-0.1 if i == 0 else -9.0 for i, _ in enumerate(options)]  # noqa: E731
+    text, _ = await choose(["Paris", "Rome"], " Yes, Paris is the capital.", free_first, query="Is Paris the capital?")
+    assert text == "Yes"
+    text, _ = await choose(["Paris", "Rome"], " Not in the graph: the mother of Paris", free_first)
+    assert text == "Not in the graph: the mother of Paris"
+    text, _ = await choose(["Paris", "Rome"], " The answer is Paris.", free_first)
+    assert text == "Paris"  # a sentence naming one entity still is that entity

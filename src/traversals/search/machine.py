@@ -264,7 +264,7 @@ def normalise_label(text: str) -> str:
     return " ".join(re.sub(r"[\"'`]", "", text).replace("_", " ").casefold().split())
 
 
-def names(text: str, label: str) -> bool:
+def mentions_label(text: str, label: str) -> bool:
     """Does ``text`` name ``label``, as whole words in any case? "Go" is not named by
     "Gone Girl", nor "M" by "movie"."""
     return bool(label) and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE) is not None

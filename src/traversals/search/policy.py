@@ -34,7 +34,7 @@ from .machine import (
     allowed_default_actions,
     entity_key,
     last_thought,
-    names,
+    mentions_label,
     repeats_thought,
 )
 from .provenance import answerable_facts, reached_groups
@@ -212,7 +212,15 @@ def _names_nothing(node: Node, answer: str, candidates: list[str]) -> bool:
     directed by Z") names something."""
     if reduce_to_entity(answer, candidates) in candidates:
         return False
-    return not any(names(answer, e.label) for e in node.subgraph.entities)
+    return not any(mentions_label(answer, e.label) for e in node.subgraph.entities)
+
+
+#: an answer that says there is none ("No", "Not in the graph", "None of them", "Cannot tell", "Unknown")
+_NEGATED = re.compile(r"\s*(?:no\b|not\b|none\b|nobody\b|nothing\b|cannot\b|can't\b|unknown\b|there is no\b)",
+                      re.IGNORECASE)
+
+
+_YES_NO = re.compile(r"\s*(yes|no)\b", re.IGNORECASE)
 
 
 def is_yes_no_question(query: str) -> bool:
@@ -232,7 +240,7 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
         return as_shown[0]
     named = [
         c for c in candidates
-        if c.strip() and not c.startswith("[") and names(answer, c)
+        if c.strip() and not c.startswith("[") and mentions_label(answer, c)
     ]
     named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
     return named[0] if len(named) == 1 else answer
@@ -440,8 +448,14 @@ class Policy:
             )
         chosen: list[str] = []
         covered: set[str] = set()
+        polar = is_yes_no_question(query)
         for i in order:
-            text = reduce_to_entity(options[i], candidates)
+            # a sentence naming one entity is that entity, unless it answers yes or no, or
+            # says the answer is not there ("Not in the graph: the mother of X" is not X)
+            reduce = not polar and not _NEGATED.match(options[i])
+            text = reduce_to_entity(options[i], candidates) if reduce else options[i]
+            if polar and (said := _YES_NO.match(options[i])):  # "Yes, Beatrice Stone is his mother." -> Yes
+                text = said.group(1).capitalize()
             names = set(named.get(text, (text,)))
             if names <= covered:  # "Film A" after "[Film A, Film B]": nothing new to value
                 continue
