@@ -157,6 +157,12 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     assert machine.parse(sel, "Bob Dylan").entities == (dylan,)  # by label
     assert machine.parse(sel, "Q123456").type is ActionType.INVALID  # not in the subgraph
     assert machine.parse(sel, "You have selected the following entities to expand: Q392").entities == (dylan,)
+    # the ids a reply starts with are its choice, not those its explanation names after them
+    beatrice = kg.entities["Q62519478"]
+    assert machine.parse(sel, "Q62519478 (the mother of Q392)").entities == (beatrice,)
+    assert machine.parse(sel, "Q62519478, not Q392").entities == (beatrice,)
+    assert machine.parse(sel, "Q62519478 Q392").entities == (beatrice, dylan)
+    assert machine.parse(sel, "Q123456 (the father of Q392)").type is ActionType.INVALID  # not another id named
     rel = root.__class__(id=10, state=State.SELECTING_RELATION, subgraph=root.subgraph,
                          relation_options=(kg.relations["P25"], kg.relations["P25"].reversed()),
                          relation_keys=("P25", "~P25"))

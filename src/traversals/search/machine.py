@@ -260,6 +260,10 @@ def _first_line(text: str) -> str:
     return ""
 
 
+#: the ids a reply starts with: "E2", "[E2, E5]", "E2 and E5; E7", "E2 E5"
+_LEADING_IDS = re.compile(r"[\s\[]*((?:[A-Za-z]\d+)(?:\s*(?:,|;|\band\b)?\s*[A-Za-z]\d+)*)\b")
+
+
 def normalise_label(text: str) -> str:
     return " ".join(re.sub(r"[\"'`]", "", text).replace("_", " ").casefold().split())
 
@@ -458,10 +462,15 @@ class Machine:
             if ent.label:
                 pattern = rf"\b{re.escape(sg.handle(ent))}\s*\(\s*{re.escape(shown(ent.label))}(?:;[^)]*)?\)?"
                 body = re.sub(pattern, sg.handle(ent), body, flags=re.I)
-        for tok in re.findall(r"\b[A-Za-z]\d+\b", body):
+        # a reply that starts with ids chooses those ("E2, E5"), not the ids its explanation
+        # names after them ("E2 (the mother of E1)", "E2, not E1"); else any id in it
+        leading = _LEADING_IDS.match(body)
+        for tok in re.findall(r"\b[A-Za-z]\d+\b", leading.group(1) if leading else body):
             e = handles.get(tok.upper())
             if e is not None and e not in chosen:
                 chosen.append(e)
+        if leading and not chosen:  # ids the subgraph does not have: not a choice of others named later
+            return Action(ActionType.INVALID, raw)
         if not chosen:  # the model may answer with labels instead of ids
             for part in re.split(r"[,;\[\]]|\band\b", body):
                 e = labels.get(normalise_label(part))
