@@ -123,3 +123,16 @@ async def test_a_generation_quicker_than_its_estimated_prompt_is_a_lower_bound_n
     assert report.ok and report.generated_tokens_per_second == 15.0
     assert "30 tokens generated, at least 15.0 tokens/s" in report.format()
     assert report.chain_1hop_seconds is not None
+
+
+async def test_a_server_that_reports_no_token_counts_passes_with_its_speeds_unknown():
+    from traversals.llm.base import Generation
+
+    class NoUsage(ScriptedLLM):
+        async def generate(self, prompt, **kw):
+            got = await super().generate(prompt, **kw)
+            return Generation(got.texts)  # no prompt or completion tokens
+
+    report = await check_llm(NoUsage(lambda prompt, prefix, n, t: "1 2 3" if "Count" in prompt else "Paris"))
+    assert report.ok and report.generated_tokens_per_second is None and report.chain_1hop_seconds is None
+    assert "the server reports no token counts: speed unknown" in report.format()

@@ -127,7 +127,8 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
         if computed and took > 0:
             report.prompt_tokens_per_second = round(computed / took, 1)
         report.checks.append(Check("prompt speed", True, f"{computed} prompt tokens, "
-                                   f"{report.prompt_tokens_per_second or '?'} tokens/s", round(took, 3)))
+                                   f"{report.prompt_tokens_per_second or '?'} tokens/s" if computed else
+                                   "the server reports no token counts: speed unknown", round(took, 3)))
 
     # 4. generation speed: a reply of a few dozen tokens after a short prompt, fresh too (a
     # prefix the server reuses but does not report would make the prompt's share too big)
@@ -144,9 +145,13 @@ async def check_llm(llm: LLM, *, prompt_tokens: int = 400, clock: Callable[[], f
             # prompt speed low): the whole call as generation time, a lower bound
             report.generated_tokens_per_second = round(gen.completion_tokens / took, 1)
             at_least = "at least "
-        report.checks.append(Check("generation speed", gen.completion_tokens > 0,
-                                   f"{gen.completion_tokens} tokens generated, "
-                                   f"{at_least}{report.generated_tokens_per_second or '?'} tokens/s", round(took, 3)))
+        replied = any(t.strip() for t in gen.texts)
+        if gen.completion_tokens:
+            detail = (f"{gen.completion_tokens} tokens generated, "
+                      f"{at_least}{report.generated_tokens_per_second or '?'} tokens/s")
+        else:  # a server that reports no token counts (no "usage"): it works, its speed is unknown
+            detail = "it replied, but the server reports no token counts: speed unknown" if replied else "no reply"
+        report.checks.append(Check("generation speed", replied or gen.completion_tokens > 0, detail, round(took, 3)))
 
     if report.prompt_tokens_per_second and report.generated_tokens_per_second:
         report.chain_1hop_seconds = round(CHAIN_1HOP["computed"] / report.prompt_tokens_per_second
