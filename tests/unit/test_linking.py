@@ -69,6 +69,10 @@ async def test_a_name_not_in_the_question_is_the_last_resort():
     llm = ScriptedLLM(rules=[(EXTRACT, "Bob Dylan")])
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who is his mother?", Usage())
     assert [e.label for e in got] == ["Bob Dylan"]
+    # but not the prompt's own examples echoed by a model that found no name
+    kg = DictKG([("e1", "r", "x"), ("p1", "r", "y")], labels={"e1": "The Last Emperor", "p1": "Paris"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "The Last Emperor\nParis")])
+    assert await Linker(llm, KGSet([kg]), constrained=False).initialize("who is his mother?", Usage()) == []
 
 
 async def test_a_longer_label_written_in_the_question_wins_over_the_mention():
@@ -117,16 +121,28 @@ async def test_a_title_with_a_comma_is_one_name():
 
 
 async def test_a_lowercase_name_is_found_when_no_capitalised_span_is_a_label():
-    from traversals.search.linking import word_spans
+    from traversals.search.linking import content_words
 
-    assert word_spans("what is the couple of mom of sunandha ?") == ["sunandha", "couple"]
-    assert word_spans("the daughter of father of chindasuinth 's child ?")[0] == "chindasuinth"
-    kg = DictKG([("s1", "parents", "p1"), ("c1", "r", "x")], labels={"s1": "sunandha", "c1": "Couple Trouble"})
+    assert content_words("what is the couple of mom of sunandha ?") == ["sunandha", "couple"]
+    assert content_words("the daughter of father of chindasuinth 's child ?")[0] == "chindasuinth"
+    kg = DictKG([("s1", "parents", "p1"), ("c1", "r", "x"), ("g1", "r", "y"), ("g2", "r", "z")],
+                labels={"s1": "sunandha", "c1": "Couple Trouble", "g1": "The Congress", "g2": "Congress"})
     llm = ScriptedLLM(rules=[(EXTRACT, "Mongkut")])  # the answer, not a name in the question
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("what is the couple of mom of sunandha ?", Usage())
     assert [e.label for e in got] == ["sunandha"]
+    # the longest label the question writes, found from a word of it
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("what genre of movie is the congress", Usage())
+    assert [e.label for e in got] == ["The Congress"]
     # a capitalised span that is a label: no lowercase word is searched
     kg = DictKG([("s1", "parents", "p1"), ("t1", "r", "x")], labels={"s1": "sunandha", "t1": "Tucson"})
     got = await Linker(ScriptedLLM(rules=[(EXTRACT, "Alibaba")]), KGSet([kg]), constrained=False).initialize(
         "did sunandha live in Tucson", Usage())
     assert [e.label for e in got] == ["Tucson"] and kg.searched == ["Tucson"]
+
+
+async def test_a_lowercase_mention_is_widened_to_the_label_the_question_writes_around_it():
+    kg = DictKG([("p1", "r", "x"), ("a1", "r", "y")], labels={"p1": "Pee-wee's Big Adventure", "a1": "Adventure"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "adventure")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
+        "who are the actors in pee-wee's big adventure", Usage())
+    assert [e.label for e in got] == ["Pee-wee's Big Adventure"]

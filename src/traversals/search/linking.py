@@ -6,8 +6,8 @@ with the ``extract_entities`` prompt. Of the names the LLM gives, those written 
 question come first, each as the question writes it and a KG labels it (widened to
 "Jayne Mansfield's Car" from "Jayne Mansfield", narrowed to "Song of the Sea" from "The
 film script for Song of the Sea"); when none of them is in a KG, the question's
-name-like spans (:func:`name_spans`) that a KG has as a label, else its lowercase words
-(:func:`word_spans`: "sunandha") that a KG has as a label; a name not in the
+name-like spans (:func:`name_spans`) that a KG has as a label, else the KG labels it
+writes in lowercase (:meth:`Linker.labels_written`: "sunandha", "the congress"); a name not in the
 question (a small model may answer instead: "1953" for "what year was A Midsummer
 Night's Dream released") only when all of these found nothing.
 
@@ -31,7 +31,7 @@ from ..kg.base import Entity
 from ..llm.base import LLM, Usage
 from .choices import option_probs
 from .kgset import KGSet
-from .machine import normalise_label
+from .machine import mentions_label, normalise_label
 from .subgraph import shown
 from .templates import PromptSet, default_prompts
 
@@ -133,35 +133,21 @@ _FUNCTION_WORDS = _OPENERS | _CONNECTORS | frozenset(
     "person people someone something thing things kind type year years or nor but if as so".split()
 )
 MIN_WORD_CHARS = 4
-MAX_WORD_RUN = 3
-MAX_WORD_SEARCHES = 8
+MAX_WORD_SEARCHES = 6
+#: labels a word's search brings to compare with the question (more than a mention's CANDIDATES:
+#: "adventure" is in many titles, and the one the question writes is one of them)
+WORD_CANDIDATES = 25
 
 
-def word_spans(question: str) -> list[str]:
-    """Runs of the question's lowercase words that could be a name written in lowercase
-    ("sunandha", "tom hanks"): words that do not ask, point or relate, runs of up to
-    :data:`MAX_WORD_RUN` words and their parts, a word alone only with at least
-    :data:`MIN_WORD_CHARS` characters, a possessive's 's dropped; longest first."""
+def content_words(question: str) -> list[str]:
+    """The question's lowercase words that may be part of a name written in lowercase
+    ("sunandha", "adventure" of "pee-wee's big adventure"): not a word that asks, points or
+    relates, at least :data:`MIN_WORD_CHARS` characters, a possessive's 's dropped;
+    longest first (a long word is the rarer)."""
     words = [_POSSESSIVE.sub("", w.strip("?,;:\"()")) for w in without_brackets(question).split()]
-
-    def content(w: str) -> bool:
-        return bool(w) and w[0].islower() and w.casefold() not in _FUNCTION_WORDS and "_" not in w
-
-    runs: list[list[str]] = [[]]
-    for w in words:
-        if content(w):
-            runs[-1].append(w)
-        elif runs[-1]:
-            runs.append([])
-    spans: list[tuple[int, str]] = []
-    for run in runs:
-        run = run[:MAX_WORD_RUN]
-        for a in range(len(run)):
-            for b in range(a + 1, len(run) + 1):
-                if b - a > 1 or len(run[a]) >= MIN_WORD_CHARS:
-                    spans.append((b - a, " ".join(run[a:b])))
-    spans.sort(key=lambda t: (-t[0], -len(t[1])))  # more words first, then longer
-    return list(dict.fromkeys(text for _, text in spans))
+    out = [w for w in words if len(w) >= MIN_WORD_CHARS and w[0].islower() and w.casefold() not in _FUNCTION_WORDS
+           and "_" not in w]  # snake_case ids are name_spans already
+    return sorted(dict.fromkeys(out), key=len, reverse=True)
 
 
 class Linker:
@@ -204,7 +190,11 @@ class Linker:
         if not linked:
             linked, chosen = await self._link_all(question, await self.spans_in_kg(question, usage, found), usage, found)
         if not linked:
-            unwritten = [m for m in mentions if normalise_label(m) not in asked]
+            # not the prompt's own examples echoed ("The Last Emperor", "Paris" for a question
+            # with no name the model saw): those name nothing the question asks about
+            examples = normalise_label(self.prompts.render("extract_entities", query=""))
+            unwritten = [m for m in mentions if normalise_label(m) not in asked
+                         and not mentions_label(examples, normalise_label(m))]
             linked, chosen = await self._link_all(question, unwritten[:2], usage, found)
         return linked, chosen
 
@@ -221,14 +211,23 @@ class Linker:
     async def _as_written(self, question: str, mention: str, usage: Usage, found: Found) -> str:
         """The name as the question writes it and a KG labels it: the longest name-like
         span around ``mention`` that is a KG label ("Jayne Mansfield's Car" for "Jayne
-        Mansfield"); else ``mention`` if it is one; else the longest span inside it that is
-        ("Song of the Sea" for "The film script for Song of the Sea"); else ``mention``
-        (at most :data:`MAX_RESPAN_SEARCHES` searches each way)."""
+        Mansfield"), for a mention in lowercase also a label the question writes around it
+        (:meth:`labels_written`: "Pee-wee's Big Adventure" for "adventure"); else
+        ``mention`` if it is one; else the longest span inside it that is ("Song of the Sea"
+        for "The film script for Song of the Sea"); else ``mention`` (at most
+        :data:`MAX_RESPAN_SEARCHES` searches each way)."""
         key = normalise_label(mention)
         spans = name_spans(question)
         wider = [s for s in spans if key in normalise_label(s) and len(normalise_label(s)) > len(key)]
         narrower = [s for s in spans if normalise_label(s) in key and len(normalise_label(s)) < len(key)]
-        for span in wider[:MAX_RESPAN_SEARCHES] + ([mention] if narrower else []) + narrower[:MAX_RESPAN_SEARCHES]:
+        for span in wider[:MAX_RESPAN_SEARCHES]:
+            if await self._is_label(span, usage, found):
+                return span
+        if mention[:1].islower():  # written in lowercase, no name-like span holds it: a label written around it
+            for label in await self.labels_written(question, usage, found):  # "adventure": "Pee-wee's Big Adventure"
+                if mentions_label(normalise_label(label), key) and len(normalise_label(label)) > len(key):
+                    return label
+        for span in ([mention] if narrower else []) + narrower[:MAX_RESPAN_SEARCHES]:
             if await self._is_label(span, usage, found):
                 return span
         return mention
@@ -242,11 +241,34 @@ class Linker:
     async def spans_in_kg(self, question: str, usage: Usage, found: Found) -> list[str]:
         """The question's :func:`name_spans` that some KG has as a label, longest first, none
         inside a longer one taken (at most :data:`MAX_SPAN_SEARCHES` of them looked up); when
-        none is, its lowercase :func:`word_spans` that are ("what is the couple of mom of
-        sunandha ?"; at most :data:`MAX_WORD_SEARCHES`). One already searched this question
-        is not asked of the KGs again."""
+        none is, the KG labels the question writes in lowercase (:meth:`labels_written`).
+        One already searched this question is not asked of the KGs again."""
         taken = await self._labels_among(name_spans(question)[:MAX_SPAN_SEARCHES], usage, found)
-        return taken or await self._labels_among(word_spans(question)[:MAX_WORD_SEARCHES], usage, found)
+        return taken or await self.labels_written(question, usage, found)
+
+    async def labels_written(self, question: str, usage: Usage, found: Found) -> list[str]:
+        """KG labels written in the question, found from its lowercase words ("what genre of
+        movie is the congress": "The Congress"; "who are the actors in pee-wee's big
+        adventure": "Pee-wee's Big Adventure"): the labels a search for each of its
+        :func:`content_words` brings (at most :data:`MAX_WORD_SEARCHES` words, up to
+        :data:`WORD_CANDIDATES` labels each) that the question holds as whole words, the
+        longest first, none inside one taken."""
+        asked = normalise_label(question)
+        written: dict[str, str] = {}
+        for word in content_words(question)[:MAX_WORD_SEARCHES]:
+            key = f"{word}\x00wide"  # a wider search than a mention's, memoised apart
+            if key not in found:
+                found[key] = await self.kgs.search(word, usage, limit=WORD_CANDIDATES)
+            for c in found[key]:
+                label = normalise_label(c.label)
+                if len(label) >= MIN_WORD_CHARS and mentions_label(asked, label) \
+                        and not set(label.split()) <= _FUNCTION_WORDS:
+                    written.setdefault(label, c.label)
+        taken: list[str] = []
+        for label in sorted(written, key=len, reverse=True):
+            if not any(mentions_label(t, label) for t in taken):
+                taken.append(label)
+        return [written[t] for t in taken[:MAX_MENTIONS]]
 
     async def _labels_among(self, spans: Sequence[str], usage: Usage, found: Found) -> list[str]:
         taken: list[str] = []
