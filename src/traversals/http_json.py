@@ -237,7 +237,7 @@ class JsonPoster:
         self.token = token
         #: the names of the headers given (their values are secrets), for messages
         self.header_names = list(extra)
-        self._secrets = [api_key] if api_key else []
+        self._secrets = [api_key] if len(api_key) >= 4 else []  # a 1-letter "key" would mask that letter everywhere
         # a header's value, and the credential after its scheme ("Bearer tok-123": a server may quote "tok-123")
         values = [v for v in extra.values() if len(v) >= 4]
         values += [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 4]
