@@ -49,3 +49,21 @@ async def test_each_task_meters_its_own_question():
     a, b = await asyncio.gather(question(2), question(5))
     assert (a.llm_calls, b.llm_calls) == (2, 5) and b.prompt_tokens == 50
     Usage().add_generation(Generation(["x"]))  # outside any meter: nothing to count it
+
+
+@pytest.mark.parametrize("strategy", ["beam", "mcts", "cot", "retrieve"])
+async def test_the_meter_agrees_with_every_strategys_own_account(strategy):
+    from traversals.api import SearchConfig, build_solver
+    from traversals.kg.factory import open_kgs
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .test_rwt import QUESTION, llm as rwt_llm
+
+    if strategy in ("beam", "mcts"):
+        llm, topics = rwt_llm(), ["Bob Dylan"]
+    else:
+        llm, topics = ScriptedLLM(rules=[("Find the names", "Bob Dylan"), ("", "ANSWER: Florence Stone")]), None
+    solver = build_solver(strategy, llm, open_kgs(["demo"]), SearchConfig(embedder="lexical", simulations=8, max_hops=2))
+    with spending() as spent:
+        answer = await solver.ask(QUESTION, topic_entities=topics)
+    assert spent.to_json() == answer.usage.to_json() and spent.llm_calls > 0
