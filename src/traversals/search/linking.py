@@ -150,6 +150,13 @@ def content_words(question: str) -> list[str]:
     return sorted(dict.fromkeys(out), key=len, reverse=True)
 
 
+def _written_lowercase(question: str, mention: str) -> bool:
+    """Does the question write ``mention`` (in any case, as whole words) starting lowercase?
+    A model may capitalise what the question does not ("Congress" for "the congress")."""
+    found = re.search(rf"(?<!\w){re.escape(mention)}(?!\w)", question, re.IGNORECASE)
+    return found is not None and found.group(0)[:1].islower()
+
+
 class Linker:
     def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
@@ -223,7 +230,7 @@ class Linker:
         for span in wider[:MAX_RESPAN_SEARCHES]:
             if await self._is_label(span, usage, found):
                 return span
-        if mention[:1].islower():  # written in lowercase, no name-like span holds it: a label written around it
+        if _written_lowercase(question, mention):  # no name-like span holds it: a label written around it
             for label in await self.labels_written(question, usage, found):  # "adventure": "Pee-wee's Big Adventure"
                 if mentions_label(normalise_label(label), key) and len(normalise_label(label)) > len(key):
                     return label
