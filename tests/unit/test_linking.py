@@ -147,3 +147,15 @@ async def test_a_lowercase_mention_is_widened_to_the_label_the_question_writes_a
         got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
             "who are the actors in pee-wee's big adventure", Usage())
         assert [e.label for e in got] == ["Pee-wee's Big Adventure"], name
+
+
+async def test_a_word_the_question_asks_with_is_no_start_beside_a_name_but_is_alone():
+    kg = DictKG([("t1", "r", "x"), ("a1", "r", "y"), ("m1", "r", "z")],
+                labels={"t1": "Just the Ticket", "a1": "actors", "m1": "Mother"})
+    llm = ScriptedLLM(rules=[(EXTRACT, "actors\nJust the Ticket")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
+        "the movies that share actors with the movie Just the Ticket are written by who", Usage())
+    assert [e.label for e in got] == ["Just the Ticket"]
+    llm = ScriptedLLM(rules=[(EXTRACT, "Mother")])  # the film "Mother", named alone
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who directed Mother", Usage())
+    assert [e.label for e in got] == ["Mother"]

@@ -132,6 +132,14 @@ _FUNCTION_WORDS = _OPENERS | _CONNECTORS | frozenset(
     "many much more most few each every both either neither whose film films movie movies book books "
     "person people someone something thing things kind type year years or nor but if as so".split()
 )
+#: what a question asks for or goes through, not what it starts from: dropped from the model's names
+#: when it copies them beside a name ("who are the actors in pee-wee's big adventure")
+_ASKING_WORDS = _FUNCTION_WORDS | frozenset(
+    "actor actors actress director directors writer writers screenwriter screenwriters creator creators script "
+    "genre genres language languages release date dates star stars cast producer producers author authors "
+    "mother father son daughter child children parent parents spouse wife husband couple sibling siblings "
+    "nationality religion gender sex birthplace country city".split()
+)
 MIN_WORD_CHARS = 4
 MAX_WORD_SEARCHES = 6
 #: labels a word's search brings to compare with the question (more than a mention's CANDIDATES:
@@ -193,6 +201,10 @@ class Linker:
         mentions = await self.extract(question, usage)
         asked = normalise_label(question)
         written = [await self._as_written(question, m, usage, found) for m in mentions if normalise_label(m) in asked]
+        # a word the question asks with ("actors", "director") copied beside a name: not a second start
+        asking = [m for m in written if normalise_label(m) in _ASKING_WORDS]
+        if len(asking) < len(written):
+            written = [m for m in written if m not in asking]
         linked, chosen = await self._link_all(question, written, usage, found)
         if not linked:
             linked, chosen = await self._link_all(question, await self.spans_in_kg(question, usage, found), usage, found)
