@@ -159,3 +159,10 @@ async def test_a_word_the_question_asks_with_is_no_start_beside_a_name_but_is_al
     llm = ScriptedLLM(rules=[(EXTRACT, "Mother")])  # the film "Mother", named alone
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who directed Mother", Usage())
     assert [e.label for e in got] == ["Mother"]
+    # the same from the question's lowercase words, when the model names nothing in it
+    llm = ScriptedLLM(rules=[(EXTRACT, "Tom Hanks")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
+        "the movies that share actors with the movie just the ticket are written by who", Usage())
+    assert [e.label for e in got] == ["Just the Ticket"]
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who directed mother", Usage())
+    assert [e.label for e in got] == ["Mother"]

@@ -283,8 +283,10 @@ class Linker:
                 if len(label) >= MIN_WORD_CHARS and mentions_label(asked, label) \
                         and not set(label.split()) <= _FUNCTION_WORDS:
                     written.setdefault(label, c.label)
+        # a label of what the question asks with ("actors": a tag) only when it names nothing else
+        named = [label for label in written if not set(label.split()) <= _ASKING_WORDS] or list(written)
         taken: list[str] = []
-        for label in sorted(written, key=len, reverse=True):
+        for label in sorted(named, key=len, reverse=True):
             if not any(mentions_label(t, label) for t in taken):
                 taken.append(label)
         return [written[t] for t in taken[:MAX_MENTIONS]]
