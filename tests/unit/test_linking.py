@@ -166,3 +166,8 @@ async def test_a_word_the_question_asks_with_is_no_start_beside_a_name_but_is_al
     assert [e.label for e in got] == ["Just the Ticket"]
     got = await Linker(llm, KGSet([kg]), constrained=False).initialize("who directed mother", Usage())
     assert [e.label for e in got] == ["Mother"]
+    # "The films" copied from "when did the films ... just the ticket": no name, not searched
+    llm = ScriptedLLM(rules=[(EXTRACT, "The films")])
+    got = await Linker(llm, KGSet([kg]), constrained=False).initialize(
+        "when did the films release whose actors starred in just the ticket", Usage())
+    assert [e.label for e in got] == ["Just the Ticket"] and "The films" not in kg.searched

@@ -201,8 +201,10 @@ class Linker:
         mentions = await self.extract(question, usage)
         asked = normalise_label(question)
         written = [await self._as_written(question, m, usage, found) for m in mentions if normalise_label(m) in asked]
-        # a word the question asks with ("actors", "director") copied beside a name: not a second start
-        asking = [m for m in written if normalise_label(m) in _ASKING_WORDS]
+        # words that name nothing ("The films") are no name; a word the question asks with
+        # ("actors", "director") copied beside a name is no second start
+        written = [m for m in written if not set(normalise_label(m).split()) <= _FUNCTION_WORDS]
+        asking = [m for m in written if set(normalise_label(m).split()) <= _ASKING_WORDS]
         if len(asking) < len(written):
             written = [m for m in written if m not in asking]
         linked, chosen = await self._link_all(question, written, usage, found)
