@@ -190,7 +190,7 @@ def test_a_file_that_cannot_be_a_cache_is_refused_naming_it(tmp_path):
     theirs = tmp_path / "kg-queries.sqlite3"
     with sqlite3.connect(theirs) as db:
         db.execute("CREATE TABLE results (id INTEGER, answer TEXT)")
-    with pytest.raises(BadInput, match="is another SQLite database \(tables results\), not an LLM reply cache"):
+    with pytest.raises(BadInput, match=r"is another SQLite database \(tables results\), not an LLM reply cache"):
         check_cache_file(theirs)
     with sqlite3.connect(theirs) as db:
         assert [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["results"]
