@@ -31,7 +31,7 @@ from ..kg.base import Entity
 from ..llm.base import LLM, Usage
 from .choices import option_probs
 from .kgset import KGSet
-from .machine import mentions_label, normalise_label
+from .machine import find_label, mentions_label, normalise_label
 from .subgraph import shown
 from .templates import PromptSet, default_prompts
 
@@ -161,7 +161,7 @@ def content_words(question: str) -> list[str]:
 def _written_lowercase(question: str, mention: str) -> bool:
     """Does the question write ``mention`` (in any case, as whole words) starting lowercase?
     A model may capitalise what the question does not ("Congress" for "the congress")."""
-    found = re.search(rf"(?<!\w){re.escape(mention)}(?!\w)", question, re.IGNORECASE)
+    found = find_label(question, mention)
     return found is not None and found.group(0)[:1].islower()
 
 

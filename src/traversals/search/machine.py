@@ -268,10 +268,15 @@ def normalise_label(text: str) -> str:
     return " ".join(re.sub(r"[\"'`]", "", text).replace("_", " ").casefold().split())
 
 
+def find_label(text: str, label: str) -> re.Match[str] | None:
+    """Where ``text`` names ``label``, as whole words in any case (None: it does not). "Go"
+    is not named by "Gone Girl", nor "M" by "movie"."""
+    return re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE) if label else None
+
+
 def mentions_label(text: str, label: str) -> bool:
-    """Does ``text`` name ``label``, as whole words in any case? "Go" is not named by
-    "Gone Girl", nor "M" by "movie"."""
-    return bool(label) and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE) is not None
+    """Does ``text`` name ``label`` (:func:`find_label`)?"""
+    return find_label(text, label) is not None
 
 
 class Machine:
