@@ -109,3 +109,27 @@ def test_kg_search_with_the_flag_against_the_endpoint(served, capsys, tmp_path, 
     assert capsys.readouterr().out.strip() == "no entity's label matches 'Ada Lovelace'"
     assert main(["kg", "search", "Ada Lovelace", "--kg", url, "--no-cache", "--label-predicate", FOAF_NAME]) == 0
     assert capsys.readouterr().out.splitlines() == [f"Ada Lovelace  {ADA}  ({url})"]
+
+
+async def test_a_relation_keeps_its_id_for_the_session_when_another_shares_its_local_name(served):
+    """foaf:name and v:name share the local name "name". Ada has only foaf:name, Grace
+    only v:name, Babbage both. Ids were decided per answer: foaf:name was "name" for Ada,
+    its full IRI for Babbage, and v:name was "name" for Grace -- one key, two relations."""
+    url, _ = served
+
+    async def ids(kg: SparqlKG, who: str) -> dict[str, str]:
+        rels = await kg.get_relations([Entity(id=who, label=who)])
+        return {r.iri: r.id for r in rels.items if r.iri in (FOAF_NAME, VOCAB_NAME)}
+
+    async with SparqlKG(url) as kg:
+        assert await ids(kg, ADA) == {FOAF_NAME: "name"}
+        assert await ids(kg, BABBAGE) == {FOAF_NAME: "name", VOCAB_NAME: VOCAB_NAME}
+        assert await ids(kg, GRACE) == {VOCAB_NAME: VOCAB_NAME}
+        grace = Entity(id=GRACE, label=GRACE)
+        v_name = next(r for r in (await kg.get_relations([grace])).items if r.iri == VOCAB_NAME)
+        [edge] = (await kg.get_edges([grace], v_name)).edges
+        assert edge.object.label == "Grace Hopper"
+    async with SparqlKG(url) as kg:  # seen together first: neither takes the name, nor does one later
+        assert await ids(kg, BABBAGE) == {FOAF_NAME: FOAF_NAME, VOCAB_NAME: VOCAB_NAME}
+        assert await ids(kg, ADA) == {FOAF_NAME: FOAF_NAME}
+        assert await ids(kg, GRACE) == {VOCAB_NAME: VOCAB_NAME}
