@@ -165,7 +165,7 @@ def create_mcp_server(
         step; `max_expansions` (tree, chain): the nodes expanded before the best answer found is
         given; `simulations` (mcts): the searches from the root; `top_facts` (retrieve): the
         facts put before the LLM. Returns the answer, its value and the KG edges that support it."""
-        chosen = strategy or default_strategy
+        chosen = default_strategy if strategy is None else strategy  # "" is a mistake, as in the service
         if chosen not in STRATEGIES:
             raise ToolError(f"strategy must be one of {', '.join(STRATEGIES)}")
         question = text_arg(question, "question")

@@ -49,6 +49,7 @@ async def test_an_agent_walks_the_kg_with_the_interface_tools():
         ("kg_relations", {"entity_id": " "}, "entity_id must be"),
         ("kg_search", {"text": ""}, "text must not be empty"),
         ("answer_question", {"question": "q", "strategy": "nope"}, "strategy must be one of"),
+        ("answer_question", {"question": "q", "strategy": ""}, "strategy must be one of"),  # not the default
     ],
 )
 async def test_mistakes_come_back_as_tool_errors_the_agent_can_read(tool, args, says):
