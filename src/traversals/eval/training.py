@@ -450,11 +450,12 @@ def _model_to_resume(out: Path, known: dict) -> ValueModel | None:
     return model
 
 
-def _state_to_resume(out: Path, model: ValueModel, settings: dict) -> TrainState:
+def _state_to_resume(out: Path, model: ValueModel, settings: dict) -> TrainState | None:
     """The training state beside ``model`` (read from ``out``), once this run's ``settings``
     are found the same as the model's and the state's: the state of the model's last round
     or, when an interruption came between writing the model and its state, of the round
-    before (that round is then trained again, to the same model)."""
+    before (that round is then trained again, to the same model); None when that round is
+    the first (no state was ever written: training starts again from round 1)."""
     _refuse_other(out, model.meta, settings)
     path = state_path(out)
     again = "train again without --resume"
@@ -462,6 +463,10 @@ def _state_to_resume(out: Path, model: ValueModel, settings: dict) -> TrainState
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
+        if len(model.meta["rounds"]) == 1:
+            print(f"note: {path} is missing: the run that wrote the model of round 1 was interrupted before its state "
+                  "was written, so round 1 is trained again", file=sys.stderr)
+            return None
         raise BadInput(f"cannot resume {out}: {path}, the examples of the rounds it holds (written beside the model "
                        f"after every round), is missing: {again}") from None
     except (OSError, EOFError, ValueError) as e:
