@@ -495,6 +495,10 @@ def test_cli_eval_musicbrainz_names_the_kgs_to_pass(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--kg wikidata --kg musicbrainz=" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()  # refused before the run directory is made
+    # train-value says the same (it said "unknown KG 'musicbrainz': no such file or directory")
+    assert main(["train-value", "musicbrainz-x-wikidata", "--data", str(csv), "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "no MusicBrainz KG is built in: pass both, e.g. --kg wikidata --kg musicbrainz=" in err and err.count("\n") == 1
 
 
 CLI_SCRIPT = """

@@ -28,6 +28,17 @@ from ..llm.local import DEFAULT_N_CTX
 from .runner import MAX_CONSECUTIVE_ERRORS
 
 
+def refuse_missing_kgs(dataset: str, kg_specs: list[str], *, given: bool) -> None:
+    """A :class:`BadInput` when a dataset's own KGs (``given``: or ``--kg``) name one that is
+    not available here: Freebase, or MusicBrainz without a ``--kg`` saying where it is."""
+    if "freebase" in kg_specs:
+        raise BadInput(f"{dataset} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
+    if not given and "musicbrainz" in kg_specs:  # the dataset's own KG names no spec open_kgs knows
+        raise BadInput(f"{dataset} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
+                       "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
+                       "(a SPARQL endpoint serving MusicBrainz)")
+
+
 def add_question_flags(p: argparse.ArgumentParser, *, data_required: bool = True) -> None:
     """Where a benchmark's questions and KG come from (``eval`` and ``train-value``)."""
     p.add_argument("--data", required=data_required, metavar="DIR",
@@ -173,12 +184,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         if not kg_specs:
             raise BadInput(f"{dataset.name}: no KG file found next to the data; pass --kg SPEC, the KG the "
                            "questions are asked over (a triple file, a store, an endpoint, wikidata)")
-        if "freebase" in kg_specs:
-            raise BadInput(f"{dataset.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
-        if not args.kg and "musicbrainz" in kg_specs:  # the dataset's own KG names no spec open_kgs knows
-            raise BadInput(f"{dataset.name} is asked over Wikidata and MusicBrainz, and no MusicBrainz KG is "
-                           "built in: pass both, e.g. --kg wikidata --kg musicbrainz=http://HOST/sparql "
-                           "(a SPARQL endpoint serving MusicBrainz)")
+        refuse_missing_kgs(dataset.name, kg_specs, given=bool(args.kg))
     from ..kg.factory import credentials_for, label_predicates_for
     from ..kg.iris import DEFAULT_LABEL_PREDICATES
 

@@ -47,7 +47,7 @@ from ..search.linking import bracketed_mentions
 from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion, TrainState, fingerprint
 from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_file
-from .commands import add_question_flags
+from .commands import add_question_flags, refuse_missing_kgs
 from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
 from .metrics import f1
 from .resume import RECORDED_SINCE, kg_changes, kg_digests, kg_paths
@@ -156,8 +156,7 @@ def _benchmark_questions(args: argparse.Namespace) -> tuple[list[Question], list
         mine = list(args.kg or ds.kg_specs)
         if not mine:
             raise BadInput(f"{ds.name}: no KG file found next to the data; pass --kg SPEC")
-        if "freebase" in mine:  # as eval says it
-            raise BadInput(f"{ds.name} is asked over Freebase, which is not available: pass --kg (e.g. --kg wikidata)")
+        refuse_missing_kgs(ds.name, mine, given=bool(args.kg))  # as eval says it
         if specs is not None and mine != specs:
             raise BadInput(f"the datasets use different KGs ({specs} vs {mine}): train one model per KG")
         specs = mine
