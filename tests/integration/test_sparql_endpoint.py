@@ -305,6 +305,14 @@ async def test_an_odd_iri_among_the_edges_costs_only_its_own_label(oxigraph) -> 
         assert len(by_id) == 3
 
 
+async def test_an_odd_iri_among_those_linked_costs_only_its_own_link(oxigraph) -> None:
+    """same_as batched every IRI in one query: a stray "%" had the server refuse the batch,
+    and the whole linking step (and question) failed with KGQueryError."""
+    async with SparqlKG(oxigraph.url) as kg:
+        got = await kg.same_as([f"{ODD}weird%zz", f"{ODD}b"])
+        assert got[f"{ODD}weird%zz"] == [] and [e.label for e in got[f"{ODD}b"]] == ["Odd Bob"]
+
+
 async def test_an_entity_named_by_its_id_alone_gets_its_label_in_the_edges(oxigraph) -> None:
     """An MCP client's kg_edges passes an id; the edges name it by its label, as the
     embedded store's do."""

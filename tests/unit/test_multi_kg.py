@@ -6,6 +6,7 @@ SPARQL-server versions of these scenarios are in tests/integration/test_multi_kg
 from __future__ import annotations
 
 from traversals.api import SearchConfig, build_solver
+from traversals.kg.base import Entity
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
@@ -293,3 +294,126 @@ async def test_what_a_link_step_links_does_not_depend_on_what_a_sibling_linked_f
         return {e.label for e in (b, c, d) if kgs.copies(e, mb)}
 
     assert await linked([]) == await linked([b]) == {"B", "C"}
+
+
+# -- links: every reached entity, transitive, explicit before labels (sixty-fourth session) --
+
+class LinkedKG(DictKG):
+    """A DictKG that states identity links (owl:sameAs), as the built-in back ends can."""
+
+    def __init__(self, *args, same: dict[str, list[str]] | None = None, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.same = same or {}
+
+    async def same_as(self, ids):
+        out = {}
+        for i in ids:
+            found = [self.entities[i]] if i in self.entities else []
+            found += [self.entities[s] if s in self.entities else Entity(s, s, kg=self.name)
+                      for s, targets in self.same.items() if i in targets]
+            out[i] = found
+        return out
+
+
+async def test_an_entity_reached_past_twenty_is_linked_and_one_node_when_reached_again():
+    """Zimmer (b) composed for 25 films, Nolan (a) directed them: only the first 20 far ends
+    of a step were linked, so films 20-24 were two nodes each, their edges merged under one name."""
+    films = [f"Film {i:02d}" for i in range(25)]
+    a = DictKG([("a-nolan", "directed", f"a-{i}") for i in range(25)],
+               labels={"a-nolan": "Christopher Nolan", **{f"a-{i}": t for i, t in enumerate(films)}}, name="a")
+    b = DictKG([("b-hz", "composed_for", f"b-{i}") for i in range(25)],
+               labels={"b-hz": "Hans Zimmer", **{f"b-{i}": t for i, t in enumerate(films)}}, name="b")
+    machine = Machine(KGSet([a, b]))
+    usage = Usage()
+    zimmer, nolan = b.entities["b-hz"], a.entities["a-nolan"]
+    node = machine.root(Subgraph().with_entities([nolan, zimmer]))
+    node = await expand(machine, node, zimmer, "composed_for", usage)
+    node = await expand(machine, node, nolan, "directed", usage)
+    labels = [e.label for e in node.subgraph.entities]
+    assert len(labels) == 27 and sorted(labels[2:]) == films
+    assert {e.kg for e in node.subgraph.entities if e.label in films} == {"a"}  # named as the first KG names them
+
+
+async def test_links_are_transitive_across_three_kgs():
+    """Zimmer in b is linked to a's and c's copies: named as a names him, he was offered a's
+    and b's relations only (a's copy knew b's alone), and reached through c he was a second node."""
+    a = DictKG([("a-hz", "a_rel", "a-x")], labels={"a-hz": "Hans Zimmer", "a-x": "X"}, name="a")
+    b = DictKG([("b-inc", "music_by", "b-hz")], labels={"b-inc": "Inception", "b-hz": "Hans Zimmer"}, name="b")
+    c = DictKG([("c-hz", "born_in", "c-ffm")], labels={"c-hz": "Hans Zimmer", "c-ffm": "Frankfurt"}, name="c")
+    kgs = KGSet([a, b, c])
+    usage = Usage()
+    got = await kgs.get_edges([b.entities["b-inc"]], b.relations["music_by"], usage)
+    [zimmer] = got.new_entities
+    assert (zimmer.kg, zimmer.id) == ("a", "a-hz")
+    rels = await kgs.get_relations([zimmer], usage)
+    assert {(r.kg, r.key) for r in rels.items} == {("a", "a_rel"), ("b", "~music_by"), ("c", "born_in")}
+    back = await kgs.get_edges([c.entities["c-ffm"]], c.relations["born_in"].reversed(), usage)
+    assert [(e.kg, e.id) for e in back.new_entities] == [("a", "a-hz")]
+
+
+async def test_a_label_is_no_link_to_what_an_explicit_link_says_is_another_entity():
+    """songs states s-city owl:sameAs geo-paris; its song "Paris" was linked to geo's city by
+    the label fallback, and offered the city's relations."""
+    geo = DictKG([("geo-paris", "country", "geo-france")], labels={"geo-paris": "Paris", "geo-france": "France"},
+                 name="geo")
+    songs = LinkedKG([("s-band", "performed", "s-song"), ("s-city", "population", "2100000")],
+                     labels={"s-band": "The Chainsmokers", "s-song": "Paris", "s-city": "Paris"}, name="songs",
+                     same={"s-city": ["geo-paris"]})
+    kgs = KGSet([geo, songs])
+    usage = Usage()
+    got = await kgs.get_edges([songs.entities["s-band"]], songs.relations["performed"], usage)
+    [song] = got.new_entities
+    assert (song.kg, song.id) == ("songs", "s-song") and kgs.copies(song, geo) == []
+    city = await kgs.get_relations([songs.entities["s-city"]], usage)
+    assert ("geo", "country") in {(r.kg, r.key) for r in city.items}  # the stated link still joins them
+
+
+async def test_labels_are_linked_across_kgs_whatever_their_accents():
+    """b's search finds "Beyonce" for "Beyoncé", as the embedded store's does: the label
+    fallback compared them casefolded only, and b's relations were never offered."""
+
+    class Folding(DictKG):
+        async def search(self, text, limit=10):
+            from traversals.kg.text import normalise
+            return [e for e in self.entities.values() if normalise(e.label) == normalise(text)][:limit]
+
+    a = DictKG([("a-b", "born", "a-houston")], labels={"a-b": "Beyoncé", "a-houston": "Houston"}, name="a")
+    b = Folding([("b-b", "member_of", "b-dc")], labels={"b-b": "Beyonce", "b-dc": "Destiny's Child"}, name="b")
+    rels = await KGSet([a, b]).get_relations([a.entities["a-b"]], Usage())
+    assert {(r.kg, r.key) for r in rels.items} == {("a", "born"), ("b", "member_of")}
+
+
+async def test_an_entity_given_by_its_id_alone_is_linked_by_its_label():
+    """`kg relations ID`, an MCP client's kg_relations: the entity came with its id as its
+    label, the other KGs were searched for the id, and their relations were never offered."""
+    a = LinkedKG([("a-hz", "music_for", "a-inc")], labels={"a-hz": "Hans Zimmer", "a-inc": "Inception"}, name="a")
+    b = DictKG([("b-hz", "born_in", "b-ffm")], labels={"b-hz": "Hans Zimmer", "b-ffm": "Frankfurt"}, name="b")
+    from traversals.kg.base import Entity as E
+
+    rels = await KGSet([a, b]).get_relations([E("a-hz", "a-hz", kg="a")], Usage())
+    assert {(r.kg, r.key) for r in rels.items} == {("a", "music_for"), ("b", "born_in")}
+
+
+async def test_a_relation_cut_short_in_one_kg_marks_no_relation_of_that_key_in_another():
+    """a's genre lost 3 edges, b's genre (shown "literary style") none: "(3 more not shown)"
+    was also put under b's, the marks being keyed by source and relation key only."""
+    import yaml
+
+    a = DictKG([("a-x", "genre", f"a-g{i}") for i in range(5)],
+               labels={"a-x": "Dune", **{f"a-g{i}": f"Genre {i}" for i in range(5)}}, name="a")
+    b = DictKG([("b-x", "genre", "b-s1")], labels={"b-x": "Dune", "b-s1": "Space opera"},
+               relation_labels={"genre": ("literary style", "")}, name="b")
+    kgs = KGSet([a, b], max_edges=2)
+    machine = Machine(kgs)
+    usage = Usage()
+    dune = a.entities["a-x"]
+    node = machine.root(Subgraph().with_entities([dune]))
+    for kg in ("b", "a"):
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), usage)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(dune,)), usage)
+        i = next(i for i, r in enumerate(node.relation_options) if r.kg == kg and r.key == "genre")
+        node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
+                                                     relation_key=node.relation_keys[i]), usage)
+    assert yaml.safe_load("\n".join(node.subgraph.render_edges())) == {
+        "Dune": {"literary style": "Space opera", "genre": ["Genre 0", "Genre 1", "(3 more not shown)"]}}
+    assert node.subgraph.cut_short("a-x", "genre", "a") and not node.subgraph.cut_short("a-x", "genre", "b")

@@ -174,7 +174,7 @@ def test_one_source_renders_as_before_byte_for_byte():
     facts = [Fact(NOLAN, walked, f) for f in FILMS]
     got = Edges(tuple(f.edge() for f in facts), tuple(FILMS), 7)  # the total only
     omitted, together = omitted_marks(got, [NOLAN], walked.key)
-    assert (omitted, together) == ([("Q25191", "~P57", 7)], [])
+    assert (omitted, together) == ([("Q25191", "~P57", 7, "")], [])
     new = Subgraph().with_entities([NOLAN]).extend(facts, omitted, together)
     old = Subgraph().with_entities([NOLAN]).extend(facts, [("Q25191", "~P57", 7)])
     split = Edges(got.edges, got.new_entities, 7, {"Q25191": 7})
@@ -206,7 +206,7 @@ def test_two_sources_each_show_their_own_count():
     a, b, facts = two_directors()
     got = Edges(tuple(f.edge() for f in facts), tuple(FILMS), 300, {"Q10": 100, "Q20": 200})
     omitted, together = omitted_marks(got, [a, b], "~P57")
-    assert (omitted, together) == ([("Q10", "~P57", 100), ("Q20", "~P57", 200)], [])
+    assert (omitted, together) == ([("Q10", "~P57", 100, ""), ("Q20", "~P57", 200, "")], [])
     sg = Subgraph().with_entities([a, b]).extend(facts, omitted, together)
     assert yaml.safe_load("\n".join(sg.render_edges())) == {
         "Alpha": {"is director of": ["Film 0", "Film 1", "(100 more not shown)"]},
@@ -245,7 +245,7 @@ def test_a_total_not_split_is_said_once_for_the_sources_together():
     a, b, facts = two_directors()
     got = Edges(tuple(f.edge() for f in facts), tuple(FILMS), 300)  # the KG does not say whose
     omitted, together = omitted_marks(got, [a, b], "~P57")
-    assert (omitted, together) == ([], [(("Q10", "Q20"), "~P57", 300)])
+    assert (omitted, together) == ([], [(("Q10", "Q20"), "~P57", 300, "")])
     sg = Subgraph().with_entities([a, b]).extend(facts, omitted, together)
     text = "\n".join(sg.render_edges())
     assert text.count("more not shown") == 1

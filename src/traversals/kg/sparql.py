@@ -699,7 +699,8 @@ class SparqlKG:
         """This KG's entities that are each id: itself if a triple other than an identity
         link mentions it, and what owl:sameAs, skos:exactMatch or schema:sameAs connect to
         it, either direction (:class:`~traversals.kg.base.IdentityLinks`). Literal,
-        blank-node and invalid ids map to ``[]``; one query per batch of ids."""
+        blank-node and invalid ids map to ``[]``; one query per batch of ids (an IRI a
+        server may refuse to parse, alone: refused, it maps to ``[]``)."""
         iri_of: dict[str, str] = {}
         for ident in ids:
             if is_literal_id(ident) or ident.strip().startswith("_:"):
@@ -712,9 +713,10 @@ class SparqlKG:
         identity = [st.iri(p) for p in iris.IDENTITY_PREDICATES]
         preds = st.values("same", identity)
         other = f"FILTER(?p NOT IN ({', '.join(identity)}))"
-        for chunk in _chunks(sorted(set(iri_of.values())), BATCH):
+
+        def query(chunk: Sequence[str]) -> str:
             xs = st.values("x", (st.iri(x) for x in chunk))
-            rows = await self.select(
+            return (
                 "SELECT DISTINCT ?x ?e WHERE {\n"
                 f"  {{ {xs} FILTER EXISTS {{ ?x ?p ?o {other} }} BIND(?x AS ?e) }}\n"
                 f"  UNION {{ {xs} FILTER EXISTS {{ ?s ?p ?x {other} }} BIND(?x AS ?e) }}\n"
@@ -722,6 +724,21 @@ class SparqlKG:
                 f"  UNION {{ {xs} {preds} ?e ?same ?x FILTER(isIRI(?e)) }}\n"
                 "}"
             )
+
+        # an IRI some servers refuse to parse (a stray "%") is asked about alone, as its
+        # label is: refused, it has no link, and the batch it was in is still answered
+        todo = sorted(set(iri_of.values()))
+        strict = [x for x in todo if st.is_strict_iri(x)]
+        asked = [(chunk, False) for chunk in _chunks(strict, BATCH)]
+        asked += [([x], True) for x in todo if not st.is_strict_iri(x)]
+        for chunk, alone in asked:
+            try:
+                rows = await self.select(query(chunk))
+            except KGQueryError as e:
+                if not alone:
+                    raise
+                log.info("%s: no identity link for %s, the endpoint refused its IRI: %s", self.name, chunk[0], e)
+                continue
             for row in rows:
                 if "x" in row and "e" in row:
                     linked.setdefault(row["x"].value, []).append(row["e"].value)

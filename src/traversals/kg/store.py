@@ -97,7 +97,6 @@ import os
 import random
 import re
 import shutil
-import unicodedata
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -113,6 +112,7 @@ from . import formats, iris
 from .iris import RDF, SCHEMA_NAME, SKOS, WIKIBASE, WIKIBASE_DIRECT_CLAIM, XSD  # noqa: F401
 from .iris import WIKIDATA_DIRECT as WD_DIRECT, WIKIDATA_ENTITY as WD_ENTITY
 from . import sparql_text as st
+from .text import fold_accents, normalise  # noqa: F401 (part of this module's API: tests, the index)
 from .base import (
     DEFAULT_MAX_EDGES,
     DEFAULT_MAX_RELATIONS,
@@ -220,37 +220,6 @@ def label_predicate_iris(label_predicates: str | Sequence[str] | None) -> tuple[
 def demo_kg_path() -> Path:
     """Path of the built-in Wikidata-shaped demo KG (``kg/data/demo.ttl``)."""
     return Path(str(importlib.resources.files("traversals.kg").joinpath("data", "demo.ttl")))
-
-
-#: Combining marks removed by :func:`normalise`: the generic diacritics that accented
-#: Latin, Greek and Cyrillic letters decompose into (U+0300-036F and its supplements,
-#: U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F). Script-specific marks (Indic
-#: vowel signs and viramas, kana voicing marks, Arabic and Hebrew points) stay: dropping
-#: them would turn one letter or word into another.
-_DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-
-
-def fold_accents(text: str) -> str:
-    """``text`` without accents: NFKD, generic combining diacritics dropped, then NFC
-    (``"Zoë Müller"`` -> ``"Zoe Muller"``; compatibility forms such as full-width
-    letters and ligatures are folded too)."""
-    return unicodedata.normalize("NFC", _DIACRITICS.sub("", unicodedata.normalize("NFKD", text)))
-
-
-def normalise(text: str) -> str:
-    """Search normal form: accents dropped (:func:`fold_accents`), casefold, ``_`` ->
-    space, collapsed whitespace, no punctuation at either end
-    (``"  The_Gumball  Rally!"`` -> ``"the gumball rally"``, ``"Zoë"`` -> ``"zoe"``).
-
-    The label index is built with this function and every query goes through it too, so
-    the normalised and fuzzy stages of search are accent- and case-insensitive."""
-    t = " ".join(fold_accents(text.casefold()).replace("_", " ").split())
-    start, end = 0, len(t)
-    while start < end and (t[start].isspace() or unicodedata.category(t[start]).startswith("P")):
-        start += 1
-    while end > start and (t[end - 1].isspace() or unicodedata.category(t[end - 1]).startswith("P")):
-        end -= 1
-    return t[start:end]
 
 
 def _lang_rank(lang: str | None) -> int:

@@ -47,12 +47,15 @@ from ..kg.base import (
 )
 from ..errors import BadInput, KGError, KGTimeout, KGUnavailable, TraversalsError
 from ..kg.iris import IDENTITY_PREDICATES
+from ..kg.text import normalise
 from ..llm.base import Usage
 from ..plugin_call import call_plugin
 
 
 def _norm(text: str) -> str:
-    return " ".join(text.replace("_", " ").casefold().split())
+    """Labels the same up to this are one entity's: the embedded store's search normal form
+    (case, accents, underscores, spacing, punctuation at either end)."""
+    return normalise(text)
 
 
 def _kind(value: object) -> str:
@@ -123,11 +126,15 @@ class KGSet:
         *,
         max_relations: int = DEFAULT_MAX_RELATIONS,
         max_edges: int = DEFAULT_MAX_EDGES,
-        max_links_per_step: int = 20,
+        max_links_per_step: int | None = None,
         timeout: float | None = None,
     ) -> None:
         """``timeout``: seconds one call to a KG may take before it fails with ``KGTimeout``
-        (None: no bound of its own; a remote backend has its own request timeout)."""
+        (None: no bound of its own; a remote backend has its own request timeout).
+        ``max_links_per_step``: at most this many entities an expansion reaches are linked
+        into the other KGs (None, the default: all of them, at most ``max_edges``). A cut
+        saves label searches, but an entity past it keeps its own KG's name, and when the
+        same thing is reached again through the other KG it is a second node."""
         if not kgs:
             raise ValueError("KGSet needs at least one knowledge graph")
         self.kgs = list(kgs)
@@ -431,6 +438,9 @@ class KGSet:
             return
         # the ids each entity goes by: its own, and those its own KG states are the same
         ids: dict[tuple[str, str], list[str]] = {(e.kg, e.id): [e.id] for e in todo}
+        # the label searched for in the others: the entity's own, or -- given by its id alone
+        # (`kg relations ID`, an MCP client) -- the label its KG gives it
+        label = {(e.kg, e.id): e.label for e in todo}
         for kg in self.kgs:
             mine = [e for e in todo if e.kg == kg.name]
             if mine and isinstance(kg, IdentityLinks):
@@ -438,6 +448,8 @@ class KGSet:
                 stated = await self._same_as(kg, [e.id for e in mine])
                 for e in mine:
                     ids[(e.kg, e.id)] += [s.id for s in stated.get(e.id, []) if s.id != e.id]
+                    if e.label == e.id:
+                        label[(e.kg, e.id)] = next((s.label for s in stated.get(e.id, []) if s.id == e.id), e.label)
 
         async def in_kg(kg: KnowledgeGraph) -> dict[tuple[str, str], list[Entity]]:
             others = [e for e in todo if e.kg != kg.name]
@@ -449,29 +461,61 @@ class KGSet:
                     found = {s.id: s for i in ids[(e.kg, e.id)] for s in got.get(i, [])}
                     same[(e.kg, e.id)] = list(found.values())
 
+            guessed: dict[tuple[str, str], Entity] = {}  # no explicit link: a hint, or the same label
+
             async def by_label(e: Entity) -> None:
                 hint = (hints or {}).get((e.kg, e.id), {}).get(kg.name)
                 if hint is not None:
-                    same[(e.kg, e.id)] = [hint]
+                    guessed[(e.kg, e.id)] = hint
                     return
                 usage.add_kg_call()
-                hits = [c for c in await self._search(kg, e.label, 3) if _norm(c.label) == _norm(e.label)]
-                same[(e.kg, e.id)] = hits[:1]
+                said = label[(e.kg, e.id)]
+                hits = [c for c in await self._search(kg, said, 3) if _norm(c.label) == _norm(said)]
+                if hits:
+                    guessed[(e.kg, e.id)] = hits[0]
 
             await asyncio.gather(*(by_label(e) for e in others if not same.get((e.kg, e.id))))
+            taken = await self._taken(guessed, ids, usage)
+            for key, x in guessed.items():
+                same[key] = [] if key in taken else [x]
             return {k: [x if x.kg else replace(x, kg=kg.name) for x in v] for k, v in same.items()}
 
         per_kg = await asyncio.gather(*(in_kg(kg) for kg in self.kgs))
-        def add(key: tuple[str, str], entity: Entity) -> None:  # each copy once, whichever side found it
-            copies = self._links.setdefault(key, [])
-            if all((c.kg, c.id) != (entity.kg, entity.id) for c in copies):
-                copies.append(entity)
-
         for e in todo:
             self._links.setdefault((e.kg, e.id), [])
             for other in (x for got in per_kg for x in got.get((e.kg, e.id), [])):
-                add((e.kg, e.id), other)
-                add((other.kg, other.id), e)
+                self._join(e, other)
+
+    def _join(self, a: Entity, b: Entity) -> None:
+        """Record that ``a`` and ``b`` are one thing, with every copy either has: a link is
+        transitive (a's copy in KG b is b's copy in KG c's copy too), so each of them lists
+        all the others and names the thing as the earliest KG does (:meth:`canonical`)."""
+        group = {(a.kg, a.id): a, (b.kg, b.id): b}
+        for x in (a, b):
+            for c in self._links.get((x.kg, x.id), []):
+                group.setdefault((c.kg, c.id), c)
+        for key in group:
+            copies = self._links.setdefault(key, [])
+            have = {(c.kg, c.id) for c in copies}
+            copies.extend(c for k, c in group.items() if k != key and k not in have)
+
+    async def _taken(self, guessed: dict[tuple[str, str], Entity], ids: dict[tuple[str, str], list[str]],
+                     usage: Usage) -> set[tuple[str, str]]:
+        """The entities (kg, id) of ``guessed`` whose guess, a same-labelled entity of another
+        KG, is stated by their own KG to be another of its entities (``s:city owl:sameAs
+        geo:paris`` in ``songs``: geo's Paris is not the song "Paris"). ``ids``: the ids each
+        entity goes by. One batched call per KG that states links."""
+        taken: set[tuple[str, str]] = set()
+        for kg in self.kgs:
+            mine = {key: x for key, x in guessed.items() if key[0] == kg.name}
+            if not mine or not isinstance(kg, IdentityLinks):
+                continue
+            usage.add_kg_call()
+            stated = await self._same_as(kg, list(dict.fromkeys(x.id for x in mine.values())))
+            for key, x in mine.items():
+                if any(s.id not in ids[key] for s in stated.get(x.id, [])):
+                    taken.add(key)
+        return taken
 
     async def _same_as(self, kg: KnowledgeGraph, ids: list[str]) -> dict[str, list[Entity]]:
         where = f"knowledge graph {kg.name!r}: same_as()"

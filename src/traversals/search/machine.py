@@ -574,7 +574,7 @@ class Machine:
             assert action.relation is not None
             got = await self.kgs.get_edges(node.selected, action.relation, usage)
             facts = [self._walked(e, action.relation, node.selected) for e in got.edges]
-            omitted, together = omitted_marks(got, node.selected, action.relation.key)
+            omitted, together = omitted_marks(got, node.selected, action.relation.key, action.relation.kg)
             child.state = State.DEFAULT
             rel = action.relation
             child.expanded = node.expanded | {(entity_key(e), rel.kg, rel.key, rel.display) for e in node.selected}

@@ -28,7 +28,7 @@ def reached_back(fact: Fact, root: Subgraph, subgraph: Subgraph) -> bool:
     if fact.target not in root or fact.source in root:
         return False
     step = (fact.source.kg, fact.source.id, fact.relation.key)
-    if subgraph.cut_short(fact.source.id, fact.relation.key):
+    if subgraph.cut_short(fact.source.id, fact.relation.key, fact.relation.kg):
         return True
     if any((f.source.kg, f.source.id, f.relation.key) == step and f.target != fact.target for f in subgraph.facts):
         return True

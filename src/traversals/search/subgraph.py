@@ -19,7 +19,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, Union
 
 from ..kg.base import Edge, Edges, Entity, Relation
 
@@ -126,37 +126,52 @@ class Fact:
 
 
 class OmittedMark(NamedTuple):
-    """``n`` edges of ``source`` (an entity id) along ``relation`` (a key) the KG had and did
-    not return: that source's own count (:func:`omitted_marks`). A plain ``(source id,
-    relation key, n)`` tuple is read the same, with one difference kept from before counts
+    """``n`` edges of ``source`` (an entity id) along ``relation`` (a key) of KG ``kg`` the
+    KG had and did not return: that source's own count (:func:`omitted_marks`). ``kg`` ""
+    (and a plain ``(source id, relation key, n)`` tuple) marks the relation of that key in
+    any KG. A plain tuple is read the same, with one difference kept from before counts
     were per source: it is shown only beside edges of the source, never alone, since ``n``
     may be the total of several sources and the source may have lost none."""
 
     source: str
     relation: str
     n: int
+    kg: str = ""
 
 
-OmittedGroup = tuple[tuple[str, ...], str, int]
+#: (source ids, relation key, n) or (source ids, relation key, n, kg): n edges of these
+#: sources together along the relation (of KG ``kg``; "" or none: of that key in any KG)
+OmittedGroup = Union[tuple[tuple[str, ...], str, int], tuple[tuple[str, ...], str, int, str]]
+
+
+def _kg_of_mark(mark: tuple) -> str:
+    return mark[3] if len(mark) > 3 else ""
+
+
+def _marks(mark_kg: str, relation_kg: str) -> bool:
+    """Does a mark of KG ``mark_kg`` ("" any) concern a relation of KG ``relation_kg``?"""
+    return not mark_kg or mark_kg == relation_kg
 
 
 def omitted_marks(
-    got: Edges, sources: Sequence[Entity], relation_key: str
+    got: Edges, sources: Sequence[Entity], relation_key: str, kg: str = ""
 ) -> tuple[list[OmittedMark], list[OmittedGroup]]:
-    """What :meth:`Subgraph.extend` is told the KG left out when ``relation_key`` was walked
-    from ``sources`` and ``got`` came back: ``(source id, relation key, n)`` for each source
-    that lost ``n`` edges, when the KG says how many each lost (``Edges.omitted_by_source``;
-    one source lost all of ``got.omitted``); else one group, ``(source ids, relation key,
-    total)``: that many are missing among them, which source's is not known."""
+    """What :meth:`Subgraph.extend` is told the KG left out when ``relation_key`` (of KG
+    ``kg``; "": whichever) was walked from ``sources`` and ``got`` came back: ``(source id,
+    relation key, n, kg)`` for each source that lost ``n`` edges, when the KG says how many
+    each lost (``Edges.omitted_by_source``; one source lost all of ``got.omitted``); else
+    one group, ``(source ids, relation key, total, kg)``: that many are missing among them,
+    which source's is not known. With several KGs two relations may share a key: the KG
+    keeps one's marker from showing beside the other's edges."""
     if not got.omitted:
         return [], []
     ids = list(dict.fromkeys(e.id for e in sources))
     if len(ids) == 1:
-        return [OmittedMark(ids[0], relation_key, got.omitted)], []
+        return [OmittedMark(ids[0], relation_key, got.omitted, kg)], []
     counts = [got.omitted_of(i) for i in ids]
     if None not in counts and sum(n or 0 for n in counts) == got.omitted:
-        return [OmittedMark(i, relation_key, n) for i, n in zip(ids, counts) if n], []
-    return [], [(tuple(ids), relation_key, got.omitted)]
+        return [OmittedMark(i, relation_key, n, kg) for i, n in zip(ids, counts) if n], []
+    return [], [(tuple(ids), relation_key, got.omitted, kg)]
 
 
 @dataclass(frozen=True)
@@ -200,11 +215,14 @@ class Subgraph:
     def __contains__(self, entity: Entity) -> bool:
         return (entity.kg, entity.id) in self._handles
 
-    def cut_short(self, source_id: str, relation_key: str) -> bool:
-        """Did the KG leave out edges of this source along this relation (or may it have:
-        it left out some among several sources together, this one with them)?"""
-        return any((source_id, relation_key) == (src, rel) for src, rel, _ in self.omitted) or any(
-            relation_key == rel and source_id in ids for ids, rel, _ in self.omitted_together
+    def cut_short(self, source_id: str, relation_key: str, kg: str = "") -> bool:
+        """Did the KG leave out edges of this source along this relation (of KG ``kg``; ""
+        whichever), or may it have: it left out some among several sources together, this
+        one with them?"""
+        return any(
+            (source_id, relation_key) == tuple(m[:2]) and _marks(_kg_of_mark(m), kg) for m in self.omitted
+        ) or any(
+            relation_key == g[1] and source_id in g[0] and _marks(_kg_of_mark(g), kg) for g in self.omitted_together
         )
 
     def edges(self) -> list[Edge]:
@@ -288,38 +306,47 @@ class Subgraph:
         for f in self.facts:
             rels = groups.setdefault(names[(f.source.kg, f.source.id)], {})
             rels.setdefault(rel_names[(f.relation.kg, f.relation.key)], []).append(names[(f.target.kg, f.target.id)])
-        more: dict[tuple[str, str], int] = {}
-        alone: set[tuple[str, str]] = set()  # the marks that are the source's own count (OmittedMark)
+        # (source id, relation key, kg) -> n; kg "": the relation of that key in any KG
+        more: dict[tuple[str, str, str], int] = {}
+        alone: set[tuple[str, str, str]] = set()  # the marks that are the source's own count (OmittedMark)
         for mark in self.omitted:
-            src_id, rel_key, n = mark
-            more[(src_id, rel_key)] = n
+            key = (mark[0], mark[1], _kg_of_mark(mark))
+            more[key] = mark[2]
             if isinstance(mark, OmittedMark):
-                alone.add((src_id, rel_key))
+                alone.add(key)
             else:
-                alone.discard((src_id, rel_key))
+                alone.discard(key)
+
+        def hidden_of(f: Fact) -> int | None:
+            return more.get((f.source.id, f.relation.key, f.relation.kg)) or more.get((f.source.id, f.relation.key, ""))
+
         omitted_by_label: dict[tuple[str, str], str] = {}
         for f in self.facts:
-            hidden = more.get((f.source.id, f.relation.key))
+            hidden = hidden_of(f)
             if hidden:
                 omitted_by_label[(names[(f.source.kg, f.source.id)], rel_names[(f.relation.kg, f.relation.key)])] = (
                     f"({hidden} more not shown)"
                 )
         # a source whose every edge along the relation was left out: only its marker (when the
         # count is its own, an OmittedMark)
-        rel_of = {f.relation.key: rel_names[(f.relation.kg, f.relation.key)] for f in reversed(self.facts)}
+        rel_of: dict[tuple[str, str], str] = {}  # (relation key, kg or "") -> its name
+        for f in reversed(self.facts):
+            rel_of[(f.relation.key, f.relation.kg)] = rel_of[(f.relation.key, "")] = rel_names[
+                (f.relation.kg, f.relation.key)]
         first = {}
         for e in reversed(self.entities):
             first[e.id] = names[(e.kg, e.id)]
-        for (src_id, rel_key), hidden in more.items():
-            if (src_id, rel_key) not in alone:
+        for (src_id, rel_key, kg), hidden in more.items():
+            if (src_id, rel_key, kg) not in alone:
                 continue
-            src_name, rel_name = first.get(src_id), rel_of.get(rel_key)
+            src_name, rel_name = first.get(src_id), rel_of.get((rel_key, kg))
             if hidden and src_name is not None and rel_name is not None and rel_name not in groups.get(src_name, {}):
                 groups.setdefault(src_name, {})[rel_name] = []
                 omitted_by_label[(src_name, rel_name)] = f"({hidden} more not shown)"
         # edges left out among several sources together: said once, under the first of them shown
-        for ids, rel_key, hidden in self.omitted_together:
-            rel_name = rel_of.get(rel_key)
+        for group in self.omitted_together:
+            ids, rel_key, hidden = group[:3]
+            rel_name = rel_of.get((rel_key, _kg_of_mark(group)))
             shown_as = [first[i] for i in dict.fromkeys(ids) if i in first]
             at = next((n for n in groups if n in shown_as and rel_name in groups[n]), None)
             if not hidden or at is None or rel_name is None:
