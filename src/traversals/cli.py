@@ -30,7 +30,7 @@ from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
-    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_unused_flags,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_scoring_flags_when_sampled, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number,
 )
 from .interrupt import run_interruptible
@@ -175,6 +175,7 @@ async def _ask(args: argparse.Namespace) -> int:
         warnings.showwarning = show_below
     try:
         await prepare_llm(llm)
+        refuse_scoring_flags_when_sampled(args, llm)
         on_event = (lambda e: print(describe(e), file=sys.stderr, flush=True)) if args.verbose else status
         solver = build_solver(strategy, llm, kgs, _search_config(args, k=args.k), on_event=on_event,
                               embedder=embedder, prompts=prompts)

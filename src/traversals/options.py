@@ -9,7 +9,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .headers import has_authorization
@@ -357,6 +357,29 @@ def _overrides(args: argparse.Namespace, flag: str, value: str | None) -> bool:
     return flag_given(args, flag) if value is None else getattr(args, flag_dest(flag), None) == value
 
 
+def _given(args: argparse.Namespace, flags: Iterable[str]) -> list[str]:
+    """Those of ``flags`` given a value that asks for something (:data:`ASKS_NOTHING`)."""
+    return [f for f in flags if flag_given(args, f) and getattr(args, flag_dest(f)) != ASKS_NOTHING.get(f, object())]
+
+
+def refuse_scoring_flags_when_sampled(args: argparse.Namespace, llm: object) -> None:
+    """:class:`~traversals.errors.BadInput` for flags of constrained decoding given with
+    ``--decoding auto`` and an LLM that turned out unable to score options (an endpoint
+    without log-probabilities, or without ``--llm-template``): the search is sampled, and
+    they would be ignored in silence (known only once the LLM is opened and probed)."""
+    from .errors import BadInput
+
+    if getattr(args, "decoding", None) != "auto" or getattr(llm, "can_score", False):
+        return
+    flags = _given(args, CONTRADICTIONS[("--decoding", "sampled")])
+    if flags:
+        them = "them" if len(flags) > 1 else "it"
+        raise BadInput(f"{', '.join(SAME_SETTING.get(f, f) for f in flags)}: the LLM {getattr(llm, 'name', 'given')} "
+                       "cannot score options, so the search uses sampled decoding, "
+                       f"which reads no such flag; drop {them}, or use an LLM that scores (a local model, or an "
+                       "endpoint with log-probabilities and --llm-template)")
+
+
 def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
     """:class:`~traversals.errors.BadInput`, one line naming both flags of every pair where
     one makes the other pointless (:data:`CONTRADICTIONS`), and for ``--calibrate`` with a
@@ -369,9 +392,8 @@ def refuse_contradicting_flags(strategy: str, args: argparse.Namespace) -> None:
     for (over, value), flags in CONTRADICTIONS.items():
         if not _overrides(args, over, value):
             continue
-        for flag, does in flags.items():
-            if flag_given(args, flag) and getattr(args, flag_dest(flag)) != ASKS_NOTHING.get(flag, object()):
-                clashes.append(f"{SAME_SETTING.get(flag, flag)} {does}; {OVERRIDES[over, value]}: drop one")
+        for flag in _given(args, flags):
+            clashes.append(f"{SAME_SETTING.get(flag, flag)} {flags[flag]}; {OVERRIDES[over, value]}: drop one")
     calibrate = getattr(args, "calibrate_flags", None) or {}
     if len(calibrate) == 2 and calibrate["--calibrate-weight"] != 1.0:
         clashes.append(f"--calibrate is --calibrate-weight 1, and --calibrate-weight {calibrate['--calibrate-weight']:g} "
@@ -557,12 +579,23 @@ def unopened_kgs_note(args: argparse.Namespace) -> str | None:
 
     kgs = getattr(args, "kg", None)
     sent = [flag for flag in ("--kg-header", "--kg-token-command") if getattr(args, flag_dest(flag), None)]
-    if not (kgs or sent):
+    # how a KG would be read: with no KG opened, nothing reads them (refused elsewhere without an endpoint)
+    settings = [flag for flag, on in (
+        ("--no-cache", getattr(args, "no_cache", False)), ("--kg-timeout", getattr(args, "kg_timeout", None) is not None),
+        ("--user-agent", getattr(args, "user_agent", None) is not None),
+        ("--label-predicate", getattr(args, "label_predicate", None) is not None)) if on]
+    if not (kgs or sent or settings):
         return None
     credentials = " or ".join(sent)
-    unused = (f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened{', nor ' + credentials + ' sent' if sent else ''}"
-              if kgs else f"{credentials} was not sent")
-    return f"cot asks the LLM alone: {unused} (tree, chain, mcts, beam and retrieve search it)"
+    unused = []
+    if kgs:
+        unused.append(f"--kg {', '.join(map(shown_kg_spec, kgs))} was not opened"
+                      f"{', nor ' + credentials + ' sent' if sent else ''}")
+    elif sent:
+        unused.append(f"{credentials} was not sent")
+    if settings:
+        unused.append(f"{', '.join(settings)} {'were' if len(settings) > 1 else 'was'} not used")
+    return f"cot asks the LLM alone: {'; '.join(unused)} (tree, chain, mcts, beam and retrieve search a KG)"
 
 
 def check_kg_specs(specs: Sequence[str]) -> None:

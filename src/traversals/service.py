@@ -234,8 +234,10 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         cap = getattr(limits, cap_name)
         if changes.get(name) is not None and not 1 <= changes[name] <= cap:
             raise BadInput(f"'{name}' must be between 1 and {cap}")
-    if "threshold" in changes and not 0.0 <= changes["threshold"] <= 1.0:
-        raise BadInput("'threshold' must be between 0 and 1")
+    # up to 1, or the server's own default (serve --threshold 1.5, which /v1/info shows: no early stop)
+    top = max(1.0, defaults.threshold)
+    if "threshold" in changes and not 0.0 <= changes["threshold"] <= top:
+        raise BadInput(f"'threshold' must be between 0 and {top:g}")
     _refuse_unread(strategy, changes, defaults)
     if strategy == "retrieve" and (changes.get("max_hops") or 0) > RETRIEVE_MAX_HOPS:
         raise BadInput(f"'max_hops' with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around the "

@@ -201,3 +201,27 @@ def test_llm_template_with_a_local_model_is_refused_before_anything_loads(capsys
                      "--llm", "local", "--llm-template", "chatml"], capsys)
     assert "--llm-template is the chat template for scoring through an OpenAI-compatible server" in err
     assert "drop --llm-template" in err
+
+
+# ---------------------------------------------------------------- an LLM that cannot score
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--calibrate", "--both-orders"], "--calibrate (or --calibrate-weight), --both-orders"),
+    (["--answers", "3"], "--answers"),
+])
+def test_flags_of_constrained_decoding_with_an_llm_that_cannot_score_are_refused(
+        flags: list[str], named: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--decoding auto with an LLM without log-probabilities samples: the flags were ignored in
+    silence (and eval's run.json recorded calibrate 1.0 for a run that never calibrated)."""
+    scripted_llm(monkeypatch)  # a scripted LLM without scores: can_score is false
+    kg = str(tmp_path / "films.txt")
+    Path(kg).write_text("Alpha|directed_by|Ann Lee\n")
+    err = one_error(["ask", "who directed [Alpha]", "--kg", kg, *ENDPOINT, *flags], capsys)
+    assert f"{named}: the LLM scripted cannot score options, so the search uses sampled decoding" in err
+    assert main(["eval", "questions", "--data", str(questions_file(tmp_path)), "--kg", kg, "--no-progress", "--strategy", "tree",
+                 "--out", str(tmp_path / "run"), *ENDPOINT, *flags]) == 2
+    assert "cannot score options" in capsys.readouterr().err
+    # --answers 1 asks for what sampling does anyway; without such flags the search samples
+    assert main(["ask", "who directed [Alpha]", "--kg", kg, *ENDPOINT, "--answers", "1"]) == 0
+    assert "sampled decoding" in capsys.readouterr().out

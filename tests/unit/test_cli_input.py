@@ -288,12 +288,17 @@ def test_ask_with_cot_opens_no_kg_and_says_so(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr()
     assert opened == [] and out.out.splitlines()[0] == "Bob"
     assert out.err == (f"note: cot asks the LLM alone: --kg {tmp_path / 'kb.txt.gz'}, wikidata was not opened "
-                       "(tree, chain, mcts, beam and retrieve search it)\n")
+                       "(tree, chain, mcts, beam and retrieve search a KG)\n")
     assert main(question) == 0
     assert opened == [] and capsys.readouterr().err == ""
     assert main([*question, "--kg", "http://u:pw@127.0.0.1:9/q", "--kg-header", "X-Key: k"]) == 0
     assert capsys.readouterr().err == ("note: cot asks the LLM alone: --kg http://u:***@127.0.0.1:9/q was not opened, "
-                                       "nor --kg-header sent (tree, chain, mcts, beam and retrieve search it)\n")
+                                       "nor --kg-header sent (tree, chain, mcts, beam and retrieve search a KG)\n")
+    # how a KG would be read, with none opened (they had passed in silence)
+    assert main([*question, "--no-cache", "--kg-timeout", "5", "--user-agent", "x", "--label-predicate", "foaf:name"]) == 0
+    assert capsys.readouterr().err == ("note: cot asks the LLM alone: --no-cache, --kg-timeout, --user-agent, "
+                                       "--label-predicate were not used (tree, chain, mcts, beam and retrieve search "
+                                       "a KG)\n")
     main(["ask", "who directed [X]", "--strategy", "chain", "--kg", "demo"])  # the KG strategies open theirs
     assert opened == [(["demo"],)]
 

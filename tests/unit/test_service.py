@@ -172,6 +172,13 @@ async def test_a_setting_equal_to_the_servers_default_is_accepted_with_any_strat
     async with client(factory, defaults=SearchConfig(threshold=0.8, simulations=16)) as c:
         r = await c.post("/v1/ask", json={"question": "q", "strategy": "cot", "threshold": 0.8, "simulations": 16})
     assert r.status_code == 200
+    # a default over 1 (serve --threshold 1.5: no early stop), sent back, was refused "between 0 and 1"
+    async with client(Factory(), defaults=SearchConfig(threshold=1.5)) as c:
+        info = (await c.get("/v1/info")).json()
+        assert info["defaults"]["threshold"] == 1.5
+        assert (await c.post("/v1/ask", json={"question": "q", "threshold": 1.5})).status_code == 200
+        r = await c.post("/v1/ask", json={"question": "q", "threshold": 2})
+        assert r.status_code == 400 and "'threshold' must be between 0 and 1.5" in r.json()["error"]["message"]
 
 
 async def test_retrieve_and_rwt_sizes_are_set_per_request():

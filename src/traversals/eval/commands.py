@@ -20,7 +20,7 @@ from ..validate import shown_url
 from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags,
     add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
-    open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_unused_flags,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_scoring_flags_when_sampled, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
 from .datasets import DATASETS, DEFAULT_SEED, load_dataset
@@ -243,6 +243,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         llm = open_llm_from_args(args, environ)
         opened.append(llm)
         await prepare_llm(llm)
+        refuse_scoring_flags_when_sampled(args, llm)
         kgs = open_kgs(kg_specs, **remote_kg_options(args, environ)) if strategy != "cot" else []  # once, shared
         opened.extend(kgs)
         shared: dict[str, Any] = {"embedder": embedder, "value_model": value_model, "prompts": prompts}  # opened or read once here
