@@ -271,3 +271,26 @@ def test_an_rdf_xml_error_without_a_position_claims_no_line(tmp_path):
     with pytest.raises(BadInput) as err:
         open_kg(str(p))
     assert str(err.value).startswith(f"cannot parse {p}: ") and "line" not in str(err.value).split(": ", 1)[0]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("b.nt", '_:x <http://www.w3.org/2000/01/rdf-schema#label> "Blanky" .\n'
+             '_:x <http://e.org/p> _:y .\n_:y <http://www.w3.org/2000/01/rdf-schema#label> "Other" .\n'),
+    ("b.ttl", '@prefix e: <http://e.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+              '_:x rdfs:label "Blanky" ; e:p [ rdfs:label "Other" ] .\n'),
+])
+def test_blank_node_ids_are_the_same_at_every_load(tmp_path, name, text):
+    """Store.bulk_load gave every blank node a new random id at each load: the id `kg search`
+    printed was unknown to the next command. The file's own ids are kept; unnamed ones
+    (`[ ... ]`) are numbered in the order the file mentions them."""
+    path = tmp_path / name
+    path.write_text(text)
+    ids = []
+    for _ in range(2):
+        kg = OxigraphKG.from_file(path)
+        [blanky] = kg.search_sync("Blanky")
+        [other] = kg.search_sync("Other")
+        ids.append((blanky.id, other.id))
+        assert kg.entity("_:x") == blanky
+    assert ids[0] == ids[1] and ids[0][0] == "_:x"
+    assert ids[0][1] == ("_:y" if name.endswith(".nt") else "_:anon-1")

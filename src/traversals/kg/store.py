@@ -28,7 +28,8 @@ Literal objects
     the SPARQL back end) and whose ``label`` is the lexical form (``1929``; dates
     without a midnight time part), so values can be shown and answered with. Such an
     entity can be passed back in: its inverse relations (who has this value) are found;
-    it has no forward ones. Blank nodes are entities with id ``_:<id>``.
+    it has no forward ones. Blank nodes are entities with id ``_:<id>``: the file's own id,
+    or ``_:anon-N`` for the N-th it leaves unnamed (``[ ... ]``), the same at every load.
 
 Labels
     ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order; ``label_predicates=``,
@@ -977,16 +978,40 @@ def _new_store(directory: Path) -> ox.Store:
         raise KGUnavailable(f"cannot create an Oxigraph store in {directory}: {exc}") from exc
 
 
+#: a blank node's id the parser made up (for ``[ ... ]``): 128 random bits in hex, another
+#: at every load -- and every id of the file was one with ``Store.bulk_load``
+_MADE_UP_BLANK = re.compile(r"[0-9a-f]{16,32}")
+
+
+def _stable_blank_nodes(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
+    """The quads in the default graph, each blank node the parser named at random renamed
+    ``anon-1``, ``anon-2`` … in the order the file first mentions it, the others keeping
+    the file's own ids (``_:x`` is ``_:x``): ids ``kg search`` prints stay valid at the next
+    load. (An id of the file that looks made up, 16 hex digits or more, is renamed too.)"""
+    names: dict[str, ox.BlankNode] = {}
+
+    def stable(t):
+        if isinstance(t, ox.BlankNode) and _MADE_UP_BLANK.fullmatch(t.value):
+            if t.value not in names:
+                names[t.value] = ox.BlankNode(f"anon-{len(names) + 1}")
+            return names[t.value]
+        return t
+
+    for q in quads:
+        s, o = q.subject, q.object
+        if isinstance(s, ox.BlankNode) or isinstance(o, ox.BlankNode):
+            yield ox.Quad(stable(s), q.predicate, stable(o))
+        else:
+            yield ox.Quad(s, q.predicate, o)
+
+
 def _load_rdf(store: ox.Store, p: Path, fmt: formats.FileFormat) -> None:
-    """Load an RDF file; quads of named graphs go to the default graph."""
+    """Load an RDF file; quads of named graphs go to the default graph; blank nodes keep
+    the file's ids, and those it leaves unnamed get ids in order (:func:`_stable_blank_nodes`)."""
     base = p.resolve().as_uri()
     try:
         with formats.open_binary(p) as fh:
-            if fmt.rdf_format is not None and fmt.rdf_format.supports_datasets:
-                quads = ox.parse(fh, fmt.rdf_format, base_iri=base)
-                store.bulk_extend(ox.Quad(q.subject, q.predicate, q.object) for q in quads)
-            else:
-                store.bulk_load(fh, fmt.rdf_format, base_iri=base)
+            store.bulk_extend(_stable_blank_nodes(ox.parse(fh, fmt.rdf_format, base_iri=base)))
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""  # RDF/XML and JSON-LD errors carry no position
         msg = exc.msg
