@@ -10,6 +10,9 @@ value the response body. Only successful answers are stored.
   WAL mode with a busy timeout; several evaluation workers can share a file).
 * ``QueryCache(path, enabled=False)`` is the ``--no-cache`` switch: it never reads or
   writes and never creates the file.
+* A file that cannot be used (damaged, not a database, a directory that cannot be written)
+  is not the endpoint's failure: one warning names it, and the session goes on without
+  the cache (as ``--no-cache`` would).
 * No environment lookups here: the CLI computes the user cache directory once (see
   :func:`default_cache_dir`) and passes :func:`default_cache_path` of it in.
 """
@@ -22,9 +25,14 @@ import sqlite3
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
+
+from ..errors import TraversalsWarning
+
+T = TypeVar("T")
 
 CACHE_FILENAME = "kg-queries.sqlite3"
 
@@ -89,26 +97,46 @@ class QueryCache:
             conn = sqlite3.connect(
                 self.path, timeout=30.0, check_same_thread=False, isolation_level=None
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS answers ("
-                " key TEXT PRIMARY KEY,"
-                " endpoint TEXT NOT NULL,"
-                " body TEXT NOT NULL,"
-                " created REAL NOT NULL)"
-            )
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS answers ("
+                    " key TEXT PRIMARY KEY,"
+                    " endpoint TEXT NOT NULL,"
+                    " body TEXT NOT NULL,"
+                    " created REAL NOT NULL)"
+                )
+            except sqlite3.Error:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
+
+    def _usable(self, use: Callable[[sqlite3.Connection], T], default: T) -> T:
+        """``use(connection)`` under the lock; on a file that cannot be used, one warning and
+        ``default``, and the cache is off for the rest of the session."""
+        with self._lock:
+            if not self.enabled:
+                return default
+            try:
+                return use(self._connect())
+            except (sqlite3.Error, OSError) as exc:
+                why = str(exc) or type(exc).__name__
+                self.enabled = False
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+        warnings.warn(f"the KG query cache {self.path} cannot be used ({why}); going on without it: delete the "
+                      "file to start a new one (or pass --no-cache)", TraversalsWarning, stacklevel=3)
+        return default
 
     def get(self, endpoint: str, query: str, accept: str) -> str | None:
         if not self.enabled:
             return None
         key = cache_key(endpoint, query, accept)
-        with self._lock:
-            row = self._connect().execute(
-                "SELECT body, created FROM answers WHERE key = ?", (key,)
-            ).fetchone()
+        row = self._usable(
+            lambda conn: conn.execute("SELECT body, created FROM answers WHERE key = ?", (key,)).fetchone(), None)
         if row is None or (self.ttl is not None and time.time() - row[1] > self.ttl):
             self.stats.misses += 1
             return None
@@ -119,12 +147,10 @@ class QueryCache:
         if not self.enabled:
             return
         key = cache_key(endpoint, query, accept)
-        with self._lock:
-            self._connect().execute(
+        if self._usable(lambda conn: conn.execute(
                 "INSERT OR REPLACE INTO answers (key, endpoint, body, created) VALUES (?, ?, ?, ?)",
-                (key, endpoint, body, time.time()),
-            )
-        self.stats.writes += 1
+                (key, endpoint, body, time.time())) is not None, False):
+            self.stats.writes += 1
 
     async def aget(self, endpoint: str, query: str, accept: str) -> str | None:
         """:meth:`get` off the event loop (SQLite may wait on another process's lock)."""
@@ -140,8 +166,7 @@ class QueryCache:
     def __len__(self) -> int:
         if not self.enabled or (self._conn is None and not self.path.exists()):
             return 0
-        with self._lock:
-            return self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        return self._usable(lambda conn: int(conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]), 0)
 
     def clear(self, endpoint: str | None = None) -> None:
         if not self.enabled:
