@@ -262,6 +262,17 @@ def test_from_file_errors(tmp_path):
     with pytest.raises(BadInput):
         OxigraphKG.from_file(broken, store_dir=tmp_path / "s")
     assert not (tmp_path / "s").exists()
+    # An empty one given is empty again (it held a store of nothing, which then opened as a KG
+    # of no entities); and a store of no triples is refused when opened
+    (tmp_path / "e").mkdir()
+    with pytest.raises(BadInput):
+        OxigraphKG.from_file(broken, store_dir=tmp_path / "e")
+    assert list((tmp_path / "e").iterdir()) == []
+    import pyoxigraph as ox
+
+    ox.Store(str(tmp_path / "nothing")).flush()
+    with pytest.raises(BadInput, match="the store holds no triples"):
+        OxigraphKG.open(tmp_path / "nothing")
 
 
 # ---------------------------------------------------- RDF input, Wikidata-shaped data

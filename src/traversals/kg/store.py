@@ -91,6 +91,7 @@ Threads
 from __future__ import annotations
 
 import asyncio
+import gc
 import heapq
 import importlib.resources
 import logging
@@ -98,6 +99,7 @@ import os
 import random
 import re
 import shutil
+import traceback
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -378,10 +380,21 @@ class OxigraphKG:
                     raise BadInput(f"{p} holds no triples")
             if store_dir is not None:
                 store.flush()
-        except BaseException:
+        except BaseException as exc:
+            # the store closes when its last reference goes, and the error's frames hold one:
+            # closed after its files were removed, it wrote some back (an empty store that
+            # then opened without error)
+            traceback.clear_frames(exc.__traceback__)
             del store
+            gc.collect()
             if created_dir:
                 shutil.rmtree(store_dir, ignore_errors=True)  # type: ignore[arg-type]
+            elif store_dir is not None:  # it was an empty directory: empty again
+                for child in Path(store_dir).iterdir():
+                    if child.is_dir():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
             raise
         location = str(Path(store_dir)) if store_dir is not None else None
         # a plain file labels every node with rdfs:label: no node is left to its local name, unless
@@ -956,6 +969,9 @@ def _check_default_graph(store: ox.Store, directory: Path) -> None:
     so it would open as a KG without a single entity; a warning when only some are."""
     graphs = sum(1 for _ in store.named_graphs())
     if not graphs:
+        if _is_empty(store):  # what a failed from_file(..., store_dir=) left, or a store emptied
+            raise BadInput(f"{directory}: the store holds no triples; build it again from the triple file "
+                           "(or give the file itself as --kg)")
         return
     if _is_empty(store, ox.DefaultGraph()):
         raise BadInput(
