@@ -294,3 +294,22 @@ def test_blank_node_ids_are_the_same_at_every_load(tmp_path, name, text):
         assert kg.entity("_:x") == blanky
     assert ids[0] == ids[1] and ids[0][0] == "_:x"
     assert ids[0][1] == ("_:y" if name.endswith(".nt") else "_:anon-1")
+
+
+def test_a_literal_with_line_breaks_is_shown_on_one_line_and_keeps_its_value_in_its_id(tmp_path):
+    """Labels read through label predicates were collapsed, literal values were not: `kg edges`
+    printed one entity over two lines (both back ends share iris.literal_label)."""
+    import asyncio
+
+    from traversals.kg import iris
+
+    path = tmp_path / "n.nt"
+    path.write_text('<http://e.org/a> <http://www.w3.org/2000/01/rdf-schema#label> "A" .\n'
+                    '<http://e.org/a> <http://e.org/nick> "first line\\nsecond\\tline" .\n')
+    kg = OxigraphKG.from_file(path)
+    [a] = kg.search_sync("A")
+    [edge] = asyncio.run(kg.get_edges([a], kg.relation("nick"))).edges
+    assert edge.object.label == "first line second line"
+    assert edge.object.id == '"first line\\nsecond\\tline"'
+    assert iris.literal_label("+1929-01-01T00:00:00Z", iris.XSD + "dateTime") == "1929-01-01"
+    assert iris.literal_label("   ") == "   "  # blanks alone: shown as they are, never an empty label

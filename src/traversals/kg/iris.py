@@ -80,6 +80,19 @@ def display_text(value: str) -> str:
     return " ".join(value.split())
 
 
+def literal_label(value: str, datatype: str = "") -> str:
+    """A literal value as both back ends show it: its lexical form, whitespace runs (a
+    newline, tabs) as one space (:func:`display_text`), dates without a midnight time part
+    or a leading ``+`` (``1929-01-01``). Its id keeps the exact value."""
+    if datatype in (XSD + "dateTime", XSD + "date"):
+        for suffix in ("T00:00:00Z", "T00:00:00"):
+            if value.endswith(suffix):
+                value = value[: -len(suffix)]
+                break
+        value = value[1:] if value.startswith("+") else value
+    return display_text(value) or value  # a value of blanks alone is shown as it is
+
+
 def name_label(name: str) -> str:
     """Label for a minted name: underscores become spaces (``directed_by`` -> ``directed by``)."""
     return " ".join(name.replace("_", " ").split())

@@ -165,18 +165,6 @@ def parse_literal_id(ident: str) -> tuple[str, str, str] | None:
     return lit.value, lit.language or "", lit.datatype.value if lit.datatype else ""
 
 
-def literal_label(value: str, datatype: str = "") -> str:
-    """Readable form of a literal: dates without a midnight time part."""
-    if datatype in (XSD + "dateTime", XSD + "date"):
-        v = value
-        for suffix in ("T00:00:00Z", "T00:00:00"):
-            if v.endswith(suffix):
-                v = v[: -len(suffix)]
-                break
-        return v[1:] if v.startswith("+") else v
-    return value
-
-
 #: A literal worth reading as a label or description (a SPARQL filter on ``{v}``): not
 #: empty or all blanks, which the embedded store skips too.
 _USABLE_TEXT = 'isLITERAL({v}) && REGEX(STR({v}), "\\\\S")'
@@ -641,7 +629,7 @@ class SparqlKG:
     def _literal_entity(self, t: Term) -> Entity:
         return Entity(
             id=literal_id(t.value, t.lang, t.datatype),
-            label=literal_label(t.value, t.datatype),
+            label=iris.literal_label(t.value, t.datatype),
             description="",
             kg=self.name,
         )

@@ -266,16 +266,8 @@ def literal_id(lit: ox.Literal) -> str:
 
 
 def literal_label(lit: ox.Literal) -> str:
-    """Readable form of a literal: its lexical form, dates without a midnight time."""
-    value = lit.value
-    if lit.datatype.value in (XSD + "dateTime", XSD + "date"):
-        for suffix in ("T00:00:00Z", "T00:00:00"):
-            if value.endswith(suffix):
-                value = value[: -len(suffix)]
-                break
-        if value.startswith("+"):
-            value = value[1:]
-    return value
+    """Readable form of a literal (:func:`~traversals.kg.iris.literal_label`)."""
+    return iris.literal_label(lit.value, lit.datatype.value)
 
 
 def _local_label(iri: str) -> str:
@@ -523,15 +515,17 @@ class OxigraphKG:
                 add(self._normed[choice])
         if norm and len(found) < limit and self._choices:
             # Typos: "Charls Bail".
+            # token_sort_ratio is ratio over the words sorted: the labels' were sorted once, at
+            # indexing (token_sort_ratio sorted every label again at every search)
             matches = process.extract(
-                norm,
-                self._choices,
-                scorer=fuzz.token_sort_ratio,
+                _sorted_words(norm),
+                self._sorted_choices,
+                scorer=fuzz.ratio,
                 score_cutoff=FUZZY_CUTOFF,
                 limit=limit + 10,
             )
-            for choice, _score, _idx in matches:
-                add(self._normed[choice])
+            for _sorted, _score, idx in matches:
+                add(self._normed[self._choices[idx]])
         return self._entities([self._term_of_key(k) for k in found[:limit]])
 
     def _containing(self, norm: str, limit: int) -> list[str]:
@@ -789,6 +783,7 @@ class OxigraphKG:
         self._exact = dict(exact)
         self._normed = dict(normed)
         self._choices = sorted(self._normed)
+        self._sorted_choices = [_sorted_words(c) for c in self._choices]  # the fuzzy stage's
         words: dict[str, list[str]] = defaultdict(list)
         for choice in self._choices:
             for w in set(_WORD.findall(choice)):
@@ -981,6 +976,11 @@ def _check_default_graph(store: ox.Store, directory: Path) -> None:
             f"--union-default-graph` and give its URL"
         )
     log.warning("%s: the triples in %d named graph(s) are not read, only the default graph's", directory, graphs)
+
+
+def _sorted_words(text: str) -> str:
+    """The words of ``text`` sorted, one space apart (what ``fuzz.token_sort_ratio`` compares)."""
+    return " ".join(sorted(text.split()))
 
 
 def _is_empty(store: ox.Store, graph: ox.DefaultGraph | None = None) -> bool:
