@@ -104,3 +104,31 @@ def test_a_label_the_terminal_cannot_show_is_printed_with_a_question_mark(tmp_pa
     done = subprocess.run([sys.executable, "-m", "traversals.cli", "kg", "search", "rich", "--kg", str(kg)],
                           capture_output=True, env={**env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"})
     assert done.returncode == 0 and done.stdout.startswith("Zürich  http".encode())
+
+
+def test_an_entity_given_by_its_id_is_shown_and_linked_by_its_label(kg, tmp_path, capsys):
+    """By id, the header and the edges' JSON named it by its id (label = id), and with two
+    KGs its copy in the other (linked by label) was never found: only one KG's relations."""
+    code, out, _ = run(capsys, "kg", "relations", "http://example.org/inception", "--kg", kg)
+    assert code == 0 and out.splitlines()[0] == "Inception  http://example.org/inception  (films): 1 relation(s)"
+    music = tmp_path / "music.ttl"
+    music.write_text('@prefix m: <http://music.example/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+                     'm:inc rdfs:label "Inception" ; m:scoredBy m:hz .\nm:hz rdfs:label "Hans Zimmer" .\n')
+    two = ["--kg", kg, "--kg", str(music)]
+    got = json.loads(run(capsys, "kg", "relations", "http://example.org/inception", *two, "--json")[1])
+    assert {(r["key"], r["kg"]) for r in got["relations"]} == {("directedBy", "films"), ("scoredBy", "music")}
+    got = json.loads(run(capsys, "kg", "edges", "http://example.org/inception", "scoredBy", *two, "--json")[1])
+    assert [e["label"] for e in got["entities"]] == ["Hans Zimmer"]
+    assert got["edges"][0]["subject"]["label"] == "Inception"
+
+
+def test_a_label_many_entities_share_says_at_least_and_one_id_in_two_kgs_asks_for_the_kg(tmp_path, capsys):
+    lines = "".join(f'<http://e.org/u{i}> <http://www.w3.org/2000/01/rdf-schema#label> "Unknown" .\n'
+                    f'<http://e.org/u{i}> <http://e.org/p> <http://e.org/z> .\n' for i in range(30))
+    (tmp_path / "u.nt").write_text(lines)
+    code, _, err = run(capsys, "kg", "relations", "Unknown", "--kg", str(tmp_path / "u.nt"))
+    assert code == 2 and "at least 20 entities are labelled 'Unknown': give one's id" in err
+    (tmp_path / "a.txt").write_text("Alice|knows|Bob\n")
+    (tmp_path / "b.txt").write_text("Alice|likes|Carol\n")
+    code, _, err = run(capsys, "kg", "relations", "Alice", "--kg", str(tmp_path / "a.txt"), "--kg", str(tmp_path / "b.txt"))
+    assert code == 2 and "2 entities are labelled 'Alice', in several KGs: give --in-kg NAME" in err

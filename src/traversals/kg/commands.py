@@ -130,7 +130,7 @@ async def _resolve(kgset, text: str, kg: str | None):
         # relations from its own KG: with several KGs, those of another KG's entity of that
         # label come too (its copy), and would make any label of it pass for an id here
         if any(r.kg == entity.kg for r in (await kgset.get_relations([entity], Usage())).items):
-            return entity
+            return await kgset.described(entity, Usage())  # shown by its label
     except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
         pass
     found = await kgset.search(text, Usage(), limit=20)
@@ -139,7 +139,10 @@ async def _resolve(kgset, text: str, kg: str | None):
         return exact[0]
     if exact:
         listed = "; ".join(f"{e.id} ({e.kg})" for e in exact[:10])
-        raise BadInput(f"{len(exact)} entities are labelled {text!r}: give one's id ({listed})")
+        count = f"at least {len(exact)}" if len(found) >= 20 else str(len(exact))  # the search stopped at 20
+        if len({e.id for e in exact}) < len(exact):  # one id in several KGs: the id alone names none
+            raise BadInput(f"{count} entities are labelled {text!r}, in several KGs: give --in-kg NAME ({listed})")
+        raise BadInput(f"{count} entities are labelled {text!r}: give one's id ({listed})")
     hint = f"; near: {', '.join(e.label for e in found[:5])}" if found else ""
     raise BadInput(f"no entity has the id or the label {text!r}, or it has no relation{hint} "
                    "(traversals kg search TEXT lists candidates)")

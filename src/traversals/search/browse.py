@@ -41,6 +41,7 @@ async def find(kgset: KGSet, text: str, limit: int = 5) -> dict[str, Any]:
 async def relations(kgset: KGSet, entity: Entity) -> dict[str, Any]:
     """The entity's relations in both directions, the most frequent first, each with the key
     :func:`edges` takes; ``omitted`` counts those past the list."""
+    entity = await kgset.described(entity, Usage())
     rels = await kgset.get_relations([entity], Usage())
     if not rels.items and not rels.omitted:  # every entity is in a triple, one way or the other
         raise BadInput(f"{entity.id!r} has no relations in kg {entity.kg}: is it an id (not a label) of this kg? "
@@ -59,6 +60,7 @@ async def edges(kgset: KGSet, entity: Entity, key: str) -> dict[str, Any]:
     def pick(rels: Relations) -> Relation | None:
         return next((r for k, r in zip(kgset.option_keys(rels.items), rels.items) if k == key.strip()), None)
 
+    entity = await kgset.described(entity, Usage())  # the edges name it by its label
     rels = await kgset.get_relations([entity], Usage())
     chosen = pick(rels)
     if chosen is None and rels.omitted:  # a relation past the listed ones is still the entity's

@@ -499,6 +499,18 @@ class KGSet:
             have = {(c.kg, c.id) for c in copies}
             copies.extend(c for k, c in group.items() if k != key and k not in have)
 
+    async def described(self, entity: Entity, usage: Usage) -> Entity:
+        """``entity`` as its KG has it (label, description), when it came with its id alone
+        for a label (``kg relations ID``, an MCP client's id) and the KG can say
+        (:class:`~traversals.kg.base.IdentityLinks`: itself among what ``same_as`` returns);
+        else ``entity`` itself."""
+        kg = self.by_name.get(entity.kg)
+        if entity.label != entity.id or kg is None or not isinstance(kg, IdentityLinks):
+            return entity
+        usage.add_kg_call()
+        got = await self._same_as(kg, [entity.id])
+        return next((replace(e, kg=entity.kg) for e in got.get(entity.id, []) if e.id == entity.id), entity)
+
     async def _taken(self, guessed: dict[tuple[str, str], Entity], ids: dict[tuple[str, str], list[str]],
                      usage: Usage) -> set[tuple[str, str]]:
         """The entities (kg, id) of ``guessed`` whose guess, a same-labelled entity of another
