@@ -336,7 +336,7 @@ async def test_wikidata_shaped_labels_ids_literals(rdf_kg):
     thing = await one(rdf_kg, "A Thing")
     for key, label, ident in [
         ("when", "2001-01-01", '"+2001-01-01T00:00:00Z"^^xsd:dateTime'),
-        ("says", 'say "hi"\n} bye', '"say \\"hi\\"\\n} bye"@en'),
+        ("says", 'say "hi" } bye', '"say \\"hi\\"\\n} bye"@en'),  # shown on one line; the id keeps the newline
         ("size", "5", '"5"^^<http://example.org/unit>'),
     ]:
         value = (await rdf_kg.get_edges([thing], rdf_kg.relation(key))).edges[0].object

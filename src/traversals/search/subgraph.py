@@ -139,6 +139,9 @@ class OmittedMark(NamedTuple):
     kg: str = ""
 
 
+#: (source id, relation key, n) or (source id, relation key, n, kg): :class:`OmittedMark`
+#: or a plain tuple
+Mark = Union[tuple[str, str, int], tuple[str, str, int, str]]
 #: (source ids, relation key, n) or (source ids, relation key, n, kg): n edges of these
 #: sources together along the relation (of KG ``kg``; "" or none: of that key in any KG)
 OmittedGroup = Union[tuple[tuple[str, ...], str, int], tuple[tuple[str, ...], str, int, str]]
@@ -180,7 +183,7 @@ class Subgraph:
     facts: tuple[Fact, ...] = ()
     #: (source id, relation key, n): the KG had n more edges of this source along this
     #: relation than it returned
-    omitted: tuple[tuple[str, str, int], ...] = ()
+    omitted: tuple[Mark, ...] = ()
     _handles: dict = field(default_factory=dict, compare=False, repr=False)
     #: (source ids, relation key, n): the KG had n more edges of these sources together
     #: along this relation than it returned, and did not say whose
@@ -230,7 +233,7 @@ class Subgraph:
 
     # -- growth ----------------------------------------------------------------
     def extend(
-        self, facts: list[Fact], omitted: Sequence[tuple[str, str, int]] = (), together: Sequence[OmittedGroup] = ()
+        self, facts: list[Fact], omitted: Sequence[Mark] = (), together: Sequence[OmittedGroup] = ()
     ) -> "Subgraph":
         """The subgraph with ``facts`` added, and what the KG left out: ``omitted`` by source,
         ``together`` by group of sources (:func:`omitted_marks` makes both)."""
