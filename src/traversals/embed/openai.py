@@ -38,6 +38,7 @@ import httpx
 from ..errors import EmbedderError, EmbedderUnavailable
 from ..http_json import JsonPoster, api_root
 from ..tokens import CommandToken
+from ..aio import gather
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -112,7 +113,7 @@ class OpenAIEmbedder:
         sent = [i for i, t in enumerate(texts) if t.strip()]
         size = 1 if self.one_per_request else self.batch_size
         chunks = [sent[i : i + size] for i in range(0, len(sent), size)]
-        replies = await asyncio.gather(
+        replies = await gather(
             *(self._embed_chunk([texts[i] for i in c]) for c in chunks)
         )
         out: list[list[float]] = [[] for _ in texts]
@@ -137,7 +138,7 @@ class OpenAIEmbedder:
             if (
                 len(texts) > 1
             ):  # only the first input's token vectors can be trusted: ask again
-                singles = await asyncio.gather(*(self._request([t]) for t in texts))
+                singles = await gather(*(self._request([t]) for t in texts))
                 return [got[0] for got, _ in singles]
         return vectors
 

@@ -47,7 +47,6 @@ have no relations of their own here.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import random
@@ -78,6 +77,7 @@ from .base import (
 )
 from .cache import QueryCache
 from .http import HttpClient, RateLimit
+from ..aio import gather
 # the vocabulary shared with the embedded store (one definition: kg/iris.py)
 from .iris import (  # noqa: F401 - also read from this module by its users
     DEFAULT_LABEL_PREDICATES, RDFS_LABEL, SCHEMA_DESCRIPTION, SCHEMA_NAME, SKOS, SKOS_PREF_LABEL, WIKIBASE,
@@ -1113,7 +1113,7 @@ class SparqlKG:
 
             # anchors in the order the edges are sorted by: their label, then id
             anchors = sorted(sources, key=lambda k: (given[k].label.lower(), k))
-            total, ordered = await asyncio.gather(
+            total, ordered = await gather(
                 count(),
                 self._label_ordered(
                     [sources[k] for k in anchors], st.iri(p), inverse=relation.inverse, limit=limit

@@ -59,6 +59,7 @@ from traversals.http_json import JsonPoster, api_root
 from traversals.tokens import CommandToken
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
+from ..aio import gather
 
 __all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES"]
 
@@ -359,7 +360,7 @@ class OpenAICompatibleLLM:
                 usages.append(usage)
             if len(texts) < n:  # the server ignored n: top up with concurrent requests
                 offset = len(texts)
-                results = await asyncio.gather(
+                results = await gather(
                     *(
                         self._chat(
                             prompt,
@@ -505,7 +506,7 @@ class OpenAICompatibleLLM:
             )
         options = list(options)
         text = self._render(prompt, prefix)
-        results = await asyncio.gather(
+        results = await gather(
             *(self._echo_logprobs(text + o) for o in options if o)
         )
         it = iter(results)

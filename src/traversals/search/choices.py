@@ -12,12 +12,12 @@ different orders (a small model's choice depends on the order the options are li
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
+from ..aio import gather
 
 RATINGS = tuple(f"{i / 10:.1f}" for i in range(11))
 
@@ -81,7 +81,7 @@ async def calibrated_probs(
     context, which the next call continues from (llama.cpp would otherwise recompute it
     from the query on); ``transient`` scores the real prompt that way too.
     """
-    probs, neutral = await asyncio.gather(
+    probs, neutral = await gather(
         option_probs(llm, prompt, options, usage, transient=transient),
         option_probs(llm, neutral_prompt, options, usage, transient=True),
     )

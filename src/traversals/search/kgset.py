@@ -26,7 +26,6 @@ counted in ``omitted``).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 from collections import Counter
@@ -50,6 +49,7 @@ from ..kg.iris import IDENTITY_PREDICATES
 from ..kg.text import normalise
 from ..llm.base import Usage
 from ..plugin_call import call_plugin
+from ..aio import gather
 
 
 def _norm(text: str) -> str:
@@ -210,7 +210,7 @@ class KGSet:
             usage.add_kg_call()
             return await self._search(kg, text, limit)
 
-        results = await asyncio.gather(*(one(kg) for kg in self.kgs))
+        results = await gather(*(one(kg) for kg in self.kgs))
         return [e for r in results for e in r]
 
     async def get_relations(self, entities: Sequence[Entity], usage: Usage, *, limit: int | None = None) -> Relations:
@@ -236,7 +236,7 @@ class KGSet:
             walkable = [r for r in got.items if r.iri not in IDENTITY_PREDICATES]
             return Relations(tuple(walkable[: max(0, cap)]), got.omitted + max(0, len(walkable) - cap))
 
-        answers = await asyncio.gather(*(one(kg) for kg in self.kgs))
+        answers = await gather(*(one(kg) for kg in self.kgs))
         return self._shared(answers, cap)
 
     @staticmethod
@@ -474,13 +474,13 @@ class KGSet:
                 if hits:
                     guessed[(e.kg, e.id)] = hits[0]
 
-            await asyncio.gather(*(by_label(e) for e in others if not same.get((e.kg, e.id))))
+            await gather(*(by_label(e) for e in others if not same.get((e.kg, e.id))))
             taken = await self._taken(guessed, ids, usage)
             for key, x in guessed.items():
                 same[key] = [] if key in taken else [x]
             return {k: [x if x.kg else replace(x, kg=kg.name) for x in v] for k, v in same.items()}
 
-        per_kg = await asyncio.gather(*(in_kg(kg) for kg in self.kgs))
+        per_kg = await gather(*(in_kg(kg) for kg in self.kgs))
         for e in todo:
             self._links.setdefault((e.kg, e.id), [])
             for other in (x for got in per_kg for x in got.get((e.kg, e.id), [])):

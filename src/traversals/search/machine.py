@@ -14,7 +14,6 @@ search goes on (a later expansion of it samples again at temperature 1.0).
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph, omitted_marks, shown
 from .templates import PromptSet, default_prompts
+from ..aio import gather
 
 
 class State(str, enum.Enum):
@@ -637,7 +637,7 @@ class Machine:
         known = {entity_key(e) for e in node.parent.subgraph.entities} if node.parent is not None else set()
         new = list(dict.fromkeys(f.target for f in node.new_facts if entity_key(f.target) not in known))
         new = [e for e in new if entity_key(e) not in node.exhausted][: self.screen_limit]
-        found = await asyncio.gather(
+        found = await gather(
             *(self._fresh_relations((e,), node.subgraph, node.expanded, usage) for e in new)
         )
         return frozenset(entity_key(e) for e, (_, fresh, _) in zip(new, found) if not fresh)
@@ -655,7 +655,7 @@ class Machine:
         if not suspects:
             return relations, []
         known = {(e.relation.kg, e.subject.id, e.relation.id, e.object.id) for e in subgraph.edges()}
-        found = await asyncio.gather(*(self.kgs.get_edges(entities, r, usage) for r in suspects))
+        found = await gather(*(self.kgs.get_edges(entities, r, usage) for r in suspects))
         back = [
             r for r, got in zip(suspects, found)
             if not got.omitted and all((e.relation.kg, e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)

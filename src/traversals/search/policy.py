@@ -16,7 +16,6 @@ Two decodings:
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
 from collections import Counter
@@ -39,6 +38,7 @@ from .machine import (
 )
 from .provenance import answerable_facts, reached_groups
 from .subgraph import MAX_SHOWN, Fact, shown
+from ..aio import gather
 
 STOP = ["\nTHINK", "\nEXPAND_KG", "\nANSWER", "\nSELECT", "\nOriginal Query"]
 
@@ -322,7 +322,7 @@ class Policy:
             probs = await option_probs(self.llm, prompt, names, usage)
             priors: dict[str, float] = dict(zip(names, probs))
             ranked = [kinds[i] for i in self._draw(probs, len(kinds), temperature)]
-            acted = await asyncio.gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k]))
+            acted = await gather(*(self._act(query, prompt, node, t, usage) for t in ranked[:k]))
             actions = [a for group in acted for a in group]
             # A greedy text that is empty or repeats an earlier thought would be an
             # invalid node: the next-ranked action type takes its place.
@@ -369,7 +369,7 @@ class Policy:
             return await asked(False)
         # concurrently for endpoints that serve calls in parallel; a local model takes them
         # in this order, the real prompt first (the one its KV cache keeps)
-        return geometric_mean(await asyncio.gather(asked(False), asked(True)))
+        return geometric_mean(await gather(asked(False), asked(True)))
 
     async def _act(self, query: str, prompt: str, node: Node, kind: ActionType, usage: Usage) -> list[Action]:
         if kind is ActionType.ANSWER:
@@ -554,7 +554,7 @@ class Policy:
             return out
 
         forward = list(range(len(names)))
-        both = await asyncio.gather(asked(forward), asked(forward[::-1]))
+        both = await gather(asked(forward), asked(forward[::-1]))
         total = [a + b for a, b in zip(*both)]
         ranked = sorted(range(len(names)), key=lambda i: -total[i])  # stable: ties keep the order
         chosen = [free] if free is not None else []

@@ -48,6 +48,7 @@ from .machine import normalise_label
 from .result import NO_ANSWER, Answer
 from .subgraph import shown
 from .templates import PromptSet, default_prompts
+from ..aio import gather
 
 T = TypeVar("T")
 
@@ -324,12 +325,12 @@ class RetrieveThenRead:
         [question_vector] = await self.embedder.embed([query])
         for hop in range(1, self.hops + 1):
             asked = frontier[: budget(len(frontier))]
-            relations = await asyncio.gather(*(bounded(kgs.get_relations([e], usage)) for e, _ in asked))
+            relations = await gather(*(bounded(kgs.get_relations([e], usage)) for e, _ in asked))
             out.relations_omitted += sum(r.omitted for r in relations)
             walks: list[tuple[Entity, Fact | None, Relation]] = _interleaved(
                 [[(e, via, r) for r in got.items] for (e, via), got in zip(asked, relations)])
             walks = walks[: budget(len(walks))]
-            found = await asyncio.gather(*(bounded(kgs.get_edges([e], r, usage)) for e, _, r in walks))
+            found = await gather(*(bounded(kgs.get_edges([e], r, usage)) for e, _, r in walks))
             out.edges_omitted += sum(g.omitted for g in found)
             new: list[Fact] = []
             for (e, via, _), edge in _interleaved([[(w, edge) for edge in g.edges] for w, g in zip(walks, found)]):

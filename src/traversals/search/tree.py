@@ -33,7 +33,6 @@ When there is no answer at all it is "Cannot find answer"
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import time
@@ -52,6 +51,7 @@ from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
 from .templates import PromptSet, default_prompts
 from .value import NodeValue, ValueFunction
+from ..aio import gather
 
 
 @dataclass
@@ -362,7 +362,7 @@ class TreeOfTraversals:
                 proposal = await policy.propose(question, node, cfg.k, node.usage)
                 suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
             actions = [*proposal.actions, *suggested]
-            children = list(await asyncio.gather(*(machine.transition(node, a, Usage()) for a in actions)))
+            children = list(await gather(*(machine.transition(node, a, Usage()) for a in actions)))
             node.priors = proposal.priors
             for child, prior in zip(children, proposal.action_priors or ()):
                 child.prior = prior
@@ -382,7 +382,7 @@ class TreeOfTraversals:
                 if child.state is State.DONE or child.invalid or evaluate_intermediate:
                     child.value = await value_fn.evaluate(question, child, child.usage)
 
-            await asyncio.gather(*(score(c) for c in children))
+            await gather(*(score(c) for c in children))
             for child in children if drop_detours else ():
                 if not child.duplicate and (shorter := detour_of(child, nodes)) is not None:
                     child.add_note(f"a detour of node {shorter.id} (its walks and a side walk, rated no higher): not expanded")

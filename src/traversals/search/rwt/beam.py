@@ -8,13 +8,13 @@ is the best-valued state reached at any hop (see :mod:`.engine`).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Sequence
 
 from ..result import Answer
 from .engine import RwTSearch
 from .state import PathNode
+from ...aio import gather
 
 
 class HopBeamSearch(RwTSearch):
@@ -32,7 +32,7 @@ class HopBeamSearch(RwTSearch):
                 actions = await self.expand(question, state)
                 top = sorted(actions, key=lambda a: -a[1])[: self.config.beam_branch]
                 children = [self.child(state, relation, prior, nodes) for relation, prior in top]
-                await asyncio.gather(*(self.evaluate(question, guesses, c) for c in children))
+                await gather(*(self.evaluate(question, guesses, c) for c in children))
                 candidates.extend(c for c in children if c.entities)
             beam = sorted(candidates, key=lambda n: (-(n.value or 0.0), n.id))[: self.config.beam_width]
             hops += bool(beam)
