@@ -502,6 +502,27 @@ async def test_slow_server_timeout_is_honoured() -> None:
         app.close()
 
 
+async def test_the_time_budget_starts_once_a_connection_is_free() -> None:
+    """16 queries at once, each answered in 0.3 s, with a 1 s budget and 4 connections: those
+    waiting for a connection spent their budget waiting and failed with KGTimeout, though the
+    endpoint answered every one in time."""
+    def slow(handler, app):
+        time.sleep(0.3)
+        return 200, {"Content-Type": "application/sparql-results+json"}, EMPTY_RESULTS
+
+    app = LocalApp(slow)
+    http = HttpClient(timeout=1.0, max_retries=0, max_connections=4)
+    try:
+        async with SparqlKG(app.url, http=http) as kg:
+            got = await asyncio.gather(*(kg.select(f"SELECT * WHERE {{ ?s ?p {i} }}") for i in range(16)),
+                                       return_exceptions=True)
+        assert [g for g in got if isinstance(g, BaseException)] == []
+        assert len(app.requests) == 16
+    finally:
+        await http.aclose()
+        app.close()
+
+
 async def test_429_with_retry_after_waits_and_succeeds() -> None:
     def limited(handler, app):
         if len(app.requests) == 1:

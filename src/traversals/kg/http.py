@@ -4,7 +4,9 @@ One :class:`HttpClient` wraps a pooled ``httpx.AsyncClient`` and adds what a pol
 robust client of a public endpoint needs:
 
 * a time budget per attempt (``timeout``): the whole request -- connect, send, wait,
-  read -- must finish within it, not just each socket operation;
+  read -- must finish within it, not just each socket operation; it starts once one of
+  the pool's ``max_connections`` is free (a query queued behind the client's others is
+  not the endpoint being slow);
 * retries with exponential backoff and jitter on HTTP 429, HTTP 5xx and connection
   errors, honouring ``Retry-After`` (seconds or an HTTP date). Other 4xx answers and
   timeouts are not retried: the same query would fail again (and on WDQS a timed-out
@@ -176,6 +178,9 @@ class HttpClient:
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        #: a request holds one of the pool's connections before its time budget starts: the
+        #: budget is the endpoint's time, not the wait behind this client's other requests
+        self._connections: asyncio.Semaphore | None = None
         self._pace_lock: asyncio.Lock | None = None
         self._next_start = 0.0
         self._closed = False
@@ -191,8 +196,11 @@ class HttpClient:
             # locks belong to a dead loop; start afresh
             self._client = None
             self._semaphore = None
+            self._connections = None
             self._pace_lock = None
         self._loop = loop
+        if self._connections is None:
+            self._connections = asyncio.Semaphore(self._max_connections)
         if self._client is None:
             self._client = httpx.AsyncClient(
                 headers={"User-Agent": self.user_agent},
@@ -280,9 +288,11 @@ class HttpClient:
                     await semaphore.acquire()
                 try:
                     await self._pace(pace_lock)
-                    self.stats.requests += 1
-                    async with asyncio.timeout(budget):
-                        response = await self._send(client, method, target, data, headers, auth)
+                    assert self._connections is not None
+                    async with self._connections:  # a free connection first, then the budget
+                        self.stats.requests += 1
+                        async with asyncio.timeout(budget):
+                            response = await self._send(client, method, target, data, headers, auth)
                 finally:
                     if semaphore is not None:
                         semaphore.release()
