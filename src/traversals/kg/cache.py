@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, TypeVar
 
 from ..errors import TraversalsWarning
+from ..wal import use_wal
 
 T = TypeVar("T")
 
@@ -98,7 +99,7 @@ class QueryCache:
                 self.path, timeout=30.0, check_same_thread=False, isolation_level=None
             )
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS answers ("

@@ -47,6 +47,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeGuard
 
 from ..errors import BadInput
 from .base import LLM, Generation, Scores
+from ..wal import use_wal
 
 __all__ = ["CachedLLM", "check_cache_file"]
 
@@ -177,7 +178,7 @@ def _open(path: Path) -> sqlite3.Connection:
             db.close()
             raise BadInput(f"{where} is another SQLite database (tables {', '.join(sorted(tables))}), not an LLM "
                            "reply cache: name another file (it was left as it is)")
-        db.execute("PRAGMA journal_mode=WAL")  # other processes read while one writes
+        use_wal(db)  # other processes read while one writes
         db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
         db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (str(FORMAT),))
