@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -167,7 +168,7 @@ def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path
     traces = {
         "a": [{"id": 0, "action": None}, {"id": 1, "action": act}, {"id": 2, "action": act, "invalid": True}],
         "b": [{"id": 0, "action": None}, {"id": 1, "action": act}, {"id": 2, "action": act}, {"id": 3, "action": act}],
-        "c": [{"id": 0, "action": act}],  # an errored question: left out
+        "c": [{"id": 0, "action": act}],  # an errored question: its actions left out
     }
     rows = []
     for i, (name, nodes) in enumerate(traces.items()):
@@ -178,9 +179,11 @@ def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     eff = efficiency(load_run(run))
     assert (eff.actions, eff.valid_actions) == (5, 4) and eff.valid_rate == 0.8
-    assert eff.median_seconds == 3.0 and eff.computed_over_sent == 0.25
+    # the errored question's actions are left out, its seconds and tokens counted, as the means
+    # count them (the median had been 3.0 and computed / sent 0.25, without it)
+    assert eff.median_seconds == 5.0 and eff.computed_over_sent == 0.5
     text = write_report([run]).read_text()
-    assert "| 3.00 | 80.0 | 0.25 |" in text
+    assert "| 5.00 | 80.0 | 0.50 |" in text
 
 
 async def test_a_trained_value_model_labels_its_run(tmp_path):
@@ -412,6 +415,12 @@ def test_the_cost_of_each_run_at_given_prices(tmp_path):
     assert "## Cost at $1 prompt / $10 completion, $0.1 cached per million tokens" in text
     assert "| x | chain | openai:m | 3 | $0.2867 | $0.8600 | $0.8600 |" in text
     assert "## Cost" not in write_report([run]).read_text()  # no prices, no cost section
+    # a local model's reuse of its own KV cache is no server's cache: billed as computed
+    # (it was billed at the cached price)
+    local = tmp_path / "local"
+    shutil.copytree(run, local)
+    (local / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "local", "selected": 3}))
+    assert cost(load_run(local), prices).total == pytest.approx(1.0 + 0.1 + 0.2 + 0.1)
     for bad in ("1", "a,b", "1,-2", "1,2,3,4", "1,inf"):
         with pytest.raises(BadInput, match="--price .*PROMPT,COMPLETION"):
             Prices.parse(bad)
@@ -472,3 +481,14 @@ def test_a_hand_edited_number_that_is_no_number_counts_0(tmp_path):
     row = json.loads(_row("x:0", "A", "A", 1.0))
     (run / "results.jsonl").write_text(json.dumps({**row, "seconds": "slow"}) + "\n" + _row("x:1", "A", "A", 1.0))
     assert "100.0 / 100.0 (n=2)" in write_report([run]).read_text()  # reported, not a ValueError
+
+
+def test_value_buckets_put_every_half_way_value_up():
+    """round() rounds halves to even on binary floats: 0.45 and 0.55 both went to 0.6, 0.65
+    and 0.75 to 0.8, and buckets 0.5 and 0.7 stayed empty (0.35 is a real value: a 5/10
+    rating on an answer the KG did not confirm, times 0.7)."""
+    from traversals.eval.report import _buckets
+
+    values = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
+    assert [b for b, _, _ in _buckets((v, 1.0) for v in values)] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert _buckets([(0.0, 1.0), (0.04, 0.0), (0.5, 1.0), (1.0, 1.0)]) == [(0.0, 2, 0.5), (0.5, 1, 1.0), (1.0, 1, 1.0)]

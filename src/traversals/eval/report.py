@@ -28,6 +28,7 @@ A plot without data is not drawn; the report says so.
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -188,15 +189,17 @@ class Efficiency:
 
 def efficiency(run: Run) -> Efficiency:
     """Every node made by an action counts; an invalid one (unparseable output, a dead-end
-    selection) is not valid. Questions that ended in an error are left out."""
+    selection) is not valid; the actions of questions that ended in an error are left out.
+    The median seconds and computed / sent take every row, errors with what they spent, as
+    the table's means do (the median had left errors out beside a mean with them)."""
     actions = valid = 0
     seconds, sent, computed = [], 0, 0
     for row in run.rows:
-        if row.get("error"):
-            continue
         seconds.append(as_number(row.get("seconds")))  # a hand-edited "slow": 0, as the summary counts it
         sent += int(as_number(row.get("prompt_tokens")))
         computed += int(as_number(row.get("computed_prompt_tokens", row.get("prompt_tokens"))))
+        if row.get("error"):
+            continue
         for node in _nodes(run.trace(row)):
             if node.get("action"):
                 actions += 1
@@ -234,10 +237,11 @@ class Prices:
         cached = "" if self.cached is None else f", ${self.cached:g} cached"
         return f"${self.prompt:g} prompt / ${self.completion:g} completion{cached} per million tokens"
 
-    def dollars(self, row: dict) -> float:
-        """What ``row``'s tokens cost at these prices."""
+    def dollars(self, row: dict, *, server_cache: bool = True) -> float:
+        """What ``row``'s tokens cost at these prices; ``server_cache`` False (a model run in
+        this process): the prompt tokens its own KV cache spared are billed as computed."""
         sent = int(as_number(row.get("prompt_tokens")))
-        computed = min(sent, int(as_number(row.get("computed_prompt_tokens", sent))))
+        computed = min(sent, int(as_number(row.get("computed_prompt_tokens", sent)))) if server_cache else sent
         cached = self.prompt if self.cached is None else self.cached
         return (computed * self.prompt + (sent - computed) * cached
                 + int(as_number(row.get("completion_tokens"))) * self.completion) / 1e6
@@ -253,8 +257,11 @@ class Cost:
 
 
 def cost(run: Run, prices: Prices) -> Cost:
-    """Every row counts, an error row with what it spent before it failed."""
-    total = sum(prices.dollars(row) for row in run.rows)
+    """Every row counts, an error row with what it spent before it failed. Only an endpoint's
+    cache reuse (``--llm openai:``) goes at the cached price; a local model's is its own."""
+    llm = str(run.config.get("llm") or "")
+    server_cache = not run.config or llm.lower().startswith("openai:") or bool(run.config.get("llm_url"))
+    total = sum(prices.dollars(row, server_cache=server_cache) for row in run.rows)
     right = sum(as_number(row.get("hits@1")) for row in run.rows if not row.get("error"))
     return Cost(total, total / len(run.rows) if run.rows else None, total / right if right else None)
 
@@ -534,9 +541,12 @@ def _figure(width: float = 6.4, height: float = 4.2):
 
 
 def _buckets(points: Iterable[tuple[float, float]], width: float = 0.1) -> list[tuple[float, int, float]]:
+    """(bucket, n, mean score) of the points by value, each value in the nearest multiple of
+    ``width``, a half-way value always up (``round`` rounds halves to even, on binary floats:
+    0.45 and 0.55 both went to 0.6 and bucket 0.5 stayed empty)."""
     acc: dict[float, list[float]] = {}
     for v, s in points:
-        b = round(round(v / width) * width, 6)
+        b = round(math.floor(v / width + 0.5 + 1e-9) * width, 6)
         acc.setdefault(b, []).append(s)
     return [(b, len(ss), sum(ss) / len(ss)) for b, ss in sorted(acc.items())]
 
@@ -739,7 +749,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     lines += [
         "",
         "95% CI: Wilson score interval of Hits@1 (a binomial proportion over n questions). Costs are means "
-        "per question; median s is the median. Valid actions: share of the search's action nodes that were "
+        "per question and median s the median, both over every question, errors with what they spent. Valid actions: share of the search's action nodes that were "
         "valid (– for CoT: no KG actions). Computed / sent: prompt tokens the LLM computed over those sent "
         "(the rest was reused from its KV cache; 1.00 for an endpoint that does not report it).",
         "",
