@@ -217,3 +217,29 @@ def test_a_negative_number_is_not_its_absolute_value_and_scale_words_are_read():
     assert normalize("1.5 billion") == "1500000000" and normalize("two thousand") == "2000"
     assert normalize("0.25 thousand") == "250" and normalize("1.2345 thousand") == "1234.5"
     assert score("45 million", ["45,000,000"])["em_in"] == 1.0
+
+
+@pytest.mark.parametrize("prediction, gold", [
+    ("Taken 2, A Million Ways to Die in the West", ["Taken 2", "A Million Ways to Die in the West"]),
+    ("Lethal Weapon 4 | Million Dollar Baby", ["Lethal Weapon 4"]),
+    ("2012 | BC Rich", ["2012"]),
+    ("The Deep Six | The Million Dollar Duck", ["The Deep Six", "The Million Dollar Duck"]),  # metaqa-2hop:dev:9369
+])
+def test_em_in_finds_an_item_whatever_its_neighbour(prediction, gold):
+    """The whole answer was normalised at once, so a number ending one item and "million",
+    "BC" or "minus" starting the next were read together: "taken 2000000 ways", "-2012 rich"."""
+    assert score(prediction, gold)["em_in"] == 1.0
+
+
+def test_a_gold_name_with_a_semicolon_is_one_item():
+    """webquestions:538: "Campfire Stories;Comes Around Gos Around" was cut at its ";" (only
+    commas were protected), so a perfect list answer scored F1 0.667."""
+    gold = ["Valentine's Day", "Campfire Stories;Comes Around Gos Around", "The Lorax"]
+    assert score("Valentine's Day; Campfire Stories;Comes Around Gos Around; The Lorax", gold) == {
+        "hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+
+
+def test_a_year_before_1000_is_found_in_a_full_date():
+    assert score("He died on 3 August 979.", ["979"])["em_in"] == 1.0
+    assert score("979-08-03", ["3 August 979"])["hits@1"] == 1.0
+    assert normalize("24 May 1941") == "1941 05 24"

@@ -13,7 +13,8 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
 2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``): ISO ``1941-05-24`` (a ``T...`` time part
    dropped), ``24 May 1941``, ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English
    month names and 3-letter abbreviations. The dashes then become spaces, so a date is
-   the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date.
+   the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date (a year
+   before 1000 as it is written: ``3 August 979`` is ``979 08 03``).
 3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
    trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); the number
    words zero..twenty and thirty..ninety become digits. A minus that starts a number is
@@ -54,7 +55,7 @@ _MONTHS = {
 }  # fmt: skip
 _MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ORD = r"(?:st|nd|rd|th)?"
-_ISO = re.compile(r"(?<![\w.])[+]?(\d{4})-(\d{1,2})-(\d{1,2})(?:t\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?z?)?(?!\w)", re.I)
+_ISO = re.compile(r"(?<![\w.])[+]?(\d{3,4})-(\d{1,2})-(\d{1,2})(?:t\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?z?)?(?!\w)", re.I)
 _DMY = re.compile(rf"(?<![\w])(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?\s+(\d{{3,4}})(?!\w)", re.I)
 _MDY = re.compile(rf"(?<![\w]){_MONTH}\s+(\d{{1,2}}){_ORD},?\s+(\d{{3,4}})(?!\w)", re.I)
 _MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
@@ -83,7 +84,8 @@ _NUMBER_WORDS = {
 def _date(y: str, m: int, d: int | None = None) -> str | None:
     if not 1 <= m <= 12 or (d is not None and not 1 <= d <= 31):
         return None
-    return f"{int(y):04d}-{m:02d}" + (f"-{d:02d}" if d is not None else "")
+    # the year as a bare year is written (979, not 0979): a gold year is found in a full date
+    return f"{int(y)}-{m:02d}" + (f"-{d:02d}" if d is not None else "")
 
 
 def canonical_dates(text: str) -> str:
@@ -319,7 +321,10 @@ def em_in(prediction: object, gold: object) -> float:
     if (yes_no := _boolean_score(prediction, labels)) is not None:
         return yes_no
     pred = _Pred(prediction)
-    return sum(any(pred.has(a) for a in alts) for alts in labels) / len(labels)
+    # each item normalised on its own too: normalising the whole joins neighbours ("Taken 2,
+    # A Million Ways …" read "taken 2000000 ways", "2012 | BC Rich" "-2012 rich")
+    items = [_Pred(i) for i in split_items(prediction, _with_commas(gold))]
+    return sum(any(pred.has(a) or any(i.has(a) for i in items) for a in alts) for alts in labels) / len(labels)
 
 
 # ---------------------------------------------------------------------------- answer sets
@@ -332,21 +337,21 @@ def _clean(item: str) -> str:
     return item.strip().strip(_QUOTES).rstrip(".").strip()
 
 
-def _join_kept(pieces: list[str], keep: Collection[str]) -> list[str]:
-    """Comma-split ``pieces`` with the runs that together spell a name in ``keep``
-    (normalised) joined again, longest first."""
+def _join_kept(pieces: list[str], keep: Collection[str], sep: str = ",") -> list[str]:
+    """``pieces`` split at ``sep`` (``","``; ``";"``: any of ``|``, ``;``, a newline) with the
+    runs that together spell a name in ``keep`` (normalised) joined again, longest first."""
     if not keep:
         return pieces
-    span = 1 + max(k.count(",") for k in keep)
+    span = 1 + max(k.count(",") if sep == "," else len(_SPLIT_STRONG.findall(k)) for k in keep)
     norms = {normalize(k) for k in keep} - {""}
     out, i = [], 0
     while i < len(pieces):
         j = next(
             (j for j in range(min(len(pieces), i + span), i + 1, -1)
-             if normalize(_clean(",".join(pieces[i:j]))) in norms),
+             if normalize(_clean(sep.join(pieces[i:j]))) in norms),
             i + 1,
         )  # fmt: skip
-        out.append(",".join(pieces[i:j]))
+        out.append(sep.join(pieces[i:j]))
         i = j
     return out
 
@@ -375,15 +380,16 @@ def split_items(prediction: object, keep: Collection[str] = ()) -> list[str]:
     if items is None:
         text = canonical_numbers(canonical_dates(text))
         if _SPLIT_STRONG.search(text):
-            items = _SPLIT_STRONG.split(text)
+            items = _join_kept(_SPLIT_STRONG.split(text), [k for k in keep if _SPLIT_STRONG.search(k)], sep=";")
         else:
             items = _join_kept(text.split(","), [k for k in keep if "," in k])
     return [item for item in map(_clean, items) if item]
 
 
 def _with_commas(gold: object) -> list[str]:
-    """The gold alternatives that contain a comma: no comma split cuts them."""
-    return [a for g in as_gold(gold) for a in g.alternatives if "," in a]
+    """The gold alternatives that contain a comma, ``|``, ``;`` or a newline: no split cuts
+    them ("Campfire Stories;Comes Around Gos Around", a WebQuestions answer, is one)."""
+    return [a for g in as_gold(gold) for a in g.alternatives if "," in a or _SPLIT_STRONG.search(a)]
 
 
 def _item_matches(item: _Pred, alts: frozenset[Alt]) -> bool:
