@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import __version__
 from .api import STRATEGIES
 from .errors import BadInput, TraversalsError, TraversalsWarning
 from .eval.commands import add_eval_commands
@@ -184,6 +185,14 @@ async def _ask(args: argparse.Namespace) -> int:
         if status is not None:
             status.clear()
         await close_all(llm, kgs, embedder)
+    # the trace first: a reader of stdout gone before the answer (a pager quit) loses no
+    # search; a failed write is said after the answer is printed, so it costs only the trace
+    trace_failed = None
+    if trace_file is not None:
+        try:
+            trace_file.write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
+        except OSError as e:
+            trace_failed = f"--trace {trace_file}: cannot write it ({e.strerror or type(e).__name__})"
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
     else:
@@ -197,11 +206,8 @@ async def _ask(args: argparse.Namespace) -> int:
             print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
     for note in answer_notes(answer, args):
         print(f"note: {note}", file=sys.stderr)
-    if trace_file is not None:  # after the answer is printed: a failed write costs only the trace
-        try:
-            trace_file.write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
-        except OSError as e:
-            raise BadInput(f"--trace {trace_file}: cannot write it ({e.strerror or type(e).__name__})") from None
+    if trace_failed is not None:
+        raise BadInput(trace_failed)
     return 0
 
 
@@ -232,6 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.shutdown_timeout >= 0:
         raise BadInput(f"--shutdown-timeout must be 0 or more, got {args.shutdown_timeout}")
     limits = ServiceLimits(max_concurrency=args.concurrency, max_queue=args.max_queue, timeout=args.timeout)
+    _check_listen(args.host, args.port)
     api_keys = _api_keys(args, "the service")
     for origin in args.cors_origin or ():  # a typo is told before the model loads
         cors_origin(origin)
@@ -260,6 +267,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_listen(host: str, port: int) -> None:
+    """:class:`BadInput` when ``host:port`` cannot be listened on (a port in use -- by the LLM
+    server of the README's example, at 8000 too --, a host name that does not resolve),
+    before a KG or model loads: uvicorn said so in log lines after loading them, exit 3."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise BadInput(f"--host {host}: not an address of this machine ({e.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(address)
+        except OSError as e:
+            hint = (": another program listens there (your LLM server?); pass --port N"
+                    if e.errno == errno.EADDRINUSE else "")
+            raise BadInput(f"--host {host} --port {port}: cannot listen there ({e.strerror}){hint}") from None
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .kg.factory import open_kgs
     from .mcp_server import create_mcp_server
@@ -271,6 +300,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise BadInput("--api-key-file guards the streamable-http transport; with stdio only the host that "
                        "started this command talks to it")
     api_keys = _api_keys(args, "the MCP server") if args.transport != "stdio" else []
+    if args.transport != "stdio":
+        _check_listen(args.host, args.port)
     refuse_contradicting_flags("tree", args)  # as serve: whatever strategy a call names
     refuse_unused_llm_flags(args)
     load_prompts(args.prompts)  # a directory's templates checked before the model loads (and read again by the server)
@@ -301,7 +332,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     path = Path(args.path)
     out = Path(args.out) if args.out else None
     if out is not None and args.out.endswith(("/", os.sep)) and path.is_file():  # --out DIR/: a folder, made if new
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file of that name, a path through a file, no permission
+            raise BadInput(f"--out {args.out}: cannot make the folder ({e.strerror or type(e).__name__})") from None
     if path.is_dir():
         if not (path / "results.jsonl").is_file():
             raise BadInput(f"{path} has no results.jsonl: give a run directory of traversals eval or a trace file")
@@ -362,6 +396,7 @@ def _add_api_key_flag(p: argparse.ArgumentParser, only: str = "") -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traversals", description="Answer questions by searching knowledge graphs with an LLM.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", "-V", action="version", version=f"traversals {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ask = sub.add_parser("ask", help="answer one question")
@@ -471,6 +506,23 @@ def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments, with a hint for a question (or search text) typed without quotes:
+    ``traversals ask what films did X direct`` read one word as the question and refused
+    the others as "unrecognized arguments"."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        words = [w for w in extra if not w.startswith("-")]
+        said = {"ask": "question", "search": "text"}.get(getattr(args, "kg_command", None) or args.command)
+        if said and words and len(words) == len(extra):
+            first = args.question if said == "question" else args.text
+            command = "traversals ask" if said == "question" else "traversals kg search"
+            parser.exit(2, f"traversals: error: put the {said} in quotes, as one argument: "
+                           f"{command} \"{' '.join([first, *words])}\" ...\n")
+        parser.parse_args(argv)  # argparse's own message for the rest
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # stdout in an encoding that cannot hold every answer or label (ASCII, cp1252): a file or
     # a pipe gets UTF-8 (JSON and names intact), a terminal "?" for what it cannot show --
@@ -482,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             reconfigure(errors="replace")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     try:
         with warnings.catch_warnings(), _sigterm_as_interrupt(getattr(args, "command", None)):
             warnings.showwarning = _show_warning

@@ -203,6 +203,8 @@ async def run_eval(
         (out / TRACES).mkdir(exist_ok=True)
     except OSError as e:  # a file of that name, a path through a file, no permission
         raise BadInput(f"--out {out}: cannot make the run directory ({e.strerror or type(e).__name__})") from None
+    if not all(os.access(d, os.W_OK | os.X_OK) for d in (out, out / TRACES)):  # one there already (a resume)
+        raise BadInput(f"--out {out}: cannot write in the run directory (permission denied)")
 
     lock = RunLock(out)  # one invocation at a time per run directory
     try:

@@ -598,7 +598,10 @@ def write_ntriples(
     stats = ReadStats()
     triples = iter_plain_rdf(src, delimiter=delimiter, stats=stats)
     # a name of its own: two converts to one output never write the same temporary file
-    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".", suffix=".part")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=dst.name + ".", suffix=".part")
+    except OSError as e:  # a folder that cannot be written, a path through a file
+        raise BadInput(f"{dst}: cannot write the output ({e.strerror or type(e).__name__})") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:

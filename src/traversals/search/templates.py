@@ -175,10 +175,15 @@ def check_template(text: str, name: str, *, where: str) -> None:
 def export_prompts(prompts: PromptSet, folder: Path) -> list[Path]:
     """Write every prompt of ``prompts`` to ``folder`` as ``NAME.txt`` (to edit and load
     back with ``--prompts DIR``); refuses to overwrite a file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.txt" for name in prompts.texts]
-    if existing := [p.name for p in paths if p.exists()]:
-        raise BadInput(f"{folder} already holds {', '.join(existing)}: export to a new directory")
-    for path in paths:
-        path.write_text(prompts.texts[path.stem] + "\n", encoding="utf-8")
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"--export {folder} is a file: name a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"{name}.txt" for name in prompts.texts]
+        if existing := [p.name for p in paths if p.exists()]:
+            raise BadInput(f"{folder} already holds {', '.join(existing)}: export to a new directory")
+        for path in paths:
+            path.write_text(prompts.texts[path.stem] + "\n", encoding="utf-8")
+    except OSError as e:  # a path through a file, no permission, a full disk
+        raise BadInput(f"--export {folder}: cannot write there ({e.strerror or type(e).__name__})") from None
     return paths
