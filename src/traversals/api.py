@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -123,6 +124,7 @@ def build_solver(
     without it the file is read here. ``prompts`` is ``config.prompts`` already loaded
     (:func:`~traversals.search.templates.load_prompts`), shared the same way."""
     cfg = config or SearchConfig()
+    check_config_types(cfg)
     llm = checked(llm)  # a user's LLM that returns the wrong shape fails with a message naming it
     if on_event is not None and inspect.iscoroutinefunction(on_event):
         raise BadInput("on_event is called synchronously, so a coroutine function would never run: pass a plain "
@@ -216,6 +218,57 @@ def build_solver(
 
         value = TrainedValue(model)
     return TreeOfTraversals(llm, kgset, tree_cfg, name=strategy, on_event=on_event, value=value, prompts=prompt_set)
+
+
+#: SearchConfig's fields by kind: whole numbers (with the least each may be, where no later
+#: check names its flag), numbers, flags
+_WHOLE = {"max_depth": None, "max_expansions": None, "seed": None, "max_relations": 1, "max_edges": 1,
+          "simulations": None, "beam_width": None, "beam_branch": None, "top_facts": None}
+_WHOLE_OR_NONE: dict[str, int | None] = {"k": None, "screen_dead_ends": None, "answers": None, "max_hops": None}
+_NUMBERS = ("threshold", "diverse_temperature", "calibrate", "c_puct")
+_NUMBERS_OR_NONE = ("prior_weight", "kg_timeout")
+_FLAGS = ("calibrate_answers", "both_orders", "compare_answers", "value_examples", "value_reasoning", "group_selection")
+_TEXTS = ("decoding", "answer_choice", "embedder", "prompts")
+
+
+def check_config_types(cfg: SearchConfig) -> None:
+    """:class:`BadInput` for a :class:`SearchConfig` field of the wrong kind: a whole number
+    given as ``"5"``, ``2.5`` or NaN, a number as None, a flag as ``"yes"`` (a NaN
+    ``max_expansions`` had made no LLM call and answered nothing; ``k=2.5`` failed with a
+    TypeError after calls were spent), and a size under its least (``max_edges=0`` walked
+    nothing). The ranges of the other settings are checked where they are read."""
+    def whole(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def number(v: object) -> bool:  # NaN and infinities: told by each setting's range check
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for name, least in {**_WHOLE, **_WHOLE_OR_NONE}.items():
+        v = getattr(cfg, name)
+        if v is None and name in _WHOLE_OR_NONE:
+            continue
+        if not whole(v):
+            raise BadInput(f"SearchConfig.{name} is a whole number{' or None' if name in _WHOLE_OR_NONE else ''}, "
+                           f"got {v!r}")
+        if least is not None and v < least:
+            raise BadInput(f"SearchConfig.{name} must be at least {least}, got {v}")
+    for name in (*_NUMBERS, *_NUMBERS_OR_NONE):
+        v = getattr(cfg, name)
+        if not (number(v) or (v is None and name in _NUMBERS_OR_NONE)):
+            raise BadInput(f"SearchConfig.{name} is a number{' or None' if name in _NUMBERS_OR_NONE else ''}, "
+                           f"got {v!r}")
+    for name in _FLAGS:
+        if not isinstance(getattr(cfg, name), bool):
+            raise BadInput(f"SearchConfig.{name} is True or False, got {getattr(cfg, name)!r}")
+    if cfg.evaluate_intermediate is not None and not isinstance(cfg.evaluate_intermediate, bool):
+        raise BadInput(f"SearchConfig.evaluate_intermediate is True, False or None, got {cfg.evaluate_intermediate!r}")
+    for name in _TEXTS:
+        if not isinstance(getattr(cfg, name), str):
+            raise BadInput(f"SearchConfig.{name} is a string, got {getattr(cfg, name)!r}")
+    if cfg.value_model is not None and not isinstance(cfg.value_model, (str, os.PathLike)):
+        raise BadInput(f"SearchConfig.value_model is a file name or None, got {cfg.value_model!r}")
+    if not 0 <= cfg.diverse_temperature < math.inf:
+        raise BadInput(f"SearchConfig.diverse_temperature is a finite number, 0 or more, got {cfg.diverse_temperature}")
 
 
 def default_max_hops(strategy: str) -> int | None:

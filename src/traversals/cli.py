@@ -191,8 +191,8 @@ async def _ask(args: argparse.Namespace) -> int:
     if trace_file is not None:
         try:
             trace_file.write_text(json.dumps(answer.trace, indent=1, ensure_ascii=False), "utf-8")
-        except OSError as e:
-            trace_failed = f"--trace {trace_file}: cannot write it ({e.strerror or type(e).__name__})"
+        except OSError as exc:
+            trace_failed = f"--trace {trace_file}: cannot write it ({exc.strerror or type(exc).__name__})"
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
     else:

@@ -1253,6 +1253,27 @@ def test_search_settings_out_of_range_are_refused(change, says):
     assert build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(threshold=1.01))  # over 1: never stops early
 
 
+@pytest.mark.parametrize("strategy, change, says", [
+    ("chain", {"max_expansions": float("nan")}, "SearchConfig.max_expansions is a whole number, got nan"),
+    ("tree", {"k": 2.5}, "SearchConfig.k is a whole number or None, got 2.5"),
+    ("chain", {"max_expansions": "5"}, "SearchConfig.max_expansions is a whole number, got '5'"),
+    ("chain", {"threshold": None}, "SearchConfig.threshold is a number, got None"),
+    ("chain", {"kg_timeout": "5"}, "SearchConfig.kg_timeout is a number or None, got '5'"),
+    ("beam", {"max_edges": 0}, "SearchConfig.max_edges must be at least 1, got 0"),
+    ("mcts", {"max_relations": -1}, "SearchConfig.max_relations must be at least 1, got -1"),
+    ("tree", {"diverse_temperature": "1"}, "SearchConfig.diverse_temperature is a number, got '1'"),
+    ("tree", {"both_orders": "yes"}, "SearchConfig.both_orders is True or False, got 'yes'"),
+])
+def test_settings_of_the_wrong_kind_are_refused_when_the_solver_is_built(strategy, change, says):
+    """They had crippled the search in silence (a NaN max_expansions answered nothing with no
+    LLM call, max_edges 0 walked nothing) or failed with a TypeError after calls were spent."""
+    from traversals.embed import open_embedder
+
+    kg = DictKG([("France", "capital", "Paris")])
+    with pytest.raises(BadInput, match=re.escape(says)):
+        build_solver(strategy, ScriptedLLM([]), [kg], SearchConfig(**change), embedder=open_embedder("lexical"))
+
+
 def test_an_async_event_callback_is_refused_as_it_would_never_run():
     async def sink(event):  # pragma: no cover - never called
         pass
