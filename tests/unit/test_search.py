@@ -1,6 +1,8 @@
 """Tree-of-Traversals search logic with a scripted LLM (Algorithm 1, §2.2–2.3, App. B)."""
 
 
+import re
+
 import pytest
 
 from traversals.api import SearchConfig, build_solver
