@@ -325,3 +325,28 @@ async def test_close_all_closes_everything_even_when_a_kg_fails_to_close():
     with pytest.raises(KGError, match="knowledge graph 'broken': close"):
         await close_all(llm, [Broken(), plain])
     assert plain.closed and llm.closed  # the failure did not leave the others open
+
+
+async def test_a_question_and_its_topic_entities_of_the_wrong_kind():
+    """topic_entities="Titanic" was read letter by letter (every letter linked, the search
+    started from other films); ask(None) failed with a TypeError inside the linking."""
+    from traversals.api import build_solver
+    from traversals.errors import BadInput
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import DictKG
+
+    kg = DictKG([("Titanic", "directed_by", "James Cameron"), ("Inception", "directed_by", "Christopher Nolan")])
+    llm = ScriptedLLM(rules=[("So the next action should be:", "ANSWER: James Cameron"), ("score", "0.9")])
+    for strategy in ("chain", "cot"):
+        solver = build_solver(strategy, llm, [kg])
+        for question in (None, 42):
+            with pytest.raises(BadInput, match="the question is a string"):
+                await solver.ask(question)  # type: ignore[arg-type]
+    solver = build_solver("chain", llm, [kg])
+    answer = await solver.ask("who directed Titanic", topic_entities="Titanic")  # type: ignore[arg-type]
+    assert [e.label for e in answer.linked_entities or []] == ["Titanic"]
+    with pytest.raises(BadInput, match="holds 0"):
+        await solver.ask("who directed Titanic", topic_entities=["Titanic", 0])  # type: ignore[list-item]
+    with pytest.raises(BadInput, match="a list of entity names, got dict"):
+        await solver.ask("who directed Titanic", topic_entities={"Titanic": 1})  # type: ignore[arg-type]

@@ -273,6 +273,8 @@ async def test_each_question_starts_with_no_links_an_earlier_question_made():
         again = await solver.ask(question, topic_entities=["Venue"])
         assert first.usage.kg_calls > 0
         assert again.usage.kg_calls == first.usage.kg_calls, strategy
+        # and the same LLM calls: mcts/beam's LLM rater kept its ratings across questions
+        assert again.usage.llm_calls == first.usage.llm_calls, strategy
         assert again.text == first.text and len(again.trace["nodes"]) == len(first.trace["nodes"]), strategy
 
 

@@ -7,7 +7,7 @@ import time
 from typing import Sequence
 
 from ..llm.base import LLM, Usage
-from .linking import without_brackets
+from .linking import checked_question, without_brackets
 from .result import NO_ANSWER, Answer
 from .templates import PromptSet, default_prompts
 
@@ -51,7 +51,7 @@ class ChainOfThought:
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
         started = time.perf_counter()
         usage = Usage()
-        query = without_brackets(question)
+        query = without_brackets(checked_question(question))
         gen = await self.llm.generate(self.prompts.render("cot", query=query), n=1, temperature=0.0, max_tokens=self.max_tokens)
         usage.add_generation(gen)
         raw = gen.texts[0] if gen.texts else ""

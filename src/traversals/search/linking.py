@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..errors import BadInput
 from ..kg.base import Entity
 from ..llm.base import LLM, Usage
 from .choices import option_probs
@@ -165,6 +166,30 @@ def _written_lowercase(question: str, mention: str) -> bool:
     return found is not None and found.group(0)[:1].islower()
 
 
+def checked_question(question: object) -> str:
+    """``question`` when it is a string, else :class:`BadInput` (``ask(None)`` failed inside
+    the linking with a TypeError)."""
+    if not isinstance(question, str):
+        raise BadInput(f"the question is a string, got {type(question).__name__}")
+    return question
+
+
+def checked_topics(question: object, topic_entities: object) -> list[str]:
+    """The caller's topic entities as a list of names (one name given as a string is one
+    entity: it was read letter by letter, and every letter linked); :class:`BadInput` for
+    anything else, and for a question that is not a string."""
+    checked_question(question)
+    if topic_entities is None:
+        return []
+    if isinstance(topic_entities, str):
+        return [topic_entities] if topic_entities.strip() else []
+    if isinstance(topic_entities, (bytes, dict)) or not isinstance(topic_entities, (list, tuple)):
+        raise BadInput(f"topic_entities is a list of entity names, got {type(topic_entities).__name__}")
+    if bad := [t for t in topic_entities if not isinstance(t, str)]:
+        raise BadInput(f"topic_entities is a list of entity names (strings), and holds {bad[0]!r}")
+    return [t for t in topic_entities if t.strip()]
+
+
 class Linker:
     def __init__(self, llm: LLM, kgs: KGSet, *, constrained: bool, prompts: PromptSet | None = None) -> None:
         self.llm = llm
@@ -173,7 +198,7 @@ class Linker:
         self.prompts = prompts or default_prompts()
 
     async def initialize(self, question: str, usage: Usage, topic_entities: Sequence[str] | None = None) -> list[Entity]:
-        mentions = list(topic_entities or []) or bracketed_mentions(question)
+        mentions = checked_topics(question, topic_entities) or bracketed_mentions(question)
         found: Found = {}  # this question's searches, each asked of the KGs once
         if mentions:
             linked, chosen = await self._link_all(question, mentions, usage, found)

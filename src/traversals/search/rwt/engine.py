@@ -85,12 +85,15 @@ class RwTSearch:
         self.edges = MemoEdges(kgs)
 
     async def ask(self, question: str, *, topic_entities: Sequence[str] | None = None) -> Answer:
-        """Answer ``question`` with its own links and walked relations: what an earlier
-        question linked or walked never changes this one's search or its counted KG calls
+        """Answer ``question`` with its own links, walked relations and LLM ratings: what an
+        earlier question linked, walked or rated never changes this one's search or its
+        counted KG and LLM calls
         (an evaluation run answers and costs as its questions asked one by one do)."""
         one = copy.copy(self)
         one.kgs = self.kgs.fresh()
         one.edges = MemoEdges(one.kgs)
+        if callable(fresh := getattr(self.rollout, "fresh", None)):  # the LLM rater's ratings: this question's
+            one.rollout = fresh()
         return await one.search(question, topic_entities)
 
     async def search(self, question: str, topic_entities: Sequence[str] | None) -> Answer:

@@ -76,7 +76,12 @@ class LLMRollout:
         self.llm = llm
         self.constrained = constrained
         self.prompts = prompts or default_prompts()
-        self._cache: dict[str, float] = {}
+        self._cache: dict[str, float] = {}  # one question's ratings (:meth:`fresh` per question)
+
+    def fresh(self) -> "LLMRollout":
+        """The same rater with no rating kept: one question's. Shared, the cache grew over a
+        whole run and made a question asked again cost fewer LLM calls than asked alone."""
+        return LLMRollout(self.llm, constrained=self.constrained, prompts=self.prompts)
 
     def answer_value(self, question: str, node: PathNode) -> float | None:
         return None  # one rating serves the search and the answer
