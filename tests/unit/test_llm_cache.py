@@ -244,3 +244,23 @@ def test_an_eval_run_again_is_answered_from_the_cache_and_says_so(tmp_path, caps
     # a resume may add or drop the cache: it decides what the model is asked, not what a run means
     assert main(["eval", "questions", "--data", str(questions), "--strategy", "cot", "--out", str(tmp_path / "first"),
                  "--resume", "--no-progress"]) == 0
+
+
+async def test_a_wrapped_llm_with_a_plain_close_or_none_is_closed(tmp_path):
+    """CachedLLM awaited the wrapped LLM's close(): a user's plain `def close` broke close_all
+    with "object NoneType can't be used in 'await' expression", blamed on the user's LLM."""
+    from traversals.llm.cache import CachedLLM
+    from traversals.llm.scripted import ScriptedLLM
+
+    closed = []
+
+    class Plain(ScriptedLLM):
+        def close(self):  # type: ignore[override]
+            closed.append(True)
+
+    class NoClose:
+        name = "none"
+
+    await CachedLLM(Plain(["x"]), tmp_path / "a.sqlite3").close()
+    await CachedLLM(NoClose(), tmp_path / "b.sqlite3").close()  # type: ignore[arg-type]
+    assert closed == [True]

@@ -83,3 +83,24 @@ def test_the_wrapper_is_transparent_and_applied_once():
     assert checked(wrapped) is wrapped and wrapped.name == "scripted" and wrapped.can_score is False
     llm.can_score = True  # a probe that finds scoring works is seen through the wrapper
     assert wrapped.can_score is True and wrapped.calls is llm.calls
+
+
+async def test_token_counts_are_checked_and_none_counts_zero():
+    """A user's LLM whose server sent no usage (prompt_tokens=None) failed later with
+    "unsupported operand type(s) for +=: 'int' and 'NoneType'"; token_counts shorter than the
+    options with an IndexError; numpy's float32 log-probabilities were refused as no numbers."""
+    import numpy as np
+
+    llm = CheckedLLM(Mine(reply=Generation(["x"], prompt_tokens=None, completion_tokens=None)))  # type: ignore[arg-type]
+    got = await llm.generate("p")
+    assert (got.prompt_tokens, got.completion_tokens, got.computed_prompt_tokens) == (0, 0, None)
+    with pytest.raises(LLMError, match=r"generate\(\) returned prompt_tokens='12': a count of tokens"):
+        await CheckedLLM(Mine(reply=Generation(["x"], prompt_tokens="12"))).generate("p")  # type: ignore[arg-type]
+    with pytest.raises(LLMError, match=r"returned completion_tokens=-1"):
+        await CheckedLLM(Mine(reply=Generation(["x"], completion_tokens=-1))).generate("p")
+    short = Mine(scores=lambda options: Scores([-1.0] * len(options), token_counts=[1]))
+    with pytest.raises(LLMError, match=r"token_counts \[1\]: one count of 1 or more per option \(2\)"):
+        await CheckedLLM(short).score("p", ["a", "b"])
+    numpy = Mine(scores=lambda options: Scores([np.float32(-0.5)] * len(options), prompt_tokens=None))
+    got = await CheckedLLM(numpy).score("p", ["a", "b"])
+    assert got.logprobs == [-0.5, -0.5] and got.prompt_tokens == 0

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import math
 import sqlite3
@@ -108,7 +109,10 @@ class CachedLLM:
 
     async def close(self) -> None:
         try:
-            await self.llm.close()
+            close = getattr(self.llm, "close", None)  # a user's LLM may close with a plain method, or none
+            pending = close() if callable(close) else None
+            if inspect.isawaitable(pending):
+                await pending
         finally:
             with self._lock:
                 self._db.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from typing import Any, Sequence
 
 from ..errors import LLMError, TraversalsError
@@ -57,6 +58,7 @@ class CheckedLLM:
         if not got.texts:  # read as an empty reply, it would end a search with "Cannot find answer" in silence
             raise LLMError(f"{self._where('generate')} returned no text for n={kw.get('n', 1)}: one text per sample "
                            "belongs there (an empty reply is [''])")
+        _check_counts(got, self._where("generate"), ("prompt_tokens", "completion_tokens", "computed_prompt_tokens"))
         return got
 
     async def score(self, prompt: str, options: Sequence[str], **kw: Any) -> Scores:
@@ -67,13 +69,19 @@ class CheckedLLM:
         if not isinstance(lps, list) or len(lps) != len(options):
             n = len(lps) if isinstance(lps, list) else type(lps).__name__
             raise LLMError(f"{self._where('score')} returned {n} log-probabilities for {len(options)} options")
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lps):
+        if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lps):  # numpy's too
             raise LLMError(f"{self._where('score')} returned {_short(lps)}: log-probabilities are numbers "
                            "(-inf for impossible)")
         if any(x == math.inf for x in lps):  # no probability is over 1: the options' softmax would be NaN
             raise LLMError(f"{self._where('score')} returned {_short(lps)}: +inf is no log-probability "
                            "(-inf for impossible, 0 for certain)")
         got.logprobs = [-math.inf if math.isnan(x) else float(x) for x in lps]  # NaN: impossible
+        _check_counts(got, self._where("score"), ("prompt_tokens", "computed_prompt_tokens"))
+        counts = got.token_counts
+        if counts is not None and (not isinstance(counts, list) or len(counts) != len(options)
+                                   or not all(_whole(c) and c > 0 for c in counts)):
+            raise LLMError(f"{self._where('score')} returned token_counts {_short(counts)}: one count of 1 or more per "
+                           f"option ({len(options)}), or None")
         return got
 
     async def close(self) -> None:
@@ -88,6 +96,25 @@ class CheckedLLM:
             raise
         except Exception as exc:
             raise LLMError(f"{self._where('close')} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_counts(reply: Generation | Scores, where: str, fields: Sequence[str]) -> None:
+    """A reply's token counts: whole numbers of 0 or more. None (a server that sent no
+    usage) counts 0, except ``computed_prompt_tokens``, where None means "all of them";
+    anything else is an :class:`LLMError` (it failed later, adding None to the usage)."""
+    for name in fields:
+        value = getattr(reply, name)
+        if value is None:
+            if name != "computed_prompt_tokens":
+                setattr(reply, name, 0)
+            continue
+        if not _whole(value) or value < 0:
+            raise LLMError(f"{where} returned {name}={value!r}: a count of tokens, 0 or more (or None)")
+        setattr(reply, name, int(value))
 
 
 def checked(llm: LLM) -> LLM:
