@@ -350,3 +350,24 @@ async def test_a_question_and_its_topic_entities_of_the_wrong_kind():
         await solver.ask("who directed Titanic", topic_entities=["Titanic", 0])  # type: ignore[list-item]
     with pytest.raises(BadInput, match="a list of entity names, got dict"):
         await solver.ask("who directed Titanic", topic_entities={"Titanic": 1})  # type: ignore[arg-type]
+
+
+async def test_a_kg_that_stamps_its_entities_with_another_name_is_told():
+    """A KG named "movies" whose entities said kg="Movies DB": the search never asked it about
+    them (one search call, no expansion), and answered without supporting edges, in silence."""
+    from dataclasses import replace
+
+    from traversals.api import build_solver
+    from traversals.errors import KGError
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import DictKG
+
+    class Stamped(DictKG):
+        async def search(self, text, limit=10):
+            return [replace(e, kg="Movies DB") for e in await super().search(text, limit)]
+
+    kg = Stamped([("Titanic", "directed_by", "James Cameron")], name="movies")
+    solver = build_solver("chain", ScriptedLLM(["ANSWER: x"] * 5), [kg])
+    with pytest.raises(KGError, match=r"'movies': search\(\) returned an entity of knowledge graph 'Movies DB'"):
+        await solver.ask("who directed [Titanic]")

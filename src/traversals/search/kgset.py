@@ -30,7 +30,7 @@ import copy
 import inspect
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from ..kg.base import (
     DEFAULT_MAX_EDGES,
@@ -83,6 +83,22 @@ def _entity(where: str, value: object) -> Entity:
     if not isinstance(value.id, str) or not value.id or not isinstance(value.label, str):
         raise KGError(f"{where} returned an Entity whose id or label is not a string (or whose id is empty): {value!r}")
     return value
+
+
+_Owned = TypeVar("_Owned", Entity, Relation)
+
+
+def _own(where: str, name: str, item: _Owned) -> _Owned:
+    """``item``, an entity or relation a KG returned, stamped with the KG's ``name``; a
+    :class:`KGError` when it names another KG (the search would never ask that KG about it:
+    an entity stamped "Movies DB" by the KG "movies" was never expanded, in silence)."""
+    if not item.kg:
+        return replace(item, kg=name)
+    if item.kg != name:
+        what = "an entity" if isinstance(item, Entity) else "a relation"
+        raise KGError(f"{where} returned {what} of knowledge graph {item.kg!r} ({item.id!r}), not of {name!r}: leave "
+                      "its kg empty or set it to the KG's name")
+    return item
 
 
 def _items(where: str, value: object, what: str) -> tuple[Any, ...]:
@@ -188,7 +204,7 @@ class KGSet:
         got = _items(where, await self._call(kg, "search", text, limit=limit), "Entity")
         unique: dict[tuple[str, str], Entity] = {}
         for e in (_entity(where, x) for x in got):
-            e = e if e.kg else replace(e, kg=kg.name)
+            e = _own(where, kg.name, e)
             unique.setdefault((e.kg, e.id), e)
         return list(unique.values())[: max(0, limit)]
 
@@ -269,7 +285,8 @@ class KGSet:
             if not isinstance(r.id, str) or not r.id or not isinstance(r.label, str):
                 raise KGError(f"{where} returned a Relation whose id or label is not a string "
                               f"(or whose id is empty): {r!r}")
-            unique.setdefault((r.kg, r.key), r if r.kg else replace(r, kg=kg.name))
+            r = _own(where, kg.name, r)
+            unique.setdefault((r.kg, r.key), r)
         items = list(unique.values())
         return Relations(tuple(items[: max(0, cap)]), omitted + max(0, len(items) - cap))
 
@@ -302,14 +319,14 @@ class KGSet:
 
         def stamp(x: object) -> Entity:
             e = _entity(where, x)
-            return e if e.kg else replace(e, kg=name)
+            return _own(where, name, e)
 
         edges: dict[Edge, None] = {}
         for e in _items(where, got.edges, "Edge"):
             if not isinstance(e, Edge) or not isinstance(e.relation, Relation):
                 raise KGError(f"{where} returned {_kind(e)} among its edges where an Edge belongs "
                               "(traversals.Edge(subject, relation, object), all three traversals types)")
-            r = e.relation if e.relation.kg else replace(e.relation, kg=name)
+            r = _own(where, name, e.relation)
             edges.setdefault(Edge(stamp(e.subject), r, stamp(e.object)))
         given = [stamp(x) for x in _items(where, got.new_entities, "Entity")]
         asked = {(x.kg or name, x.id) for x in mine} | {(x.kg, x.id) for x in entities}
@@ -387,7 +404,7 @@ class KGSet:
             usage.add_kg_call()
             where = f"knowledge graph {kg.name!r}: sample_entities()"
             got = _items(where, await self._call(kg, "sample_entities", share, seed + i), "Entity")
-            out.extend(e if e.kg else replace(e, kg=kg.name) for e in (_entity(where, x) for x in got[:share]))
+            out.extend(_own(where, kg.name, _entity(where, x)) for x in got[:share])
         return out
 
     async def merge(self, entities: Sequence[Entity], usage: Usage, *,
@@ -478,7 +495,7 @@ class KGSet:
             taken = await self._taken(guessed, ids, usage)
             for key, x in guessed.items():
                 same[key] = [] if key in taken else [x]
-            return {k: [x if x.kg else replace(x, kg=kg.name) for x in v] for k, v in same.items()}
+            return {k: [_own(f"knowledge graph {kg.name!r}: same_as()", kg.name, x) for x in v] for k, v in same.items()}
 
         per_kg = await gather(*(in_kg(kg) for kg in self.kgs))
         for e in todo:
