@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from .embed import Embedder, close_embedder, open_embedder
+from .embed.base import checked_embedder
 from .errors import BadInput
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
@@ -161,7 +162,7 @@ def build_solver(
         if hops > RETRIEVE_MAX_HOPS:
             raise BadInput(f"--max-hops with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around "
                            f"the question's entities), got {hops}")
-        return RetrieveThenRead(llm, kgset, embedder or open_embedder(cfg.embedder), hops=hops,
+        return RetrieveThenRead(llm, kgset, _embedder(embedder, cfg), hops=hops,
                                 top_facts=cfg.top_facts, on_event=on_event, prompts=prompt_set)
     model = value_model or load_value_model(cfg)
     if model is not None:
@@ -173,7 +174,7 @@ def build_solver(
 
         cls = MonteCarloTreeSearch if strategy == "mcts" else HopBeamSearch
         rollout = TrainedRollout(model) if model else None
-        critical = CriticalModel(embedder or open_embedder(cfg.embedder))
+        critical = CriticalModel(_embedder(embedder, cfg))
         hops = RWT_HOPS if cfg.max_hops is None else cfg.max_hops
         rwt_cfg = RwTConfig(constrained=cfg.decoding != "sampled", simulations=cfg.simulations, max_hops=hops,
                             beam_width=cfg.beam_width, beam_branch=cfg.beam_branch, c_puct=cfg.c_puct)
@@ -269,6 +270,12 @@ def check_config_types(cfg: SearchConfig) -> None:
         raise BadInput(f"SearchConfig.value_model is a file name or None, got {cfg.value_model!r}")
     if not 0 <= cfg.diverse_temperature < math.inf:
         raise BadInput(f"SearchConfig.diverse_temperature is a finite number, 0 or more, got {cfg.diverse_temperature}")
+
+
+def _embedder(given: Embedder | None, cfg: SearchConfig) -> Embedder:
+    """The caller's embedder, checked at the boundary (a user's that fails is an
+    ``EmbedderError`` naming it), or the one ``cfg.embedder`` names."""
+    return checked_embedder(given) if given is not None else open_embedder(cfg.embedder)
 
 
 def default_max_hops(strategy: str) -> int | None:

@@ -126,3 +126,40 @@ async def test_a_damaged_model_directory_is_one_named_error_not_a_numpy_or_key_e
     damage(tmp_path / "m")
     with pytest.raises(EmbedderUnavailable, match=message):
         await SentenceBert(tmp_path / "m").embed(["hello world"])
+
+
+async def test_a_users_embedder_that_fails_is_one_embedder_error_naming_it():
+    """A raising, short or sync embed() was a raw RuntimeError, a KeyError deep in the critical
+    model, or a TypeError; docs/library.md promises EmbedderError."""
+    from traversals.api import build_solver
+    from traversals.errors import EmbedderError
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import dylan_kg
+
+    class Raising:
+        name = "mine"
+
+        async def embed(self, texts):
+            raise RuntimeError("embedding server 500")
+
+    class Short:
+        name = "short"
+
+        async def embed(self, texts):
+            return [[1.0, 0.0]]
+
+    class Sync:
+        name = "sync"
+
+        def embed(self, texts):
+            return [[1.0] for _ in texts]
+
+    llm = ScriptedLLM(rules=[("three most likely answers", "A: Beatrice, B: x, C: y]"), ("", "ANSWER: x")],
+                      score=lambda prompt, options, prefix: [-1.0] * len(options))
+    for embedder, says in ((Raising(), "raised RuntimeError: embedding server 500"),
+                           (Short(), "returned 1 vectors for"), (Sync(), "is not async")):
+        for strategy in ("beam", "retrieve"):
+            solver = build_solver(strategy, llm, [dylan_kg()], embedder=embedder)
+            with pytest.raises(EmbedderError, match=f"embedder '{embedder.name}': embed\\(\\) {says}"):
+                await solver.ask("who is the mother of [Bob Dylan]")

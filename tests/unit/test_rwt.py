@@ -179,7 +179,8 @@ async def test_the_critical_model_embedder_comes_from_the_config():
     lexical = build_solver("beam", llm(), open_kgs(["demo"]), SearchConfig(embedder="lexical"))
     assert isinstance(lexical.critical.embedder, LexicalEmbedder)
     shared = CountingEmbedder()
-    assert build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig(), embedder=shared).critical.embedder is shared
+    # the caller's own, checked at the boundary (CheckedEmbedder)
+    assert build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig(), embedder=shared).critical.embedder.embedder is shared
     default = build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig())
     assert isinstance(default.critical.embedder, SentenceBert)  # fetched and loaded on first use only
 

@@ -39,3 +39,39 @@ def cosine(a: Vector, b: Vector) -> float:
         dot = sum(x * y for x, y in zip(a, b))
         na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
+
+
+class CheckedEmbedder:
+    """A user's embedder, checked at the boundary as :class:`~traversals.llm.checked.CheckedLLM`
+    checks an LLM: a failure, a sync ``embed``, or a reply without one vector per text is an
+    :class:`~traversals.errors.EmbedderError` naming it (they were a raw exception, or a
+    KeyError deep in RwT's critical model). Other attributes are the wrapped embedder's."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def __getattr__(self, name: str) -> object:
+        if name == "embedder":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.embedder, name)
+
+    async def embed(self, texts: Sequence[str]) -> Sequence[Vector]:
+        from ..errors import EmbedderError
+        from ..plugin_call import call_plugin
+
+        where = f"embedder {getattr(self.embedder, 'name', type(self.embedder).__name__)!r}: embed()"
+        got = await call_plugin(
+            self.embedder, "embed", (texts,),
+            missing=lambda: EmbedderError(f"{where} is missing: an embedder has async embed(texts)"),
+            not_async=lambda _: EmbedderError(f"{where} is not async: define it with `async def`"),
+            failed=lambda exc: EmbedderError(f"{where} raised {type(exc).__name__}: {exc}"))
+        sized = hasattr(got, "__len__") and not isinstance(got, (str, bytes, dict))  # a list, a numpy array
+        if not sized or len(got) != len(texts):
+            n = len(got) if sized else type(got).__name__
+            raise EmbedderError(f"{where} returned {n} vectors for {len(texts)} texts: one per text belongs there")
+        return got
+
+
+def checked_embedder(embedder: Embedder) -> Embedder:
+    """``embedder`` wrapped in :class:`CheckedEmbedder`, unless it already is."""
+    return embedder if isinstance(embedder, CheckedEmbedder) else CheckedEmbedder(embedder)  # type: ignore[return-value]
