@@ -34,8 +34,8 @@ async def call_plugin(
     * no callable ``method``: ``missing()`` is raised;
     * the call returns something not awaitable: ``not_async(what it returned)`` is raised;
     * the call or its awaiting raises a ``TraversalsError``: it is raised as it is;
-    * it raises any other ``Exception`` (``TimeoutError`` from ``timeout`` included):
-      ``failed(exc)`` is raised, with ``exc`` as its ``__cause__``.
+    * it raises any other ``Exception`` (``timeout`` running out: :class:`DeadlineExceeded`,
+      a ``TimeoutError``): ``failed(exc)`` is raised, with ``exc`` as its ``__cause__``.
     """
     fn = getattr(plugin, method, None)
     if not callable(fn):
@@ -44,8 +44,26 @@ async def call_plugin(
         pending = fn(*args, **(kwargs or {}))
         if not inspect.isawaitable(pending):
             raise not_async(pending)
-        return await (pending if timeout is None else asyncio.wait_for(pending, timeout))
+        if timeout is None:
+            return await pending
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await pending
+        except TimeoutError:
+            if deadline.expired():  # ours, not one the plugin raised itself
+                raise DeadlineExceeded(timeout) from None
+            raise
     except TraversalsError:
         raise
     except Exception as exc:
         raise failed(exc) from exc
+
+
+class DeadlineExceeded(TimeoutError):
+    """The ``timeout`` :func:`call_plugin` was given ran out (a ``TimeoutError`` the plugin
+    raised itself, a client's own, is not one); given to ``failed``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"took longer than {seconds:g} s")
+        self.seconds = seconds

@@ -48,7 +48,7 @@ from ..errors import BadInput, KGError, KGTimeout, KGUnavailable, TraversalsErro
 from ..kg.iris import IDENTITY_PREDICATES
 from ..kg.text import normalise
 from ..llm.base import Usage
-from ..plugin_call import call_plugin
+from ..plugin_call import DeadlineExceeded, call_plugin
 from ..aio import gather
 
 
@@ -186,9 +186,8 @@ class KGSet:
         where = f"knowledge graph {kg.name!r}: {method}()"
 
         def failed(e: Exception) -> KGError:
-            # asyncio.wait_for's timeout (self.timeout, no message) or the backend's own
-            if isinstance(e, TimeoutError) and self.timeout is not None and not str(e):
-                return KGTimeout(f"{where} took longer than {self.timeout:g} s")
+            if isinstance(e, DeadlineExceeded):  # self.timeout ran out; a backend's own TimeoutError is its own
+                return KGTimeout(f"{where} took longer than {e.seconds:g} s")
             return _failure(where, e)
 
         return await call_plugin(
