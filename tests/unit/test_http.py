@@ -100,6 +100,33 @@ async def test_429_with_retry_after_waits_then_succeeds() -> None:
     assert http.stats.retries == 1 and http.stats.statuses == {429: 1, 200: 1}
 
 
+async def test_a_retry_after_holds_every_request_of_the_client() -> None:
+    """WDQS bans a client that goes on after a 429: the other queued requests went out at
+    once, inside the Retry-After window (the wait was the answered request's only)."""
+    events: list[str] = []
+
+    class Recorded(Sleeps):
+        async def __call__(self, d: float) -> None:
+            events.append(f"sleep {round(d)}")
+            await super().__call__(d)
+
+    answered = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        events.append(f"send {request.url.params['q']}")
+        if not answered:
+            answered.append(True)
+            return httpx.Response(429, headers={"Retry-After": "30"})
+        return httpx.Response(200, text="ok")
+
+    http = HttpClient(transport=httpx.MockTransport(handler), sleep=Recorded(), rng=random.Random(7),
+                      rate_limit=RateLimit(max_concurrency=1))
+    await asyncio.gather(*(http.get(URL, params={"q": q}) for q in "abc"))
+    # a's own wait, then b's: b waited too before going out (it went out right after a's 429)
+    assert events[0] == "send a" and events[:events.index("send b")].count("sleep 30") >= 2, events
+    await http.aclose()
+
+
 async def test_retry_after_http_date_is_honoured() -> None:
     when = email.utils.formatdate(time.time() + 5, usegmt=True)
     transport, _ = scripted(

@@ -8,7 +8,8 @@ robust client of a public endpoint needs:
   the pool's ``max_connections`` is free (a query queued behind the client's others is
   not the endpoint being slow);
 * retries with exponential backoff and jitter on HTTP 429, HTTP 5xx and connection
-  errors, honouring ``Retry-After`` (seconds or an HTTP date). Other 4xx answers and
+  errors, honouring ``Retry-After`` (seconds or an HTTP date) for every request of the
+  client, not only the one it answered. Other 4xx answers and
   timeouts are not retried: the same query would fail again (and on WDQS a timed-out
   query counts against the client's budget);
 * a descriptive ``User-Agent`` (Wikimedia's policy: tool/version, a URL, a contact, the
@@ -183,6 +184,9 @@ class HttpClient:
         self._connections: asyncio.Semaphore | None = None
         self._pace_lock: asyncio.Lock | None = None
         self._next_start = 0.0
+        #: no request starts before this (time.monotonic()): a server's Retry-After holds for
+        #: the whole client, not only the request it answered (WDQS bans a client that goes on)
+        self._resume_at = 0.0
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -288,6 +292,11 @@ class HttpClient:
                     await semaphore.acquire()
                 try:
                     await self._pace(pace_lock)
+                    # another request was told to wait (checked once this one may go: it may
+                    # have queued for its turn before that answer came)
+                    if (held := self._resume_at - time.monotonic()) > 0:
+                        self.stats.waited_seconds += held
+                        await self._sleep(held)
                     assert self._connections is not None
                     async with self._connections:  # a free connection first, then the budget
                         self.stats.requests += 1
@@ -350,6 +359,7 @@ class HttpClient:
             delay = backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
             if retry_after is not None:
                 delay = max(delay, retry_after)
+                self._resume_at = max(self._resume_at, time.monotonic() + retry_after)  # for every request
             attempt += 1
             self.stats.retries += 1
             self.stats.waited_seconds += delay
