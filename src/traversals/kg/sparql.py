@@ -446,13 +446,18 @@ class SparqlKG:
         if given:
             hint = f"the credentials given ({', '.join(given)}) were refused"
         else:
-            hint = ("it wants credentials: a user and password in the URL (https://USER:PASSWORD@host/...) "
-                    "or a header (--kg-header 'Authorization: Bearer TOKEN'; headers= in the library)")
+            hint = self._refusal_hint()
         text = str(e)
         secrets = [*self._headers.values(), *(self._token.issued if self._token is not None else [])]
         for secret in sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True):
             text = text.replace(secret, "***")
         return KGAuthError(f"{text}; {hint}")
+
+    def _refusal_hint(self) -> str:
+        """What a refusal of access without credentials asks for (a KG of a public service
+        says otherwise: it takes none)."""
+        return ("it wants credentials: a user and password in the URL (https://USER:PASSWORD@host/...) "
+                "or a header (--kg-header 'Authorization: Bearer TOKEN'; headers= in the library)")
 
     async def close(self) -> None:
         if self._owns_http:

@@ -30,8 +30,9 @@ import json
 from typing import Mapping, Sequence
 from urllib.parse import urlencode
 
-from ..errors import BadInput, KGQueryError
+from ..errors import BadInput, KGAuthError, KGQueryError
 from ..tokens import CommandToken
+from ..validate import keyed_url, shown_url
 from . import sparql_text as st
 from .base import Entity
 from .cache import QueryCache
@@ -110,6 +111,11 @@ class WikidataKG(SparqlKG):
         self.api_url = api_url
         self.language = lang
 
+    def _refusal_hint(self) -> str:
+        if self.endpoint_url == WDQS_URL:  # the public service takes no credentials (a mirror may)
+            return BLOCKED_HINT
+        return super()._refusal_hint()
+
     async def search(self, text: str, limit: int = 10) -> list[Entity]:
         """Items whose label or alias matches ``text``, Wikidata's ranking."""
         if self.api_url is None:
@@ -130,7 +136,7 @@ class WikidataKG(SparqlKG):
             "format": "json",
         }
         doc = await self._api(params)
-        where = f"Wikidata search API {self.api_url}"
+        where = f"Wikidata search API {shown_url(self.api_url)}"
         if isinstance(doc, dict) and "error" in doc:
             err = doc["error"] if isinstance(doc["error"], dict) else {}
             raise KGQueryError(
@@ -162,25 +168,37 @@ class WikidataKG(SparqlKG):
         key = urlencode(sorted(params.items()))
         accept = "application/json"
         self.stats.api_calls += 1
+        cache_key = keyed_url(self.api_url)  # a token in the URL's query: by digest only
         if self.cache is not None:
-            body = await self.cache.aget(self.api_url, key, accept)
+            body = await self.cache.aget(cache_key, key, accept)
             if body is not None:
                 self.stats.cache_hits += 1
                 return json.loads(body)
-        response = await self.http.get(
-            self.api_url, params=params, headers={"Accept": accept}, what="Wikidata search API"
-        )
+        try:
+            response = await self.http.get(
+                self.api_url, params=params, headers={"Accept": accept}, what="Wikidata search API"
+            )
+        except KGAuthError as e:
+            if self.api_url != WIKIDATA_API_URL:
+                raise
+            raise KGAuthError(f"{e}; {BLOCKED_HINT}") from None
         body = response.text
         try:
             doc = json.loads(body)
         except ValueError:
             snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
             raise KGQueryError(
-                f"Wikidata search API {self.api_url} did not return JSON: {snippet}"
+                f"Wikidata search API {shown_url(self.api_url)} did not return JSON: {snippet}"
             ) from None
         if self.cache is not None and isinstance(doc, dict) and "error" not in doc:
-            await self.cache.aset(self.api_url, key, accept, body)
+            await self.cache.aset(cache_key, key, accept, body)
         return doc
+
+
+#: what a refusal by Wikimedia's public services means: no credentials are taken there
+BLOCKED_HINT = ("Wikimedia blocked the request (its message above): a missing or generic User-Agent, or going on "
+                "after HTTP 429, gets a client blocked or banned; give --user-agent 'tool/1.0 (https://your.site; "
+                "you@example.org)' (contact= in the library), keep to the query limits, and wait out a ban")
 
 
 def _display(display: dict, key: str) -> str:
