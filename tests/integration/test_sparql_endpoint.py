@@ -571,6 +571,21 @@ async def test_non_json_answer_is_a_query_error() -> None:
         app.close()
 
 
+async def test_an_answer_cut_off_by_the_servers_time_limit_is_a_timeout() -> None:
+    """WDQS streams part of the JSON, then its Java TimeoutException, with HTTP 200: it read
+    as "did not return SPARQL JSON results: {", and a hub's best-effort count failed get_edges."""
+    cut = ('{\n  "head" : { "vars" : [ "c" ] },\n  "results" : {\n    "bindings" : [ {\n      "c" : {\n'
+           'SPARQL-QUERY: queryStr=SELECT (COUNT(*) ...\njava.util.concurrent.TimeoutException\n'
+           '\tat java.util.concurrent.FutureTask.get(FutureTask.java:205)\n').encode()
+    app = LocalApp(lambda h, a: (200, {"Content-Type": "application/sparql-results+json"}, cut))
+    try:
+        async with SparqlKG(app.url) as kg:
+            with pytest.raises(KGTimeout, match="ran out of time on the query"):
+                await kg.select("SELECT (COUNT(*) AS ?c) WHERE { ?s ?p ?o }")
+    finally:
+        app.close()
+
+
 async def test_rejected_query_reports_the_server_message(oxigraph) -> None:
     async with SparqlKG(oxigraph.url) as kg:
         with pytest.raises(KGQueryError) as e:

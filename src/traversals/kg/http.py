@@ -326,7 +326,7 @@ class HttpClient:
                     return response
                 message = first_line(response.text)
                 if status in RETRY_STATUSES:
-                    if status != 429 and _looks_like_timeout(response.text[:20000]):
+                    if status != 429 and looks_like_timeout(response.text[:20000]):
                         raise KGTimeout(
                             f"{where} gave up on the query (its own time limit): {message}"
                         )
@@ -402,7 +402,7 @@ def with_params(url: str, params: Mapping[str, str] | None) -> httpx.URL:
     return target.copy_merge_params(params) if params else target
 
 
-def _looks_like_timeout(message: str) -> bool:
+def looks_like_timeout(message: str) -> bool:
     """Blazegraph (WDQS) answers a query that ran out of time with HTTP 500 and a
     ``java.util.concurrent.TimeoutException``; retrying it only burns more budget."""
     low = message.lower()

@@ -76,7 +76,7 @@ from .base import (
     inverse_label_for,
 )
 from .cache import QueryCache
-from .http import HttpClient, RateLimit
+from .http import HttpClient, RateLimit, looks_like_timeout
 from ..aio import gather
 # the vocabulary shared with the embedded store (one definition: kg/iris.py)
 from .iris import (  # noqa: F401 - also read from this module by its users
@@ -204,6 +204,9 @@ def parse_results(body: str, where: str) -> list[dict[str, Term]]:
             rows.append(row)
         return rows
     except (ValueError, KeyError, TypeError, AttributeError):
+        if looks_like_timeout(body[-20000:]):  # WDQS: a 200 answer cut off, then the Java TimeoutException
+            raise KGTimeout(f"{where} ran out of time on the query (its answer was cut off: "
+                            "java.util.concurrent.TimeoutException)") from None
         snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
         raise KGQueryError(
             f"{where} did not return SPARQL JSON results: {snippet}"
