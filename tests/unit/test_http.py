@@ -84,6 +84,18 @@ async def test_user_agent_is_sent_and_configurable() -> None:
     await http.aclose()
 
 
+def test_a_user_agent_a_header_cannot_carry_is_refused_up_front() -> None:
+    """An accent failed the first request with UnicodeEncodeError; a line break was retried
+    five times and reported as an unreachable endpoint."""
+    from traversals.errors import BadInput
+
+    for bad in ("study/1.0 (José Núñez <jn@example.org>)", "bot/1\r\nX-Injected: 1", " "):
+        with pytest.raises(BadInput, match="must be one line of printable ASCII"):
+            HttpClient(user_agent=bad)
+    with pytest.raises(BadInput, match="printable ASCII"):
+        HttpClient(user_agent=default_user_agent("Zoë <z@example.org>"))
+
+
 # -- retries ---------------------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
-from ..errors import KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailable
+from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailable
 from ..retry import backoff_delay, parse_retry_after
 from ..validate import shown_url
 
@@ -169,6 +169,11 @@ class HttpClient:
         self.backoff_max = float(backoff_max)
         self.max_retry_after = float(max_retry_after)
         self.user_agent = user_agent or default_user_agent()
+        if not all(32 <= ord(c) < 127 for c in self.user_agent) or not self.user_agent.strip():
+            # it failed at the first request: an accent as UnicodeEncodeError, a line break
+            # as an "unreachable" endpoint after five attempts
+            raise BadInput(f"the User-Agent {self.user_agent!r} must be one line of printable ASCII (a header cannot "
+                           "carry a line break or an accent: write 'Jose Nunez' for 'José Núñez')")
         self.rate_limit = rate_limit
         self.stats = HttpStats()
         self._transport = transport
@@ -312,6 +317,8 @@ class HttpClient:
                     raise KGTimeout(
                         f"{where} did not answer within the {budget:g} s time budget"
                     ) from None
+            except httpx.LocalProtocolError as e:  # this client could not send it: no retry helps
+                raise KGQueryError(f"{where}: the request could not be sent ({_describe(e)})") from None
             except httpx.TransportError as e:
                 # ConnectError, ReadError (server died mid-answer), RemoteProtocolError ...
                 failure = f"{where} is unreachable: {_describe(e)}"
