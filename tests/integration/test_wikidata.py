@@ -179,7 +179,10 @@ def rel(pid: str, inverse: bool = False) -> Relation:
 
 
 def test_defaults_follow_wdqs_etiquette() -> None:
-    k = WikidataKG()
+    from traversals.errors import TraversalsWarning
+
+    with pytest.warns(TraversalsWarning, match="names no contact"):  # Wikimedia's User-Agent policy
+        k = WikidataKG()
     assert k.endpoint_url == WDQS_URL == "https://query.wikidata.org/sparql"
     assert k.api_url == WIKIDATA_API_URL == "https://www.wikidata.org/w/api.php"
     assert k.http.timeout == 60.0  # WDQS's own query time limit
@@ -187,6 +190,11 @@ def test_defaults_follow_wdqs_etiquette() -> None:
     assert k.http.user_agent.startswith("traversals/")
     assert k.name == "wikidata"
     assert isinstance(k, KnowledgeGraph)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        WikidataKG(contact="ops@example.org")  # a contact: no warning
 
 
 async def test_user_agent_with_contact_reaches_the_servers(kg, api) -> None:

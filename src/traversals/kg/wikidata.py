@@ -27,10 +27,11 @@ limit), and a client-side cache (pass a :class:`~traversals.kg.cache.QueryCache`
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Mapping, Sequence
 from urllib.parse import urlencode
 
-from ..errors import BadInput, KGAuthError, KGQueryError
+from ..errors import BadInput, KGAuthError, KGQueryError, TraversalsWarning
 from ..tokens import CommandToken
 from ..validate import keyed_url, shown_url
 from . import sparql_text as st
@@ -106,6 +107,10 @@ class WikidataKG(SparqlKG):
             include_predicate_prefixes=(WIKIDATA_DIRECT,),
             exclude_external_ids=True,
         )
+        if sparql_url == WDQS_URL and user_agent is None and contact is None and http is None:
+            warnings.warn("the public Wikidata is asked with a User-Agent that names no contact; Wikimedia's policy "
+                          "asks for one and may block generic clients: give --user-agent 'tool/1.0 (you@example.org)' "
+                          "(contact= in the library)", TraversalsWarning, stacklevel=2)
         if api_url is not None and not api_url.startswith(("http://", "https://")):
             raise BadInput(f"the Wikidata API URL must be an http(s) URL, got {api_url!r}")
         self.api_url = api_url
