@@ -156,7 +156,24 @@ async def test_a_prompt_too_long_for_the_context_names_its_size():
     with pytest.raises(LLMError) as ei:
         await llm.generate("x" * 4000, prefix="ANSWER:", max_tokens=64)
     assert not isinstance(ei.value, LLMUnavailable)  # this request's, not the server's
-    assert "a prompt of 4007 characters (about 1001 tokens) + max_tokens 64" in str(ei.value)
+    # the prefix the model is asked to write first has its room on top of max_tokens
+    assert "a prompt of 4007 characters (about 1001 tokens) + max_tokens 71" in str(ei.value)
+    await llm.close()
+
+
+async def test_the_prefix_the_model_writes_first_gets_its_own_room():
+    """A rating asked with max_tokens 6 and "RATING [0.0-1.0]: " to echo: the echo alone is
+    about 11 tokens, the reply was cut to "RATING [0.0" and read as 0.0."""
+    sent = []
+
+    def reply(request):
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"content": "RATING [0.0-1.0]: 0.8"},
+                                                      "finish_reason": "stop"}]})
+
+    llm, _ = make(reply)
+    got = await llm.generate("rate it", prefix="RATING [0.0-1.0]: ", max_tokens=6)
+    assert got.texts == ["0.8"] and sent[0]["max_tokens"] == 6 + len("RATING [0.0-1.0]:")
     await llm.close()
     llm, _ = make(lambda r: httpx.Response(400, json={"error": {"message": "bad stop"}}))
     with pytest.raises(LLMError) as ei:

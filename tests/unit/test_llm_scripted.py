@@ -150,6 +150,10 @@ def test_prefix_instruction():
         ("Paris", "Answer:", "Paris"),
         ("**Answer:** Paris", "Answer:", " Paris"),
         ("anything", "", "anything"),
+        # in another case, or cut short by max_tokens: a rating read "0.0" from "[0.0-1.0]"
+        ("Rating [0.0-1.0]: 0.9", "RATING [0.0-1.0]: ", "0.9"),
+        ("RATING [0.0", "RATING [0.0-1.0]: ", ""),
+        ("A", "Answer: ", "A"),  # too short to be the prefix's start: an answer
     ],
 )
 def test_strip_prefix(text, prefix, expected):

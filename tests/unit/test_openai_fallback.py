@@ -81,7 +81,7 @@ async def test_generate_sends_chat_request_and_strips_repeated_prefix():
     assert body["messages"] == [
         {"role": "user", "content": 'Pick entities.\n\nStart your reply with "SELECT ENTITIES:".'}
     ]
-    assert body["max_tokens"] == 50 and body["stop"] == ["\n"] and body["seed"] == 3
+    assert body["max_tokens"] == 50 + len("SELECT ENTITIES:") and body["stop"] == ["\n"] and body["seed"] == 3
     assert body["temperature"] == 0.0
     await llm.close()
 

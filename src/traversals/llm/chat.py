@@ -25,8 +25,9 @@ def prefix_instruction(prompt: str, prefix: str) -> str:
 def strip_prefix(text: str, prefix: str) -> str:
     """Remove ``prefix`` from the start of ``text`` if the model repeated it.
 
-    Leading whitespace, and the prefix's own surrounding whitespace, are ignored for the
-    comparison. When the prefix ends with whitespace (``"Answer: "``), the whitespace that
+    Leading whitespace, the prefix's own surrounding whitespace, and case are ignored for
+    the comparison; a reply that is only the start of the prefix (cut by ``max_tokens``) is
+    ``""``. When the prefix ends with whitespace (``"Answer: "``), the whitespace that
     follows it in ``text`` is dropped too, as a pre-filled reply would not have it.
     """
     p = prefix.strip()
@@ -34,11 +35,14 @@ def strip_prefix(text: str, prefix: str) -> str:
         return text
     t = text.lstrip()
     for candidate in (p, f'"{p}"', f"**{p}**"):
-        if t.startswith(candidate):
+        if t.lower().startswith(candidate.lower()):  # "Rating [0.0-1.0]:" for "RATING [0.0-1.0]:" too
             rest = t[len(candidate) :]
             if prefix != prefix.rstrip():
                 rest = rest.lstrip(" \t")
             return rest
+    # the echo cut short by max_tokens ("RATING [0.0"): nothing after it (its "0.0" is no answer)
+    if len(t.rstrip()) >= min(len(p), 4) and p.lower().startswith(t.rstrip().lower()):
+        return ""
     return text
 
 

@@ -225,6 +225,8 @@ class OpenAICompatibleLLM:
         stop: Sequence[str] | None,
         seed: int | None,
     ) -> tuple[list[str], dict[str, Any]]:
+        if prefix and not self.prefill:  # the model writes the prefix itself first: room for it (at most a
+            max_tokens += len(prefix.strip())  # token a character), or a rating's echo ate its 6 tokens
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self._messages(prompt, prefix),
