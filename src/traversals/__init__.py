@@ -35,7 +35,8 @@ _EXPORTS = {
     "TraversalsError": "traversals.errors", "BadInput": "traversals.errors", "KGError": "traversals.errors",
     "KGUnavailable": "traversals.errors", "KGTimeout": "traversals.errors", "KGQueryError": "traversals.errors",
     "KGAuthError": "traversals.errors",
-    "LLMError": "traversals.errors", "LLMUnavailable": "traversals.errors", "TraversalsWarning": "traversals.errors",
+    "LLMError": "traversals.errors", "LLMUnavailable": "traversals.errors", "PromptTooLong": "traversals.errors",
+    "TraversalsWarning": "traversals.errors",
 }  # fmt: skip
 
 __all__ = ["__version__", *_EXPORTS]

@@ -41,6 +41,11 @@ class LLMError(TraversalsError):
     """An LLM backend failed."""
 
 
+class PromptTooLong(LLMError):
+    """A prompt (with the room for its reply) does not fit the LLM's context window: this
+    request's own failure (a big subgraph); a search gives up that node, not the question."""
+
+
 class LLMUnavailable(LLMError):
     """The LLM endpoint or model file cannot be reached or loaded."""
 

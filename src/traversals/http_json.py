@@ -50,7 +50,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .errors import BadInput, TraversalsError
+from .errors import BadInput, PromptTooLong, TraversalsError
 from .headers import check_headers, has_authorization
 from .retry import backoff_delay, parse_retry_after
 from .tokens import CommandToken
@@ -438,7 +438,9 @@ class JsonPoster:
                 hint = "check the base URL and the model name"
             err = self.unavailable(f"{msg} ({hint})")
         elif self._too_long(resp):  # this request's own, whatever the status says
-            err = self.error(f"{msg} (this request: {size})" if size else msg)
+            # an LLM's: PromptTooLong, which a search survives by giving up that node
+            too_long = PromptTooLong if issubclass(PromptTooLong, self.error) else self.error
+            err = too_long(f"{msg} (this request: {size})" if size else msg)
         elif status in RETRY_STATUS:  # down or overloaded, not this request's fault
             err = self.unavailable(f"{msg} (gave up after {attempt + 1} attempts)")
         elif status in (400, 422) and _NO_MODEL.search(detail):

@@ -156,6 +156,9 @@ async def test_a_prompt_too_long_for_the_context_names_its_size():
     with pytest.raises(LLMError) as ei:
         await llm.generate("x" * 4000, prefix="ANSWER:", max_tokens=64)
     assert not isinstance(ei.value, LLMUnavailable)  # this request's, not the server's
+    from traversals.errors import PromptTooLong
+
+    assert isinstance(ei.value, PromptTooLong)  # a search gives up that node, not the question
     # the prefix the model is asked to write first has its room on top of max_tokens
     assert "a prompt of 4007 characters (about 1001 tokens) + max_tokens 71" in str(ei.value)
     await llm.close()

@@ -1314,3 +1314,28 @@ def test_the_cot_answer_is_what_follows_the_last_answer_mark_a_list_below_it_inc
     assert extract_answer("Answer:\n1. Rome\n2) Oslo") == "Rome, Oslo"
     assert extract_answer("no mark here\n\nlast line ") == "last line"
     assert extract_answer("ANSWER:") == "" and extract_answer("") == ""
+
+
+async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question():
+    """A subgraph grown past the context (a hub of long labels): the next prompt's 400 failed
+    the whole question, even with an answer found; now that node is not expanded (a note
+    says why) and the search goes on, or ends with what it has."""
+    from traversals.errors import PromptTooLong
+
+    def respond(prompt, prefix, n, temperature):
+        text = prompt + prefix
+        if "So the next action should be:" in text:
+            if "Beatrice Stone" in prompt:
+                raise PromptTooLong("the prompt has 9000 tokens but the context window is 8192")
+            return "EXPAND_KG: look up his mother"
+        if "entities to expand" in text:
+            return "Q392"
+        if "selecting property" in text:
+            return "P25"
+        return "0.5"
+
+    solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
+    answer = await solver.ask("who is the mother of [Bob Dylan]")
+    assert answer.stopped == "frontier_empty"
+    last = answer.trace["nodes"][-1]
+    assert "not expanded: its prompt does not fit the LLM's context" in last["note"]

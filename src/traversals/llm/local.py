@@ -51,7 +51,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from traversals.errors import BadInput, LLMError, LLMUnavailable, TraversalsError
+from traversals.errors import BadInput, LLMError, LLMUnavailable, PromptTooLong, TraversalsError
 from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop
 
@@ -348,7 +348,7 @@ class LlamaCppLLM:
 
     def _check_ctx(self, n: int, what: str) -> None:
         if n >= self.n_ctx:
-            raise LLMError(
+            raise PromptTooLong(
                 f"{what} has {n} tokens but the context window of {self.name} is "
                 f"{self.n_ctx} (raise n_ctx, --n-ctx on the command line, or shorten the prompt)"
             )

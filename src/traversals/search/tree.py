@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..errors import PromptTooLong
 from ..llm.base import LLM, Usage
 from . import events
 from .events import EventSink
@@ -353,14 +354,18 @@ class TreeOfTraversals:
             emit(events.expansion(node))
             early = (answer_when_rated and node.state is State.DEFAULT and node.id not in asked_early
                      and not machine.must_answer(node) and value_fn.answer_now(question, node, cfg.threshold))
-            if early:
-                asked_early.add(node.id)
-                node.add_note("answer asked at once: the value function rates the state above τ")
-                proposal = await policy.propose(question, node, cfg.k, node.usage, force_answer=True)
-                suggested = []
-            else:
-                proposal = await policy.propose(question, node, cfg.k, node.usage)
-                suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
+            try:
+                if early:
+                    asked_early.add(node.id)
+                    node.add_note("answer asked at once: the value function rates the state above τ")
+                    proposal = await policy.propose(question, node, cfg.k, node.usage, force_answer=True)
+                    suggested = []
+                else:
+                    proposal = await policy.propose(question, node, cfg.k, node.usage)
+                    suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
+            except PromptTooLong as exc:  # a subgraph grown past the LLM's context: this branch ends here
+                node.add_note(f"not expanded: its prompt does not fit the LLM's context ({exc})")
+                continue
             actions = [*proposal.actions, *suggested]
             children = list(await gather(*(machine.transition(node, a, Usage()) for a in actions)))
             node.priors = proposal.priors
@@ -380,7 +385,11 @@ class TreeOfTraversals:
                 if child.duplicate:
                     return
                 if child.state is State.DONE or child.invalid or evaluate_intermediate:
-                    child.value = await value_fn.evaluate(question, child, child.usage)
+                    try:
+                        child.value = await value_fn.evaluate(question, child, child.usage)
+                    except PromptTooLong as exc:  # rated 0: its rating prompt does not fit the context
+                        child.value = 0.0
+                        child.add_note(f"value: its prompt does not fit the LLM's context ({exc})")
 
             await gather(*(score(c) for c in children))
             for child in children if drop_detours else ():
@@ -406,13 +415,21 @@ class TreeOfTraversals:
 
         async def answer_from(last: Node, why: str) -> None:
             """Force the answers of ``last`` (one LLM proposal) and rate them."""
-            proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
+            try:
+                proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
+            except PromptTooLong as exc:
+                last.add_note(f"no answer forced here: its prompt does not fit the LLM's context ({exc})")
+                return
             offered = grounded_sets(last)
             for action in proposal.actions:
                 child = await machine.transition(last, action, Usage())  # its own usage: the proposal was last's
                 if child.state is not State.DONE:
                     continue
-                child.value = await value_fn.evaluate(question, child, child.usage)
+                try:
+                    child.value = await value_fn.evaluate(question, child, child.usage)
+                except PromptTooLong as exc:
+                    child.value = 0.0
+                    child.add_note(f"value: its prompt does not fit the LLM's context ({exc})")
                 child.grounded = listed_labels(child.answer or "") in offered
                 child.add_note(why)
                 last.children.append(child)
