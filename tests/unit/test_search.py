@@ -178,6 +178,35 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     assert machine.parse(inverse_only, said).relation_key == "~P25"  # the dropped "~" is forgiven
 
 
+def test_markdown_lists_and_a_line_of_prose_before_the_choice_parse_as_a_reader_would():
+    """"**ANSWER:** X" answered "** X"; "**P25**", a fenced id, "Here is my choice:\nQ392" were
+    invalid; "- Q392\n- Q62519478" chose the first only; "~ P25" walked P25 forward."""
+    from traversals.search.cot import extract_answer
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan, beatrice = kg.entities["Q392"], kg.entities["Q62519478"]
+    root = machine.root(Subgraph().with_entities([dylan, beatrice]))
+    for reply in ("**ANSWER:** Beatrice Stone", "**ANSWER**: Beatrice Stone", "__ANSWER__: Beatrice Stone",
+                  "ANSWER: **Beatrice Stone**"):
+        got = machine.parse(root, reply)
+        assert (got.type, got.text) == (ActionType.ANSWER, "Beatrice Stone"), reply
+    assert machine.parse(root, "**THINK**: her mother next").text == "her mother next"
+    assert machine.parse(root, "ANSWERS: x").type is ActionType.INVALID  # another word, not the action
+    sel = root.__class__(id=9, state=State.SELECTING_ENTITIES, subgraph=root.subgraph)
+    for reply in ("- Q392\n- Q62519478", "Q392\nQ62519478", "1. Q392\n2. Q62519478"):
+        assert machine.parse(sel, reply).entities == (dylan, beatrice), reply
+    for reply in ("```\nQ392\n```", "Here is my choice:\nQ392", "Q392\nbecause he is the one asked about"):
+        assert machine.parse(sel, reply).entities == (dylan,), reply
+    rel = root.__class__(id=10, state=State.SELECTING_RELATION, subgraph=root.subgraph,
+                         relation_options=(kg.relations["P25"], kg.relations["P25"].reversed()),
+                         relation_keys=("P25", "~P25"))
+    for reply, key in (("**~P25**", "~P25"), ("**P25**", "P25"), ("`P25`", "P25"), ("~ P25", "~P25"),
+                       ("The best property is:\n~P25", "~P25")):
+        assert machine.parse(rel, reply).relation_key == key, reply
+    assert extract_answer("Thinking.\n**Answer**: Rome") == "Rome" == extract_answer("**ANSWER:** **Rome**")
+
+
 # -- the search --------------------------------------------------------------------------
 
 async def test_chain_answers_a_two_hop_question_with_provenance():

@@ -11,7 +11,10 @@ from .linking import checked_question, without_brackets
 from .result import NO_ANSWER, Answer
 from .templates import PromptSet, default_prompts
 
-_ANSWER = re.compile(r"ANSWER[ \t]*:[ \t]*(.*)", re.I)
+#: "ANSWER: x", also in markdown emphasis ("**Answer**: x", "**ANSWER:** x")
+_ANSWER = re.compile(r"ANSWER[*_`]*[ \t]*:[*_`]*[ \t]*(.*)", re.I)
+#: emphasis marks left around an answer ("**Rome**")
+_EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
 #: a list item's mark at the start of a line ("- ", "* ", "1. ", "2) ")
 _BULLET = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
@@ -26,8 +29,8 @@ def extract_answer(text: str) -> str:
         m = _ANSWER.search(lines[i])
         if m is None:
             continue
-        if m.group(1).strip():
-            return m.group(1).strip()
+        if got := _EMPHASIS.sub("", m.group(1).strip()).strip():
+            return got
         below: list[str] = []
         for line in lines[i + 1:]:
             if not line.strip():

@@ -239,10 +239,14 @@ class Node:
         return out
 
 
+#: an action word at the start, in markdown emphasis too ("**ANSWER:** x", "__THINK__: y")
 _ACTION_RE = re.compile(
-    r"^[\W_]*(THINK|EXPAND[ _]KG|ANSWER|SELECT[ _]ENTITIES|SELECT[ _](?:RELATION|PROPERTY))\b\s*[:\-]?\s*(.*)$",
+    r"^[\W_]*(THINK|EXPAND[ _]KG|ANSWER|SELECT[ _]ENTITIES|SELECT[ _](?:RELATION|PROPERTY))(?![A-Za-z0-9])"
+    r"[*_`]*\s*[:\-]?[*_`]*\s*(.*)$",
     re.I | re.S,
 )
+#: emphasis marks left around a reply's text ("**The Gumball Rally**")
+_EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
 _ECHO_RE = re.compile(r"^(THINK|EXPAND[ _]KG|ANSWER)\s*:\s*(.*)$", re.I | re.S)
 
 
@@ -251,6 +255,17 @@ _ECHOED_TASK = re.compile(
     r"^\s*(?:I suggest selecting property|You have selected the following entities to expand|"
     r"SELECT PROPERTY|So the next action should be)\s*:?", re.I,
 )
+
+
+#: a list item's mark at the start of a line ("- ", "* ", "1. ")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+#: a line of ids alone, a list item's mark before them allowed ("- E3", "E3, E5")
+_ID_LINE = re.compile(r"\s*(?:(?:[-*•]|\d+[.)])\s+)?[\[(`*]*[A-Za-z]\d+(?:\s*(?:,|;|and)?\s*[A-Za-z]\d+)*[\])`*.,]*\s*")
+
+
+def _reply_lines(text: str) -> list[str]:
+    """A reply's non-empty lines, code fences left out."""
+    return [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.strip().startswith("```")]
 
 
 def _first_line(text: str) -> str:
@@ -429,7 +444,7 @@ class Machine:
                 return Action(ActionType.ANSWER, _first_line(raw))
             return Action(ActionType.INVALID, raw)
         kind = m.group(1).upper().replace(" ", "_")
-        body = m.group(2).strip()
+        body = _EMPHASIS.sub("", m.group(2).strip()).strip()
         again = _ECHO_RE.match(body)  # "ANSWER: ANSWER: x" when the prefix was echoed
         if again and again.group(1).upper().replace(" ", "_") == kind:
             body = again.group(2).strip()
@@ -447,8 +462,27 @@ class Machine:
         return Action(ActionType.INVALID, raw)
 
     def _parse_entities(self, node: Node, raw: str, *, strip: bool = True) -> Action:
+        """The entities the reply chooses: its first line that chooses some (a line of prose
+        before it, a code fence, are passed over), with the ids of the id-only lines right
+        below it ("- E2" then "- E3" is both)."""
         m = _ACTION_RE.match(raw) if strip else None
-        body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw))
+        lines = _reply_lines(m.group(2) if m else raw)
+        for i, line in enumerate(lines):
+            action = self._entities_in(node, raw, line)
+            if action.type is ActionType.INVALID:
+                continue
+            chosen = list(action.entities)
+            for below in lines[i + 1:]:
+                if not _ID_LINE.fullmatch(below):
+                    break
+                more = self._entities_in(node, raw, below)
+                chosen += [e for e in more.entities if e not in chosen]
+            return Action(ActionType.SELECT_ENTITIES, entities=tuple(chosen))
+        return Action(ActionType.INVALID, raw)
+
+    def _entities_in(self, node: Node, raw: str, line: str) -> Action:
+        """The entities one line of a reply chooses (INVALID: none)."""
+        body = _ECHOED_TASK.sub("", _BULLET.sub("", line))
         chosen: list[Entity] = []
         sg = node.subgraph
         handles = {h.upper(): e for h, e in zip(sg.handles(), sg.entities)}
@@ -486,8 +520,19 @@ class Machine:
         return Action(ActionType.SELECT_ENTITIES, entities=tuple(chosen))
 
     def _parse_relation(self, node: Node, raw: str, *, strip: bool = True) -> Action:
+        """The relation the reply chooses: on its first line that names one (a line of prose
+        before it, a code fence, are passed over)."""
         m = _ACTION_RE.match(raw) if strip else None
-        body = _ECHOED_TASK.sub("", _first_line(m.group(2) if m else raw)).strip()
+        for line in _reply_lines(m.group(2) if m else raw):
+            action = self._relation_in(node, raw, line)
+            if action.type is not ActionType.INVALID:
+                return action
+        return Action(ActionType.INVALID, raw)
+
+    def _relation_in(self, node: Node, raw: str, line: str) -> Action:
+        """The relation one line of a reply names (INVALID: none)."""
+        # "**P31**" in markdown; "~ similar_to" is "~similar_to" (the bare key walks forward)
+        body = re.sub(r"~\s+", "~", _ECHOED_TASK.sub("", _BULLET.sub("", line)).strip().strip("*`"))
         options = list(zip(node.relation_keys, node.relation_options))
         by_key = {shown(k).casefold(): (k, r) for k, r in options}
         for k, r in options:
