@@ -139,6 +139,10 @@ async def test_a_replaced_state_prompt_is_what_the_search_sends(tmp_path):
     ({"preamble.txt": "Answer $query"}, r"\$query is not given to the preamble prompt; it is given no placeholder"),
     ({"cot.txt": b"caf\xe9 $query"}, r"cot\.txt is not UTF-8 text"),
     ({"README": "no .txt"}, r"no prompt file \(NAME\.txt\) in it"),
+    # an empty file, a prompt without what it must show: the model had been sent a blind prompt
+    ({"default.txt": "  \n"}, r"default\.txt: the default prompt is empty \(delete the file to use the default one\)"),
+    ({"selecting_relation.txt": "$context\nPick one."}, r"the selecting_relation prompt must show \$options"),
+    ({"default.txt": "$preamble $actions"}, r"the default prompt must show \$context or \$query"),
 ])
 def test_a_broken_directory_is_refused_naming_the_file_and_the_fault(tmp_path, files, message):
     for name, text in files.items():
@@ -232,3 +236,14 @@ def test_a_run_recorded_before_prompt_sets_resumes_as_the_default_set(tmp_path):
     check_resume(old, new, tmp_path / "run.json", environ={})
     with pytest.raises(BadInput, match="prompts: 'default' \\(recorded\\) vs 'paper' \\(now\\)"):
         check_resume(old, {**new, "prompts": "paper"}, tmp_path / "run.json", environ={})
+
+
+def test_a_dollar_sign_in_the_preamble_is_written_as_the_error_says(tmp_path):
+    """"$5" in preamble.txt is refused with "write $$ for a dollar sign"; written so, the
+    prompt sent said "$$5" (the two texts given no placeholder were inserted raw)."""
+    (tmp_path / "preamble.txt").write_text("Each lookup costs $$5.")
+    prompts = load_prompts(str(tmp_path))
+    machine = Machine(KGSet([dylan_kg()]), prompts=prompts)
+    root = machine.root(Subgraph().with_entities([dylan_kg().entities["Q392"]]))
+    sent = machine.prompt("who is the mother of Bob Dylan", root)
+    assert "Each lookup costs $5." in sent and "$$5" not in sent

@@ -329,7 +329,7 @@ class Machine:
         """What every prompt of a node may show (:data:`~.templates.VARIABLES`): the preamble,
         the query, the subgraph, the previous actions, and the context they make."""
         parts = {
-            "preamble": self.prompts.text("preamble"), "query": query, "subgraph": node.subgraph.render(),
+            "preamble": self.prompts.fixed("preamble"), "query": query, "subgraph": node.subgraph.render(),
             "history": "\n".join(node.history) if node.history else "(none)",
         }
         return {**parts, "context": self.prompts.render("context", **parts)}

@@ -55,6 +55,25 @@ VARIABLES: dict[str, frozenset[str]] = {
     "rwt_relations": frozenset({"question", "entities", "past", "relations"}),
     "rwt_value": frozenset({"question", "path", "entities", "hops_left"}),
 }
+#: what a prompt must show to do its task: each set, one of its placeholders at least (a
+#: selection without ``$options`` never shows the model its choices; a search prompt
+#: without the question or ``$context`` leaves it blind)
+NEEDED: dict[str, tuple[frozenset[str], ...]] = {
+    "default": (frozenset({"context", "query"}),),
+    "answer_only": (frozenset({"context", "query"}),),
+    "evaluate": (frozenset({"context", "query"}),),
+    "evaluate_answer": (frozenset({"context", "query"}), frozenset({"answer"})),
+    "selecting_entities": (frozenset({"options"}),),
+    "selecting_relation": (frozenset({"options"}),),
+    "compare_answers": (frozenset({"options"}),),
+    "extract_entities": (frozenset({"query"}),),
+    "link_entity": (frozenset({"options"}), frozenset({"mention"})),
+    "cot": (frozenset({"query"}),),
+    "retrieve": (frozenset({"facts"}), frozenset({"query"})),
+    "rwt_guess": (frozenset({"question"}),),
+    "rwt_relations": (frozenset({"relations"}),),
+    "rwt_value": (frozenset({"path", "entities"}),),
+}
 #: the prompt sets the package ships (a ``--prompts`` value that is not one is a directory)
 BUILT_IN = ("default", "paper")
 
@@ -85,6 +104,11 @@ class PromptSet:
     #: the prompts this set takes from its own files rather than the default ones
     replaced: tuple[str, ...] = ()
     _compiled: dict[str, Template] = field(default_factory=dict, repr=False, compare=False)
+
+    def fixed(self, name: str) -> str:
+        """The text of a prompt given no placeholder (``preamble``, ``answer_value_examples``),
+        ``$$`` read as a dollar sign, as in every other prompt."""
+        return Template(self.texts[name]).substitute({})
 
     def text(self, name: str) -> str:
         return self.texts[name]
@@ -158,9 +182,13 @@ def load_prompts(spec: str | Path | PromptSet | None) -> PromptSet:
 
 
 def check_template(text: str, name: str, *, where: str) -> None:
-    """Refuse (:class:`BadInput`) a text for prompt ``name`` with a placeholder it is not
-    given or a ``$`` that starts none (``$$`` writes a dollar sign)."""
+    """Refuse (:class:`BadInput`) a text for prompt ``name`` that is empty, has a placeholder
+    it is not given or a ``$`` that starts none (``$$`` writes a dollar sign), or lacks
+    what the prompt must show (:data:`NEEDED`)."""
     allowed = VARIABLES[name]
+    if not text.strip():
+        raise BadInput(f"{where}: the {name} prompt is empty (delete the file to use the default one)")
+    used = set()
     for match in Template.pattern.finditer(text):
         if match.group("invalid") is not None:
             line = text.count("\n", 0, match.start()) + 1
@@ -170,6 +198,13 @@ def check_template(text: str, name: str, *, where: str) -> None:
             line = text.count("\n", 0, match.start()) + 1
             given = ", ".join(f"${v}" for v in sorted(allowed)) or "no placeholder"
             raise BadInput(f"{where}, line {line}: ${found} is not given to the {name} prompt; it is given {given}")
+        if found is not None:
+            used.add(found)
+    for needed in NEEDED.get(name, ()):
+        if not used & needed:
+            which = " or ".join(f"${v}" for v in sorted(needed))
+            raise BadInput(f"{where}: the {name} prompt must show {which}; without it the model cannot do this "
+                           "step (see the default one: traversals prompts " + name + ")")
 
 
 def export_prompts(prompts: PromptSet, folder: Path) -> list[Path]:

@@ -127,9 +127,9 @@ class ValueFunction:
         # KV cache keeps it from one question to the next (~300 tokens not recomputed); the
         # examples (opt-in) follow it: a fixed text, before anything the node changes.
         prompts = machine.prompts
-        self._answer_head = prompts.text("preamble")
+        self._answer_head = prompts.fixed("preamble")
         if examples:
-            self._answer_head += "\n\n" + prompts.text("answer_value_examples")
+            self._answer_head += "\n\n" + prompts.fixed("answer_value_examples")
         self._ratings: dict[tuple[str, str], float] = {}
         #: reasoned ratings by prompt: (the reasoning, the value read after it)
         self._reasoned: dict[str, tuple[str, float]] = {}
