@@ -173,3 +173,22 @@ async def test_a_file_read_now_and_not_then_gives_the_answered_rows_its_gold(tmp
     row = read_results(out / "results.jsonl")[0]
     assert row["gold"] != gold_before and "Douglas Adams" in json.dumps(row["gold"])  # the labels reach the old row
 
+
+
+async def test_a_limit_resume_over_a_reordered_file_is_refused(tmp_path):
+    """The same questions, ids and gold in another order: --limit drew another sample (the
+    number of questions, all a resume compared, was the same), and the run mixed two."""
+    rows = [{"id": f"q{i}", "question": f"who directed [Film {i}]", "answers": [f"Person {i}"]} for i in range(12)]
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    answers = {r["question"]: r["answers"][0] for r in rows}
+    out = tmp_path / "run"
+    await run_eval(load_dataset("questions", mine), FakeSolver(answers), out, limit=4, progress=False, config=CFG)
+    mine.write_text("".join(json.dumps(r) + "\n" for r in reversed(rows)))
+    with pytest.raises(BadInput, match="was made with another sample"):
+        await run_eval(load_dataset("questions", mine), FakeSolver(answers), out, limit=4, resume=True,
+                       progress=False, config=CFG)
+    mine.write_text("".join(json.dumps(r) + "\n" for r in rows))  # as it was: resumes, and a bigger --limit too
+    await run_eval(load_dataset("questions", mine), FakeSolver(answers), out, limit=8, resume=True,
+                   progress=False, config=CFG)
+    assert len(read_results(out / "results.jsonl")) == 8

@@ -18,6 +18,7 @@ caller passes (:func:`check_resume`): the environment is read at the edge of the
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import subprocess
 from pathlib import Path
@@ -425,6 +426,28 @@ def _resampled(old: Mapping, new: Mapping) -> str | None:
         return None
     return (f"dataset_size: {before!r} (recorded) vs {now!r} (now), and --limit and --skip sample from the "
             "shuffled indices of all of them, so another number of questions is another sample")
+
+
+def selection_digest(ids: Sequence[str]) -> str:
+    """The SHA-256 of question ids in order: what run.json records of a sampled selection."""
+    return hashlib.sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_selection(old: Mapping, new: Mapping, selected_ids: Sequence[str], run_json: Path) -> None:
+    """Refuse (:class:`BadInput`) a resume whose ``--limit``/``--skip`` sample does not begin
+    with the recorded one: the questions file was reordered or others swapped in with the
+    same count (``dataset_size`` alike), and the run would mix two samples. A resume with a
+    smaller ``--limit`` is not checked (its sample is a part of the recorded one, or not:
+    the rows outside it are left out as they are)."""
+    sampled = any(run.get("limit") is not None or run.get("skip") for run in (old, new))
+    recorded, n = old.get("selection_sha256"), old.get("selected")
+    if not sampled or not isinstance(recorded, str) or not isinstance(n, int) or len(selected_ids) < n:
+        return
+    if selection_digest(selected_ids[:n]) != recorded:
+        raise BadInput(f"cannot resume: {run_json} was made with another sample -- the {n} questions --limit and "
+                       "--skip drew then are not the first ones they draw now (the questions file was reordered, "
+                       "or questions swapped in or out), so the run would mix two samples (use another --out for "
+                       "a new run)")
 
 
 def resume_hint(out_dir: str | Path, argv: Sequence[str] | None = None) -> str:

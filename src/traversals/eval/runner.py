@@ -29,8 +29,8 @@ from ..errors import (
 from ..llm.base import spending
 from .datasets.base import DEFAULT_SEED, Dataset, Question, sample_questions
 from .resume import (
-    check_questions, check_resume, code_revision, dataset_digests, kg_changes, kg_digests, kg_paths, llm_identity,
-    package_version,
+    check_questions, check_resume, check_selection, code_revision, dataset_digests, kg_changes, kg_digests, kg_paths,
+    llm_identity, package_version, selection_digest,
 )
 from .runfiles import (
     RESULTS, RUN, SUMMARY, TRACES, ResultsFile, RunLock, Summary, answer_row, as_number, error_row, read_results,
@@ -182,6 +182,7 @@ async def run_eval(
             "seed": seed,
             "skip": skip,
             "selected": len(selection),
+            "selection_sha256": selection_digest(selected_ids),  # a resume's sample must begin with it
             "dataset_size": len(dataset.questions),
             "dataset_files": [str(Path(f).resolve()) for f in dataset.files],
             "dataset_sha256": dataset_digests(dataset.files),
@@ -220,6 +221,7 @@ async def run_eval(
             cfg.setdefault(key, value)
         if resume and run_path.exists():
             check_resume(old, cfg, run_path, environ=environ)
+            check_selection(old, cfg, selected_ids, run_path)
             moved = kg_changes(old, cfg)[2]
             cfg["started"] = old.get("started", now)
             cfg["resumed"] = [*old.get("resumed", []), now]
