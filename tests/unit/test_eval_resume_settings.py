@@ -64,3 +64,34 @@ async def test_a_resume_scores_the_recorded_answers_again_with_the_current_metri
     again = {r["id"]: (r["hits@1"], r["em_in"], r["f1"]) for r in read_results(path)}
     assert {i: again[i] for i in good} == good and len(again) == 4
     assert s.hits_at_1 == sum(v[0] for v in again.values()) / 4
+
+
+async def test_a_resume_whose_llm_decides_another_decoding_is_refused(tmp_path):
+    """--decoding auto: a run started against an endpoint that could not score (sampled) and
+    resumed against one that can went on constrained, half the rows each, unsaid."""
+    import json
+
+    from traversals.api import build_solver
+    from traversals.errors import BadInput
+    from traversals.eval.datasets import load_dataset
+    from traversals.eval.runner import run_eval
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import dylan_kg
+
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "who is the mother of [Bob Dylan]",
+                                        "answers": ["Beatrice Stone"]}) + "\n" for i in range(4)))
+    cfg = {"strategy": "chain", "llm": "x", "kg": []}
+    replies = ScriptedLLM(lambda prompt, prefix, n, t: "ANSWER: Beatrice Stone")
+    sampled = build_solver("chain", replies, [dylan_kg()])
+    out = tmp_path / "run"
+    await run_eval(load_dataset("questions", data), sampled, out, limit=2, progress=False, config=cfg)
+    scoring = ScriptedLLM(lambda prompt, prefix, n, t: "ANSWER: Beatrice Stone",
+                          score=lambda prompt, options, prefix: [-1.0] * len(options))
+    constrained = build_solver("chain", scoring, [dylan_kg()])
+    with pytest.raises(BadInput, match="decided with sampled decoding and this LLM gives constrained"):
+        await run_eval(load_dataset("questions", data), constrained, out, limit=4, resume=True, progress=False,
+                       config=cfg)
+    await run_eval(load_dataset("questions", data), build_solver("chain", replies, [dylan_kg()]), out, limit=4,
+                   resume=True, progress=False, config=cfg)  # the same LLM: resumes

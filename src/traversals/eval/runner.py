@@ -281,6 +281,15 @@ async def run_eval(
 
         solver = await _make_solver(solver_factory)
         strategy = str(cfg.get("strategy", "") or getattr(solver, "name", ""))
+        used = getattr(solver, "constrained", None)  # --decoding auto: the LLM decides; the answers record it
+        if strategy in ("tree", "chain", "mcts", "beam") and isinstance(used, bool):
+            now = "constrained" if used else "sampled"
+            before = sorted({str(r["decoding"]) for r in rows if not r.get("error") and r.get("decoding")})
+            if before and now not in before:
+                raise BadInput(f"cannot resume: the answers in {out} were decided with {' and '.join(before)} "
+                               f"decoding and this LLM gives {now} (--decoding auto follows what the LLM can do: an "
+                               "endpoint that scores options, or not); resume with the LLM the run started with, or "
+                               "use another --out")
         results = ResultsFile(results_path)
         bar = _Progress(progress, len(selection), [r for r in rows if r["id"] in wanted])
         pending = iter(todo)
