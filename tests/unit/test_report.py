@@ -336,6 +336,17 @@ def test_a_torn_last_line_is_left_out_and_the_run_marked_partial(tmp_path):
     assert "| cot | 50.0 / 50.0 (n=2, partial of 3) |" in write_report([run]).read_text()
 
 
+def test_a_resume_to_a_larger_limit_stopped_before_its_first_row_is_partial(tmp_path):
+    """--limit 2 finished (summary.json: n 2, nothing unanswered), then --resume --limit 3
+    killed before a row: run.json selects 3, and the old summary made the run look complete."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "selected": 3}))
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:1", "B", "C", 0.0))
+    (run / "summary.json").write_text(json.dumps({"n": 2, "selected": 2, "unanswered": 0}))
+    assert "| cot | 50.0 / 50.0 (n=2, partial of 3) |" in write_report([run]).read_text()
+
+
 def test_the_results_file_may_be_named_instead_of_its_run(tmp_path):
     run = tmp_path / "r"
     run.mkdir()

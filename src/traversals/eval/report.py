@@ -127,19 +127,21 @@ def load_run(run_dir: str | Path) -> Run:
         selected=config.get("selected"),
         out_dir=str(d),
     )
-    summary.unanswered = _unanswered(d, len(rows))
+    summary.unanswered = _unanswered(d, len(rows), config.get("selected"))
     return Run(dir=d, config=config, rows=rows, summary=summary, rescored=rescored)
 
 
-def _unanswered(d: Path, n: int) -> int | None:
+def _unanswered(d: Path, n: int, selected: object = None) -> int | None:
     """The selected questions without a row, as the run's last summary.json counted them
-    when it counted the rows there are now (a later invocation stopped before its summary:
-    not known, and the report falls back on rows vs the number selected)."""
+    when it counted the rows there are now, of the selection run.json records now (a later
+    invocation stopped before its summary -- a resume to a larger --limit killed before its
+    first row --: not known, and the report falls back on rows vs the number selected)."""
     try:
         last = json.loads((d / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    got = last.get("unanswered") if isinstance(last, dict) and last.get("n") == n else None
+    same = isinstance(last, dict) and last.get("n") == n and (selected is None or last.get("selected") == selected)
+    got = last.get("unanswered") if same else None
     return got if isinstance(got, int) and not isinstance(got, bool) else None
 
 
