@@ -379,9 +379,16 @@ def write_run_view(run_dir: Path, out_dir: Path | None = None) -> Path:
             continue  # damaged in its fields: listed without a link too
         _write(out_dir / page, html_page)
         links[r["id"]] = page
-    summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
-    summary = summary if isinstance(summary, dict) else None
-    title = run_dir.name if summary is None else f'{summary.get("dataset", run_dir.name)} · {summary.get("strategy", "")}'
+    # the header counts the rows listed, as `report` does (summary.json may be an earlier
+    # invocation's: a resume stopped before its own summary)
+    from .eval.report import load_run
+
+    try:
+        run = load_run(run_dir)
+        summary: dict | None = run.summary.to_json()
+        title = f"{run.dataset} · {run.strategy}"
+    except BadInput:
+        summary, title = None, run_dir.name
     index = out_dir / "index.html"
     _write(index, render_run(rows, title=title, links=links, summary=summary))
     return index

@@ -100,13 +100,15 @@ def test_a_run_view_links_each_traced_question_and_ignores_a_half_written_line(t
          "llm_calls": 2, "seconds": 1.0, "error": None, "trace": "traces/missing.json"},
     ]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"id": "d:3", "quest')
-    (run / "summary.json").write_text(json.dumps({"dataset": "toy", "strategy": "tree", "n": 2, "hits@1": 0.5}))
+    (run / "run.json").write_text(json.dumps({"dataset": "toy", "strategy": "tree", "selected": 3}))
+    # an earlier invocation's summary: the header counts the rows listed (it showed this one's)
+    (run / "summary.json").write_text(json.dumps({"dataset": "toy", "strategy": "tree", "n": 1, "hits@1": 1.0}))
     index = write_run_view(run)
     page = index.read_text()
     assert index == run / "view" / "index.html"
     assert page.count("<tr class=") == 2 and 'class="hit"' in page and 'class="miss"' in page
     assert '<a href="q1.html">Who wrote it?</a>' in page and "Who else?</td>" in page  # no trace: no link
-    assert "toy · tree" in page and "hits@1 <b>0.5</b>" in page
+    assert "toy · tree" in page and "n <b>2</b>" in page and "hits@1 <b>0.5</b>" in page
     assert 'href="index.html"' in (run / "view" / "q1.html").read_text()
 
 
