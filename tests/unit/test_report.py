@@ -503,3 +503,17 @@ def test_value_buckets_put_every_half_way_value_up():
     values = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
     assert [b for b, _, _ in _buckets((v, 1.0) for v in values)] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     assert _buckets([(0.0, 1.0), (0.04, 0.0), (0.5, 1.0), (1.0, 1.0)]) == [(0.0, 2, 0.5), (0.5, 1, 1.0), (1.0, 1, 1.0)]
+
+
+def test_runs_in_folders_of_one_name_get_labels_of_their_own_and_a_run_named_twice_counts_once(tmp_path):
+    """runs/A/e and runs/B/e shared one row and read "cot (e) vs cot (e)"; DIR and
+    DIR/results.jsonl were compared as two runs."""
+    for parent, answer in (("A", "A"), ("B", "C")):
+        run = tmp_path / parent / "e"
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "selected": 1}))
+        (run / "results.jsonl").write_text(_row("x:0", answer, "A", 1.0 if answer == "A" else 0.0))
+    text = write_report([tmp_path / "A" / "e", tmp_path / "B" / "e"], out=tmp_path / "r.md").read_text()
+    assert "cot (A/e)" in text and "cot (B/e)" in text
+    once = write_report([tmp_path / "A" / "e", tmp_path / "A" / "e" / "results.jsonl"], out=tmp_path / "s.md")
+    assert "(n=1" in once.read_text() and once.read_text().count("(n=1") == 1

@@ -636,8 +636,20 @@ def _labels(runs: Sequence[Run]) -> None:
         alike.setdefault((r.label, r.dataset), []).append(r)
     for group in alike.values():
         if len(group) > 1:
-            for r in group:
-                r.label += f" ({r.dir.name})"
+            for r, name in zip(group, _distinct_names([r.dir for r in group])):
+                r.label += f" ({name})"
+
+
+def _distinct_names(dirs: Sequence[Path]) -> list[str]:
+    """The shortest trailing parts of ``dirs`` that tell them apart: the folder names, or
+    with as many parents as it takes (``A/e`` and ``B/e``); a number last (the same path
+    named twice)."""
+    resolved = [d.resolve() for d in dirs]
+    for depth in range(1, max(len(d.parts) for d in resolved) + 1):
+        names = ["/".join(d.parts[-depth:]) for d in resolved]
+        if len(set(names)) == len(names):
+            return names
+    return [f"{d.name} {i + 1}" for i, d in enumerate(resolved)]
 
 
 def _section(title: str, intro: str, header: list[str], rows: list[list[str]], empty: str) -> list[str]:
@@ -664,10 +676,11 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     given; with ``prices``, what each run's tokens cost. Returns the path of ``report.md``."""
     if not run_dirs:
         raise BadInput("report: give at least one run directory")
-    unique: dict[Path, str | Path] = {}
-    for d in run_dirs:  # a folder named twice counts once
-        unique.setdefault(Path(d).resolve(), d)
-    runs = [load_run(d) for d in unique.values()]
+    unique: dict[Path, Run] = {}
+    for d in run_dirs:  # a folder named twice counts once, by itself or by its results.jsonl
+        run = load_run(d)
+        unique.setdefault(run.dir.resolve(), run)
+    runs = list(unique.values())
     _labels(runs)
     if out is None:
         md = runs[0].dir / "report.md"
