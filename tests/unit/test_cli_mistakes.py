@@ -120,3 +120,24 @@ def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys) -> Non
     monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
     assert entry.main() == 130
     assert capsys.readouterr().err == "traversals: interrupted\n"
+
+
+def test_the_command_to_go_on_after_errors_in_a_row_answers_them_again(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The message said "resume with --retry-errors" and the command it printed had only
+    --resume: pasted, it answered none of the failed questions and exited 0."""
+    import traversals.llm.factory
+    from traversals.errors import LLMError
+    from traversals.llm.scripted import ScriptedLLM
+
+    def fails(prompt, prefix, n, temperature):
+        raise LLMError("HTTP 400: bad request")
+
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda *a, **k: ScriptedLLM(fails))
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "q?", "answers": ["x"]}) + "\n" for i in range(4)))
+    argv = ["eval", "questions", "--data", str(data), "--strategy", "cot", "--no-progress", "--out", str(tmp_path / "r"),
+            "--max-consecutive-errors", "2"]
+    monkeypatch.setattr(sys, "argv", ["traversals", *argv])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "2 questions in a row failed" in err and err.rstrip().endswith("--retry-errors --resume")

@@ -296,7 +296,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 130
     except ABORT_ERRORS as e:  # LLM / KG unavailable: the run stopped cleanly
         if (out / RESULTS).exists():
-            raise type(e)(f"{e} -- the run stopped; {resume_hint(out, _command_line())}") from e
+            argv = _command_line()
+            if isinstance(e, RunStopped) and "--retry-errors" not in argv:  # errors in a row: answer them again
+                argv = [*argv, "--retry-errors"]
+            raise type(e)(f"{e} -- the run stopped; {resume_hint(out, argv)}") from e
         raise
     except OSError as e:  # a full disk, a run directory gone read-only: the rows written are whole
         if e.errno not in _WRITE_ERRNOS and "short write" not in str(e):
