@@ -163,3 +163,20 @@ def test_a_full_disk_stops_the_eval_with_what_to_do_not_a_traceback(tmp_path, mo
     assert "cannot write the run's files (No space left on device)" in err and "2 question(s) saved" in err
     assert "--resume" in err and "Traceback" not in err
     assert len(read_results(out / "results.jsonl")) == 2
+
+
+def test_a_write_that_fails_leaves_no_hidden_temporary_file(tmp_path, monkeypatch):
+    """A full disk: the half-written .NAME.PID.tmp files stayed, taking space after the resume."""
+    import os
+
+    from traversals.eval import runfiles
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runfiles.os, "fsync", full)
+    for write in (lambda: runfiles.write_json_atomic(tmp_path / "run.json", {"a": 1}),
+                  lambda: runfiles.rewrite_results(tmp_path / "results.jsonl", [{"id": "x"}])):
+        with pytest.raises(OSError):
+            write()
+    assert [p.name for p in tmp_path.iterdir()] == [] and not os.listdir(tmp_path)

@@ -439,7 +439,8 @@ def check_selection(old: Mapping, new: Mapping, selected_ids: Sequence[str], run
     same count (``dataset_size`` alike), and the run would mix two samples. A resume with a
     smaller ``--limit`` is not checked (its sample is a part of the recorded one, or not:
     the rows outside it are left out as they are)."""
-    sampled = any(run.get("limit") is not None or run.get("skip") for run in (old, new))
+    # a resume without --limit answers every question: whatever the recorded sample was, it holds it
+    sampled = new.get("limit") is not None or bool(new.get("skip"))
     recorded, n = old.get("selection_sha256"), old.get("selected")
     if not sampled or not isinstance(recorded, str) or not isinstance(n, int) or len(selected_ids) < n:
         return

@@ -228,12 +228,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` through a temporary file and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(data), f, ensure_ascii=False, indent=1, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_json_safe(data), f, ensure_ascii=False, indent=1, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:  # a full disk: no half-written hidden file left taking space
+        tmp.unlink(missing_ok=True)
 
 
 def _result_line(row: Mapping) -> str:
@@ -244,12 +247,15 @@ def _result_line(row: Mapping) -> str:
 def rewrite_results(path: Path, rows: Sequence[Mapping]) -> None:
     """Replace ``results.jsonl`` with ``rows`` (temporary file, fsync, ``os.replace``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(_result_line(row))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(_result_line(row))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:  # a full disk: no half-written hidden file left taking space
+        tmp.unlink(missing_ok=True)
 
 
 class RunLock:
