@@ -139,6 +139,36 @@ async def test_a_retry_after_holds_every_request_of_the_client() -> None:
     await http.aclose()
 
 
+async def test_a_retry_after_holds_requests_queued_for_a_connection_and_after_a_last_attempt() -> None:
+    """Requests waiting for one of the pool's connections went out right after the 429; and a
+    Retry-After on a request that gave up (its last attempt) held no other request."""
+    events: list[str] = []
+
+    class Recorded(Sleeps):
+        async def __call__(self, d: float) -> None:
+            events.append(f"sleep {round(d)}")
+            await super().__call__(d)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        events.append(f"send {request.url.params['q']}")
+        if request.url.params["q"] == "a":
+            return httpx.Response(429, headers={"Retry-After": "30"})
+        return httpx.Response(200, text="ok")
+
+    http = HttpClient(transport=httpx.MockTransport(handler), sleep=Recorded(), max_connections=1, max_retries=0)
+    got = await asyncio.gather(*(http.get(URL, params={"q": q}) for q in "abc"), return_exceptions=True)
+    assert isinstance(got[0], KGUnavailable)  # a gave up at once (no retry left) ...
+    assert events[:2] == ["send a", "sleep 30"], events  # ... and b, queued for the connection, waited
+    http2 = HttpClient(transport=httpx.MockTransport(handler), sleep=Recorded(), max_retries=0)
+    events.clear()
+    with pytest.raises(KGUnavailable):
+        await http2.get(URL, params={"q": "a"})
+    await http2.get(URL, params={"q": "b"})  # the next one, later: it waits too
+    assert events == ["send a", "sleep 30", "send b"], events
+    await http.aclose()
+    await http2.aclose()
+
+
 async def test_retry_after_http_date_is_honoured() -> None:
     when = email.utils.formatdate(time.time() + 5, usegmt=True)
     transport, _ = scripted(

@@ -297,13 +297,9 @@ class HttpClient:
                     await semaphore.acquire()
                 try:
                     await self._pace(pace_lock)
-                    # another request was told to wait (checked once this one may go: it may
-                    # have queued for its turn before that answer came)
-                    if (held := self._resume_at - time.monotonic()) > 0:
-                        self.stats.waited_seconds += held
-                        await self._sleep(held)
                     assert self._connections is not None
                     async with self._connections:  # a free connection first, then the budget
+                        await self._hold(where)
                         self.stats.requests += 1
                         async with asyncio.timeout(budget):
                             response = await self._send(client, method, target, data, headers, auth)
@@ -338,6 +334,8 @@ class HttpClient:
                             f"{where} gave up on the query (its own time limit): {message}"
                         )
                     retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                    if retry_after is not None:  # for every request of the client, this one's last attempt too
+                        self._resume_at = max(self._resume_at, time.monotonic() + retry_after)
                     if status == 429:
                         failure = f"{where} is rate limiting requests (HTTP 429)"
                     else:
@@ -366,11 +364,24 @@ class HttpClient:
             delay = backoff_delay(attempt, self.backoff_base, self.backoff_max, self._rng)
             if retry_after is not None:
                 delay = max(delay, retry_after)
-                self._resume_at = max(self._resume_at, time.monotonic() + retry_after)  # for every request
             attempt += 1
             self.stats.retries += 1
             self.stats.waited_seconds += delay
             await self._sleep(delay)
+
+    async def _hold(self, where: str) -> None:
+        """Wait out a ``Retry-After`` the server gave any request of this client (checked once
+        this request holds its connection: it may have queued before that answer came, and
+        again if another answer extends the wait meanwhile); a wait past ``max_retry_after``
+        is :class:`KGUnavailable` at once, as for the request that was told."""
+        seen = None
+        while (held := self._resume_at - time.monotonic()) > 0 and self._resume_at != seen:
+            if held > self.max_retry_after:
+                raise KGUnavailable(f"{where} asked this client to wait {held:.0f} s before its next request "
+                                    "(Retry-After)")
+            seen = self._resume_at
+            self.stats.waited_seconds += held
+            await self._sleep(held)
 
     @staticmethod
     async def _send(client: httpx.AsyncClient, method: str, url: str | httpx.URL, data: Mapping[str, str] | None,

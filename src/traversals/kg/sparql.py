@@ -771,6 +771,23 @@ class SparqlKG:
         ents = await self._entities([h[0] for h in hits], hints=dict(hits))
         return [ents[h[0]] for h in hits]
 
+    async def search_label(self, text: str, limit: int = 10) -> list[Entity]:
+        """Entities labelled ``text`` (its case variants and language tags aside): the
+        exact stage of :meth:`search` alone, index lookups, no scan of the labels. What
+        linking an entity into this KG by its label needs (a KG set asks it for every
+        entity a step reaches: the contained stage's scans cost a full pass each)."""
+        raw = str(text).strip()
+        text = " ".join(raw.split())
+        limit = max(0, int(limit))
+        if not text or limit == 0:
+            return []
+        st.literal(raw)
+        self.stats.searches += 1
+        texts = list(dict.fromkeys([text, " ".join(text.replace("_", " ").split())]))
+        hits = (await self._search_exact(raw, texts, limit))[:limit]
+        ents = await self._entities([h[0] for h in hits], hints=dict(hits))
+        return [ents[h[0]] for h in hits]
+
     def _label_union(self, inner: str = "") -> str:
         """``{ ?x <label1> ?l <inner> } UNION { ?x <label2> ?l <inner> } ...``
 

@@ -197,10 +197,11 @@ class KGSet:
             not_async=lambda got: KGError(f"{where} is not async: it returned {_kind(got)} instead of a "
                                           "coroutine (define it with `async def`)"))
 
-    async def _search(self, kg: KnowledgeGraph, text: str, limit: int) -> list[Entity]:
-        """``kg.search``, checked, at most ``limit`` distinct entities stamped with the KG's name."""
-        where = f"knowledge graph {kg.name!r}: search()"
-        got = _items(where, await self._call(kg, "search", text, limit=limit), "Entity")
+    async def _search(self, kg: KnowledgeGraph, text: str, limit: int, method: str = "search") -> list[Entity]:
+        """``kg.search`` (or ``method``), checked, at most ``limit`` distinct entities stamped
+        with the KG's name."""
+        where = f"knowledge graph {kg.name!r}: {method}()"
+        got = _items(where, await self._call(kg, method, text, limit=limit), "Entity")
         unique: dict[tuple[str, str], Entity] = {}
         for e in (_entity(where, x) for x in got):
             e = _own(where, kg.name, e)
@@ -486,7 +487,10 @@ class KGSet:
                     return
                 usage.add_kg_call()
                 said = label[(e.kg, e.id)]
-                hits = [c for c in await self._search(kg, said, 3) if _norm(c.label) == _norm(said)]
+                # a remote KG's exact lookup (search_label), not its scans: only a label equal
+                # to the entity's links it, and this runs for every entity a step reaches
+                exact = "search_label" if callable(getattr(kg, "search_label", None)) else "search"
+                hits = [c for c in await self._search(kg, said, 3, method=exact) if _norm(c.label) == _norm(said)]
                 if hits:
                     guessed[(e.kg, e.id)] = hits[0]
 
