@@ -366,9 +366,6 @@ class SparqlKG:
         #: the endpoint answered once in this session (checked before the first cache hit)
         self._reachable = False
         self.stats = KGStats()
-        #: relation ids given so far (predicate IRI -> id), so a predicate keeps its id for the session
-        self._relation_id: dict[str, str] = {}
-        self._relation_id_owner: dict[str, str] = {}
         self._owns_http = http is None
         self.http = http or HttpClient(
             timeout=timeout, max_retries=max_retries, user_agent=user_agent, rate_limit=rate_limit
@@ -931,7 +928,7 @@ class SparqlKG:
             threshold = rows[limit - 1][2]
             rows = [r for r in rows if r[2] >= threshold]
         labels = await self.relation_labels(list(dict.fromkeys(p for p, _, _ in rows)))
-        ids = self._relation_ids({p for p, _, _ in rows})
+        ids = _relation_ids({p for p, _, _ in rows})
         ranked = []
         for p, inverse, n in rows:
             label, inv = labels.get(p, (iris.relation_fallback_label(p), ""))
@@ -1016,28 +1013,6 @@ class SparqlKG:
             slot = best.setdefault(r["p"].value, {})
             if group not in slot or rank < slot[group][0]:
                 slot[group] = (rank, text)
-
-    def _relation_ids(self, preds: set[str]) -> dict[str, str]:
-        """Relation ids: the local name, or the full IRI where the local name cannot be an
-        id (:func:`~traversals.kg.iris.usable_relation_id`) or another predicate has it.
-
-        An id once given is kept for the session, so a relation's key never changes between
-        steps of a search: the first predicate seen with a local name keeps it; a later one
-        sharing it, or two first seen in one answer (and any after them), get their full
-        IRI. (The embedded store decides over its whole vocabulary; an endpoint's cannot
-        be listed cheaply.)
-        """
-        new: dict[str, list[str]] = {}
-        for p in sorted(preds - self._relation_id.keys()):
-            new.setdefault(iris.local_name(p), []).append(p)
-        for name, ps in new.items():
-            free = len(ps) == 1 and name not in self._relation_id_owner and iris.usable_relation_id(name)
-            for p in ps:
-                rel_id = name if free else p
-                self._relation_id[p] = rel_id
-                self._relation_id_owner.setdefault(rel_id, p)
-            self._relation_id_owner.setdefault(name, "")  # shared once: no later predicate takes it
-        return {p: self._relation_id[p] for p in preds}
 
     # -- edges -------------------------------------------------------------------------
 
@@ -1244,6 +1219,20 @@ class SparqlKG:
 def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
+
+
+def _relation_ids(preds: set[str]) -> dict[str, str]:
+    """Relation ids: the local name, or the full IRI where two predicates of one answer
+    share one or the local name cannot be an id (:func:`~traversals.kg.iris.usable_relation_id`).
+    (A search keeps the id a relation had first in its question: ``KGSet``.)"""
+    by_name: dict[str, list[str]] = {}
+    for p in preds:
+        by_name.setdefault(iris.local_name(p), []).append(p)
+    out = {}
+    for name, ps in by_name.items():
+        for p in ps:
+            out[p] = name if len(ps) == 1 and iris.usable_relation_id(name) else p
+    return out
 
 
 def _dedupe_hits(hits: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -168,6 +168,10 @@ class KGSet:
         self.timeout = timeout
         # entity (kg, id) -> same entity in other KGs
         self._links: dict[tuple[str, str], list[Entity]] = {}
+        # relation (kg, iri) -> the id it had first in this question (an endpoint decides ids
+        # per answer: a predicate sharing its local name with another gets its IRI only when
+        # both are in one answer, so its key could change between the steps of a search)
+        self._relation_ids: dict[tuple[str, str], str] = {}
 
     def fresh(self) -> KGSet:
         """The same KGs and settings with no link recorded: one question's. A solver asks
@@ -176,6 +180,7 @@ class KGSet:
         evaluation run answers as its questions asked one by one do, resumed or not."""
         clone = copy.copy(self)
         clone._links = {}
+        clone._relation_ids = {}
         return clone
 
     async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -253,7 +258,15 @@ class KGSet:
             return Relations(tuple(walkable[: max(0, cap)]), got.omitted + max(0, len(walkable) - cap))
 
         answers = await gather(*(one(kg) for kg in self.kgs))
-        return self._shared(answers, cap)
+        return self._kept_ids(self._shared(answers, cap))
+
+    def _kept_ids(self, rels: Relations) -> Relations:
+        """``rels`` with each relation under the id it had first in this question."""
+        items = []
+        for r in rels.items:
+            first = self._relation_ids.setdefault((r.kg, r.iri), r.id) if r.iri else r.id
+            items.append(r if first == r.id else replace(r, id=first))
+        return Relations(tuple(items), rels.omitted)
 
     @staticmethod
     def _shared(answers: Sequence[Relations], cap: int) -> Relations:
