@@ -419,3 +419,18 @@ async def test_a_relation_cut_short_in_one_kg_marks_no_relation_of_that_key_in_a
     assert yaml.safe_load("\n".join(node.subgraph.render_edges())) == {
         "Dune": {"literary style": "Space opera", "genre": ["Genre 0", "Genre 1", "(3 more not shown)"]}}
     assert node.subgraph.cut_short("a-x", "genre", "a") and not node.subgraph.cut_short("a-x", "genre", "b")
+
+
+async def test_a_literal_value_is_never_linked_to_an_entity_of_another_kg():
+    """books' Dune was published in "1984"^^xsd:gYear; the value was linked by its label to
+    films' film "1984" and offered its director."""
+    books = DictKG([("b-dune", "published", '"1984"^^xsd:gYear')],
+                   labels={"b-dune": "Dune", '"1984"^^xsd:gYear': "1984"}, name="books")
+    films = DictKG([("f-1984", "directed_by", "f-radford")], labels={"f-1984": "1984", "f-radford": "Michael Radford"},
+                   name="films")
+    kgs = KGSet([books, films])
+    got = await kgs.get_edges([books.entities["b-dune"]], books.relations["published"], Usage())
+    [year] = got.new_entities
+    assert (year.kg, year.id) == ("books", '"1984"^^xsd:gYear') and kgs.copies(year, films) == []
+    rels = await kgs.get_relations([year], Usage())
+    assert {(r.kg, r.key) for r in rels.items} == {("books", "~published")}

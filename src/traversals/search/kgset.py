@@ -460,7 +460,9 @@ class KGSet:
             return
         # the cut is taken before what is linked already is left out, so which entities a
         # call links does not depend on what a sibling's concurrent call linked first
-        todo = list({(e.kg, e.id): e for e in entities}.values())
+        # a literal value ('"1984"^^xsd:gYear', the built-in back ends' ids of values) and a
+        # blank node are their own KG's: a label search took the year for the film "1984"
+        todo = list({(e.kg, e.id): e for e in entities if not e.id.startswith(('"', "_:"))}.values())
         cut = self.max_links_per_step if limit == -1 else limit
         todo = todo if cut is None else todo[: max(0, cut)]
         todo = [e for e in todo if (e.kg, e.id) not in self._links]
