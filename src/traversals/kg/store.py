@@ -29,7 +29,7 @@ Literal objects
     without a midnight time part), so values can be shown and answered with. Such an
     entity can be passed back in: its inverse relations (who has this value) are found;
     it has no forward ones. Blank nodes are entities with id ``_:<id>``: the file's own id,
-    or ``_:anon-N`` for the N-th it leaves unnamed (``[ ... ]``), the same at every load.
+    or ``_:anon:N`` for the N-th it leaves unnamed (``[ ... ]``), the same at every load.
 
 Labels
     ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order; ``label_predicates=``,
@@ -1001,7 +1001,7 @@ _MADE_UP_BLANK = re.compile(r"[0-9a-f]{16,32}")
 
 def _stable_blank_nodes(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
     """The quads in the default graph, each blank node the parser named at random renamed
-    ``anon-1``, ``anon-2`` … in the order the file first mentions it, the others keeping
+    ``anon:1``, ``anon:2`` … in the order the file first mentions it, the others keeping
     the file's own ids (``_:x`` is ``_:x``): ids ``kg search`` prints stay valid at the next
     load. (An id of the file that looks made up, 16 hex digits or more, is renamed too.)"""
     names: dict[str, ox.BlankNode] = {}
@@ -1009,7 +1009,9 @@ def _stable_blank_nodes(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
     def stable(t):
         if isinstance(t, ox.BlankNode) and _MADE_UP_BLANK.fullmatch(t.value):
             if t.value not in names:
-                names[t.value] = ox.BlankNode(f"anon-{len(names) + 1}")
+                # "anon:N": no file can name a blank node so (":" is no label character), so
+                # none of the file's own is merged with it
+                names[t.value] = ox.BlankNode(f"anon:{len(names) + 1}")
             return names[t.value]
         return t
 
