@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -238,11 +239,11 @@ def check_config_types(cfg: SearchConfig) -> None:
     ``max_expansions`` had made no LLM call and answered nothing; ``k=2.5`` failed with a
     TypeError after calls were spent), and a size under its least (``max_edges=0`` walked
     nothing). The ranges of the other settings are checked where they are read."""
-    def whole(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
+    def whole(v: object) -> bool:  # numpy's integers too
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
-    def number(v: object) -> bool:  # NaN and infinities: told by each setting's range check
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    def number(v: object) -> bool:  # numpy's too; NaN and infinities: told by each setting's range check
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
     for name, least in {**_WHOLE, **_WHOLE_OR_NONE}.items():
         v = getattr(cfg, name)
@@ -264,7 +265,7 @@ def check_config_types(cfg: SearchConfig) -> None:
     if cfg.evaluate_intermediate is not None and not isinstance(cfg.evaluate_intermediate, bool):
         raise BadInput(f"SearchConfig.evaluate_intermediate is True, False or None, got {cfg.evaluate_intermediate!r}")
     for name in _TEXTS:
-        if not isinstance(getattr(cfg, name), str):
+        if not isinstance(getattr(cfg, name), str) and not (name == "prompts" and isinstance(cfg.prompts, os.PathLike)):
             raise BadInput(f"SearchConfig.{name} is a string, got {getattr(cfg, name)!r}")
     if cfg.value_model is not None and not isinstance(cfg.value_model, (str, os.PathLike)):
         raise BadInput(f"SearchConfig.value_model is a file name or None, got {cfg.value_model!r}")

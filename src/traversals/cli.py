@@ -514,8 +514,8 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     if extra:
         words = [w for w in extra if not w.startswith("-")]
         said = {"ask": "question", "search": "text"}.get(getattr(args, "kg_command", None) or args.command)
-        if said and words and len(words) == len(extra):
-            first = args.question if said == "question" else args.text
+        first = (args.question if said == "question" else args.text) if said else ""
+        if said and words and len(words) == len(extra) and len(first.split()) == 1:  # it was one word: unquoted
             command = "traversals ask" if said == "question" else "traversals kg search"
             parser.exit(2, f"traversals: error: put the {said} in quotes, as one argument: "
                            f"{command} \"{' '.join([first, *words])}\" ...\n")

@@ -85,6 +85,14 @@ def test_an_unquoted_question_is_told_to_be_quoted(argv: list[str], says: str, c
     assert stop.value.code == 2 and says in capsys.readouterr().err
 
 
+def test_a_quoted_question_with_a_stray_word_gets_argparses_own_message(capsys) -> None:
+    """`ask "who directed [X]" chain` (a forgotten --strategy) was told to quote the question."""
+    with pytest.raises(SystemExit):
+        main(["ask", "who directed [Bob Dylan]", "chain"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: chain" in err and "in quotes" not in err
+
+
 def test_version(capsys) -> None:
     import traversals
 

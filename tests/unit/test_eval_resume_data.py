@@ -192,3 +192,14 @@ async def test_a_limit_resume_over_a_reordered_file_is_refused(tmp_path):
     await run_eval(load_dataset("questions", mine), FakeSolver(answers), out, limit=8, resume=True,
                    progress=False, config=CFG)
     assert len(read_results(out / "results.jsonl")) == 8
+
+
+async def test_a_whole_run_resumed_with_a_limit_over_its_size_goes_on(tmp_path):
+    """A run of every question (file order), resumed with --limit 10 on 4 questions (a
+    shuffled order): refused as "another sample", though the questions were the same."""
+    mine = write_questions(tmp_path / "mine.jsonl")
+    out = tmp_path / "run"
+    await run_eval(load_dataset("questions", mine), FakeSolver(ANSWERS), out, progress=False, config=CFG)
+    await run_eval(load_dataset("questions", mine), FakeSolver(ANSWERS), out, limit=10, resume=True, progress=False,
+                   config=CFG)
+    assert len(read_results(out / "results.jsonl")) == 3

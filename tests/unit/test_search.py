@@ -205,6 +205,17 @@ def test_markdown_lists_and_a_line_of_prose_before_the_choice_parse_as_a_reader_
                        ("The best property is:\n~P25", "~P25")):
         assert machine.parse(rel, reply).relation_key == key, reply
     assert extract_answer("Thinking.\n**Answer**: Rome") == "Rome" == extract_answer("**ANSWER:** **Rome**")
+    # but an id an explanation names below its first line is no choice; fences around one id are
+    for reply in ("None of these entities would help.\nQ392 has already been expanded.",):
+        assert machine.parse(sel, reply).type is ActionType.INVALID, reply
+    assert machine.parse(rel, "None of these leads to it.\nP25 (mother) is unrelated.").type is ActionType.INVALID
+    assert machine.parse(sel, "```Q392```").entities == (dylan,) and machine.parse(rel, "```P25```").relation_key == "P25"
+    assert machine.parse(sel, "```text Q392").entities == (dylan,)
+    # a label that looks like a list item is itself first ("1. FC Köln" is a club)
+    koln = DictKG([("Q1", "P1", "Q2"), ("Q3", "P1", "Q2")], labels={"Q1": "1. FC Köln", "Q3": "FC Köln", "Q2": "x"})
+    sg = Subgraph().with_entities([koln.entities["Q1"], koln.entities["Q3"]])
+    pick = root.__class__(id=12, state=State.SELECTING_ENTITIES, subgraph=sg)
+    assert machine.parse(pick, "1. FC Köln").entities == (koln.entities["Q1"],)
 
 
 # -- the search --------------------------------------------------------------------------
@@ -1284,6 +1295,15 @@ def test_search_settings_out_of_range_are_refused(change, says):
     assert build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(threshold=1.01))  # over 1: never stops early
 
 
+def test_numpy_numbers_and_a_path_are_settings_of_the_right_kind():
+    import numpy as np
+    from pathlib import Path
+
+    kg = DictKG([("France", "capital", "Paris")])
+    assert build_solver("tree", ScriptedLLM([]), [kg], SearchConfig(k=np.int64(2), threshold=np.float32(0.8),
+                                                                    prompts=Path("default")))
+
+
 @pytest.mark.parametrize("strategy, change, says", [
     ("chain", {"max_expansions": float("nan")}, "SearchConfig.max_expansions is a whole number, got nan"),
     ("tree", {"k": 2.5}, "SearchConfig.k is a whole number or None, got 2.5"),
@@ -1294,6 +1314,7 @@ def test_search_settings_out_of_range_are_refused(change, says):
     ("mcts", {"max_relations": -1}, "SearchConfig.max_relations must be at least 1, got -1"),
     ("tree", {"diverse_temperature": "1"}, "SearchConfig.diverse_temperature is a number, got '1'"),
     ("tree", {"both_orders": "yes"}, "SearchConfig.both_orders is True or False, got 'yes'"),
+    ("tree", {"prompts": 5}, "SearchConfig.prompts is a string, got 5"),
 ])
 def test_settings_of_the_wrong_kind_are_refused_when_the_solver_is_built(strategy, change, says):
     """They had crippled the search in silence (a NaN max_expansions answered nothing with no
@@ -1368,3 +1389,16 @@ async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question()
     assert answer.stopped == "frontier_empty"
     last = answer.trace["nodes"][-1]
     assert "not expanded: its prompt does not fit the LLM's context" in last["note"]
+
+
+async def test_a_first_prompt_past_the_context_is_an_error_not_a_quiet_no_answer():
+    """When not even the root's prompt fits (--n-ctx too small), the question had ended in
+    "Cannot find answer": an eval scored it as an answer, and no error stopped the run."""
+    from traversals.errors import PromptTooLong
+
+    def respond(prompt, prefix, n, temperature):
+        raise PromptTooLong("the prompt has 2100 tokens but the context window is 2048 (raise n_ctx)")
+
+    solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
+    with pytest.raises(PromptTooLong, match="raise n_ctx"):
+        await solver.ask("who is the mother of [Bob Dylan]")

@@ -439,8 +439,10 @@ def check_selection(old: Mapping, new: Mapping, selected_ids: Sequence[str], run
     same count (``dataset_size`` alike), and the run would mix two samples. A resume with a
     smaller ``--limit`` is not checked (its sample is a part of the recorded one, or not:
     the rows outside it are left out as they are)."""
-    # a resume without --limit answers every question: whatever the recorded sample was, it holds it
-    sampled = new.get("limit") is not None or bool(new.get("skip"))
+    # a resume without --limit answers every question: whatever the recorded sample was, it holds it;
+    # a run recorded without one holds every question (in the file's order, not a sample's)
+    sampled = (new.get("limit") is not None or bool(new.get("skip"))) and (
+        old.get("limit") is not None or bool(old.get("skip")))
     recorded, n = old.get("selection_sha256"), old.get("selected")
     if not sampled or not isinstance(recorded, str) or not isinstance(n, int) or len(selected_ids) < n:
         return

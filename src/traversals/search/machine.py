@@ -263,9 +263,26 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _ID_LINE = re.compile(r"\s*(?:(?:[-*•]|\d+[.)])\s+)?[\[(`*]*[A-Za-z]\d+(?:\s*(?:,|;|and)?\s*[A-Za-z]\d+)*[\])`*.,]*\s*")
 
 
+_FENCE = re.compile(r"```[\w-]*")
+
+
 def _reply_lines(text: str) -> list[str]:
-    """A reply's non-empty lines, code fences left out."""
-    return [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.strip().startswith("```")]
+    """A reply's non-empty lines, fences left out ("```" lines; the marks around "```Q1```")."""
+    lines = []
+    for ln in text.strip().splitlines():
+        ln = ln.strip()
+        if _FENCE.fullmatch(ln):
+            continue
+        if ln.startswith("```"):  # "```Q1```", "```text Q1": the marks and a language's name (letters) go
+            ln = re.sub(r"^```(?:[A-Za-z-]+\s+)?", "", ln)
+        ln = ln[:-3].strip() if ln.endswith("```") else ln
+        if ln:
+            lines.append(ln)
+    return lines
+
+
+#: one option key alone on a line ("~P25", "- directed_by", "**P31**")
+_KEY_LINE = re.compile(r"\s*(?:(?:[-*•]|\d+[.)])\s+)?[*`'\"]*~?\s*[\w./:#-]+[*`'\".,]*\s*")
 
 
 def _first_line(text: str) -> str:
@@ -468,6 +485,10 @@ class Machine:
         m = _ACTION_RE.match(raw) if strip else None
         lines = _reply_lines(m.group(2) if m else raw)
         for i, line in enumerate(lines):
+            # below the first line, ids alone ("Here is my choice:" then "E2"), never the ids
+            # a line of explanation names ("None would help.\nE1 was expanded already")
+            if i and not _ID_LINE.fullmatch(line):
+                continue
             action = self._entities_in(node, raw, line)
             if action.type is ActionType.INVALID:
                 continue
@@ -481,8 +502,15 @@ class Machine:
         return Action(ActionType.INVALID, raw)
 
     def _entities_in(self, node: Node, raw: str, line: str) -> Action:
-        """The entities one line of a reply chooses (INVALID: none)."""
-        body = _ECHOED_TASK.sub("", _BULLET.sub("", line))
+        """The entities one line of a reply chooses (INVALID: none); a list item's mark is
+        dropped unless the line is a label as it is ("1. FC Köln")."""
+        whole = self._entities_found(node, raw, _ECHOED_TASK.sub("", line))
+        if whole.type is not ActionType.INVALID or not _BULLET.match(line):
+            return whole
+        return self._entities_found(node, raw, _ECHOED_TASK.sub("", _BULLET.sub("", line)))
+
+    def _entities_found(self, node: Node, raw: str, body: str) -> Action:
+        """The entities ``body`` names, by id or label (INVALID: none)."""
         chosen: list[Entity] = []
         sg = node.subgraph
         handles = {h.upper(): e for h, e in zip(sg.handles(), sg.entities)}
@@ -523,7 +551,9 @@ class Machine:
         """The relation the reply chooses: on its first line that names one (a line of prose
         before it, a code fence, are passed over)."""
         m = _ACTION_RE.match(raw) if strip else None
-        for line in _reply_lines(m.group(2) if m else raw):
+        for i, line in enumerate(_reply_lines(m.group(2) if m else raw)):
+            if i and not _KEY_LINE.fullmatch(line):  # below the first line, a key alone
+                continue
             action = self._relation_in(node, raw, line)
             if action.type is not ActionType.INVALID:
                 return action

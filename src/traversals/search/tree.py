@@ -346,6 +346,7 @@ class TreeOfTraversals:
         seen: dict[tuple, Node] = {kg_state(root): root}  # with merge: KG state -> first node
         expansions = 0
         finished = False
+        fitted = False  # some node's prompt fitted the LLM's context
         while frontier and not finished and expansions < cfg.max_expansions:
             node = max(frontier, key=lambda n: frontier_key(n, prior_weight))
             frontier.remove(node)
@@ -364,8 +365,11 @@ class TreeOfTraversals:
                     proposal = await policy.propose(question, node, cfg.k, node.usage)
                     suggested = [a for a in value_fn.suggest(question, node) if a not in proposal.actions]
             except PromptTooLong as exc:  # a subgraph grown past the LLM's context: this branch ends here
+                if not fitted:  # not even the first prompt fits: the context is too small, said as an error
+                    raise
                 node.add_note(f"not expanded: its prompt does not fit the LLM's context ({exc})")
                 continue
+            fitted = True
             actions = [*proposal.actions, *suggested]
             children = list(await gather(*(machine.transition(node, a, Usage()) for a in actions)))
             node.priors = proposal.priors
