@@ -745,16 +745,10 @@ class SparqlKG:
 
     async def search(self, text: str, limit: int = 10) -> list[Entity]:
         """Entities whose label is ``text``: exact, then case-insensitive, then contained."""
-        raw = str(text).strip()
-        text = " ".join(raw.split())
-        limit = max(0, int(limit))
-        if not text or limit == 0:
+        asked = self._searched(text, limit)
+        if asked is None:
             return []
-        st.literal(raw)  # BadInput on text that is not valid Unicode
-        self.stats.searches += 1
-        # "lord_robert_manners" also finds the label "lord robert manners" (what `kg
-        # convert` writes for a name with underscores), as the embedded store's search does
-        texts = list(dict.fromkeys([text, " ".join(text.replace("_", " ").split())]))
+        raw, texts, limit = asked
         hits: list[tuple[str, str]] = []  # (iri, matched label)
         if "exact" in self.search_stages:
             hits = await self._search_exact(raw, texts, limit)
@@ -773,17 +767,28 @@ class SparqlKG:
         exact stage of :meth:`search` alone, index lookups, no scan of the labels. What
         linking an entity into this KG by its label needs (a KG set asks it for every
         entity a step reaches: the contained stage's scans cost a full pass each)."""
+        asked = self._searched(text, limit)
+        if asked is None:
+            return []
+        raw, texts, limit = asked
+        hits = (await self._search_exact(raw, texts, limit))[:limit]
+        ents = await self._entities([h[0] for h in hits], hints=dict(hits))
+        return [ents[h[0]] for h in hits]
+
+    def _searched(self, text: str, limit: int) -> tuple[str, list[str], int] | None:
+        """What a search looks for: the text as given (stripped), the texts matched -- it
+        whitespace-normalised, and with underscores as spaces ("lord_robert_manners" finds
+        "lord robert manners", what `kg convert` writes, as the embedded store's search
+        does) -- and the limit; None when there is nothing to look for. Counted as a search;
+        :class:`BadInput` for text that is not valid Unicode."""
         raw = str(text).strip()
         text = " ".join(raw.split())
         limit = max(0, int(limit))
         if not text or limit == 0:
-            return []
+            return None
         st.literal(raw)
         self.stats.searches += 1
-        texts = list(dict.fromkeys([text, " ".join(text.replace("_", " ").split())]))
-        hits = (await self._search_exact(raw, texts, limit))[:limit]
-        ents = await self._entities([h[0] for h in hits], hints=dict(hits))
-        return [ents[h[0]] for h in hits]
+        return raw, list(dict.fromkeys([text, " ".join(text.replace("_", " ").split())])), limit
 
     def _label_union(self, inner: str = "") -> str:
         """``{ ?x <label1> ?l <inner> } UNION { ?x <label2> ?l <inner> } ...``

@@ -8,15 +8,12 @@ from typing import Sequence
 
 from ..llm.base import LLM, Usage
 from .linking import checked_question, without_brackets
+from .machine import EMPHASIS, LIST_MARK
 from .result import NO_ANSWER, Answer
 from .templates import PromptSet, default_prompts
 
 #: "ANSWER: x", also in markdown emphasis ("**Answer**: x", "**ANSWER:** x")
 _ANSWER = re.compile(r"ANSWER[*_`]*[ \t]*:[*_`]*[ \t]*(.*)", re.I)
-#: emphasis marks left around an answer ("**Rome**")
-_EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
-#: a list item's mark at the start of a line ("- ", "* ", "1. ", "2) ")
-_BULLET = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
 
 def extract_answer(text: str) -> str:
@@ -29,7 +26,7 @@ def extract_answer(text: str) -> str:
         m = _ANSWER.search(lines[i])
         if m is None:
             continue
-        if got := _EMPHASIS.sub("", m.group(1).strip()).strip():
+        if got := EMPHASIS.sub("", m.group(1).strip()).strip():
             return got
         below: list[str] = []
         for line in lines[i + 1:]:
@@ -37,7 +34,7 @@ def extract_answer(text: str) -> str:
                 if below:
                     break
                 continue
-            below.append(_BULLET.sub("", line.strip()))
+            below.append(LIST_MARK.sub("", line.strip()))
         return ", ".join(below)  # "" when the mark is all there is: no answer
     rest = [ln.strip() for ln in lines if ln.strip()]
     return rest[-1] if rest else ""

@@ -245,8 +245,8 @@ _ACTION_RE = re.compile(
     r"[*_`]*\s*[:\-]?[*_`]*\s*(.*)$",
     re.I | re.S,
 )
-#: emphasis marks left around a reply's text ("**The Gumball Rally**")
-_EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
+#: emphasis marks left around a reply's text ("**The Gumball Rally**"; cot's answers too)
+EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
 _ECHO_RE = re.compile(r"^(THINK|EXPAND[ _]KG|ANSWER)\s*:\s*(.*)$", re.I | re.S)
 
 
@@ -257,10 +257,12 @@ _ECHOED_TASK = re.compile(
 )
 
 
-#: a list item's mark at the start of a line ("- ", "* ", "1. ")
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+#: a list item's mark ("- ", "* ", "1. ", "2) ")
+_MARK = r"(?:[-*•]|\d+[.)])\s+"
+#: a list item's mark at the start of a line (cot's answer lists too)
+LIST_MARK = re.compile(rf"^\s*{_MARK}")
 #: a line of ids alone, a list item's mark before them allowed ("- E3", "E3, E5")
-_ID_LINE = re.compile(r"\s*(?:(?:[-*•]|\d+[.)])\s+)?[\[(`*]*[A-Za-z]\d+(?:\s*(?:,|;|and)?\s*[A-Za-z]\d+)*[\])`*.,]*\s*")
+_ID_LINE = re.compile(rf"\s*(?:{_MARK})?[\[(`*]*[A-Za-z]\d+(?:\s*(?:,|;|and)?\s*[A-Za-z]\d+)*[\])`*.,]*\s*")
 
 
 _FENCE = re.compile(r"```[\w-]*")
@@ -282,7 +284,7 @@ def _reply_lines(text: str) -> list[str]:
 
 
 #: one option key alone on a line ("~P25", "- directed_by", "**P31**")
-_KEY_LINE = re.compile(r"\s*(?:(?:[-*•]|\d+[.)])\s+)?[*`'\"]*~?\s*[\w./:#-]+[*`'\".,]*\s*")
+_KEY_LINE = re.compile(rf"\s*(?:{_MARK})?[*`'\"]*~?\s*[\w./:#-]+[*`'\".,]*\s*")
 
 
 def _first_line(text: str) -> str:
@@ -461,7 +463,7 @@ class Machine:
                 return Action(ActionType.ANSWER, _first_line(raw))
             return Action(ActionType.INVALID, raw)
         kind = m.group(1).upper().replace(" ", "_")
-        body = _EMPHASIS.sub("", m.group(2).strip()).strip()
+        body = EMPHASIS.sub("", m.group(2).strip()).strip()
         again = _ECHO_RE.match(body)  # "ANSWER: ANSWER: x" when the prefix was echoed
         if again and again.group(1).upper().replace(" ", "_") == kind:
             body = again.group(2).strip()
@@ -505,9 +507,9 @@ class Machine:
         """The entities one line of a reply chooses (INVALID: none); a list item's mark is
         dropped unless the line is a label as it is ("1. FC Köln")."""
         whole = self._entities_found(node, raw, _ECHOED_TASK.sub("", line))
-        if whole.type is not ActionType.INVALID or not _BULLET.match(line):
+        if whole.type is not ActionType.INVALID or not LIST_MARK.match(line):
             return whole
-        return self._entities_found(node, raw, _ECHOED_TASK.sub("", _BULLET.sub("", line)))
+        return self._entities_found(node, raw, _ECHOED_TASK.sub("", LIST_MARK.sub("", line)))
 
     def _entities_found(self, node: Node, raw: str, body: str) -> Action:
         """The entities ``body`` names, by id or label (INVALID: none)."""
@@ -562,7 +564,7 @@ class Machine:
     def _relation_in(self, node: Node, raw: str, line: str) -> Action:
         """The relation one line of a reply names (INVALID: none)."""
         # "**P31**" in markdown; "~ similar_to" is "~similar_to" (the bare key walks forward)
-        body = re.sub(r"~\s+", "~", _ECHOED_TASK.sub("", _BULLET.sub("", line)).strip().strip("*`"))
+        body = re.sub(r"~\s+", "~", _ECHOED_TASK.sub("", LIST_MARK.sub("", line)).strip().strip("*`"))
         options = list(zip(node.relation_keys, node.relation_options))
         by_key = {shown(k).casefold(): (k, r) for k, r in options}
         for k, r in options:

@@ -347,6 +347,15 @@ class TreeOfTraversals:
         expansions = 0
         finished = False
         fitted = False  # some node's prompt fitted the LLM's context
+
+        async def rate(child: Node) -> None:
+            """The value of ``child``; 0 when its rating prompt does not fit the LLM's context."""
+            try:
+                child.value = await value_fn.evaluate(question, child, child.usage)
+            except PromptTooLong as exc:
+                child.value = 0.0
+                child.add_note(f"value: its prompt does not fit the LLM's context ({exc})")
+
         while frontier and not finished and expansions < cfg.max_expansions:
             node = max(frontier, key=lambda n: frontier_key(n, prior_weight))
             frontier.remove(node)
@@ -389,11 +398,7 @@ class TreeOfTraversals:
                 if child.duplicate:
                     return
                 if child.state is State.DONE or child.invalid or evaluate_intermediate:
-                    try:
-                        child.value = await value_fn.evaluate(question, child, child.usage)
-                    except PromptTooLong as exc:  # rated 0: its rating prompt does not fit the context
-                        child.value = 0.0
-                        child.add_note(f"value: its prompt does not fit the LLM's context ({exc})")
+                    await rate(child)
 
             await gather(*(score(c) for c in children))
             for child in children if drop_detours else ():
@@ -429,11 +434,7 @@ class TreeOfTraversals:
                 child = await machine.transition(last, action, Usage())  # its own usage: the proposal was last's
                 if child.state is not State.DONE:
                     continue
-                try:
-                    child.value = await value_fn.evaluate(question, child, child.usage)
-                except PromptTooLong as exc:
-                    child.value = 0.0
-                    child.add_note(f"value: its prompt does not fit the LLM's context ({exc})")
+                await rate(child)
                 child.grounded = listed_labels(child.answer or "") in offered
                 child.add_note(why)
                 last.children.append(child)
