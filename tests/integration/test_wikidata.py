@@ -314,6 +314,16 @@ def test_a_mirror_on_the_command_line(wdqs, monkeypatch, capsys, tmp_path) -> No
     assert "P25" in capsys.readouterr().out
 
 
+def test_an_entity_by_its_full_iri_is_the_kgs_own_id(wdqs, monkeypatch, capsys, tmp_path) -> None:
+    """Wikidata's full entity IRI names the entity its edges reach as "Q392", not a second node."""
+    from traversals.cli import main
+
+    monkeypatch.setenv("TRAVERSALS_CACHE", str(tmp_path))
+    iri = "http://www.wikidata.org/entity/Q392"
+    assert main(["kg", "relations", iri, "--kg", f"wd=wikidata:{wdqs}", "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("Bob Dylan  Q392  (wd): ")
+
+
 @pytest.fixture
 def mirror_proxy(wdqs):
     from .servers import AuthProxy

@@ -646,6 +646,14 @@ class SparqlKG:
     #: … read as this many slices at seeded offsets when the endpoint has more labelled nodes
     SAMPLE_WINDOWS = 10
 
+    def canonical_id(self, ident: str) -> str:
+        """The id this KG gives the entity ``ident`` names: ``Q42`` for Wikidata's full
+        entity IRI, anything else as given (an id it cannot take stays, to be refused later)."""
+        try:
+            return entity_id(entity_iri(ident))
+        except BadInput:
+            return ident
+
     async def sample_entities(self, n: int, seed: int = 0) -> list[Entity]:
         """Up to ``n`` labelled nodes drawn with ``seed`` (see
         :class:`~traversals.kg.base.EntitySampler`). An endpoint has no cheap uniform draw:

@@ -29,7 +29,14 @@ def entity_ref(kgset: KGSet, entity_id: str, kg: str | None = None) -> Entity:
         raise BadInput("an entity id is needed (from a search, a relation's edges, or the KG itself)")
     if kg is not None and kg not in names:
         raise BadInput(f"unknown kg {kg!r}; the KGs are {', '.join(names)}")
-    return Entity(id=entity_id.strip(), label=entity_id.strip(), kg=kg or names[0])
+    name = kg or names[0]
+    ident = entity_id.strip()
+    # the id the KG itself gives the entity ("Q42" for Wikidata's full entity IRI), so that
+    # what its edges reach meets the entity given, not a second node of another spelling
+    canonical = getattr(kgset.kgs[names.index(name)], "canonical_id", None)
+    if callable(canonical):
+        ident = canonical(ident)
+    return Entity(id=ident, label=ident, kg=name)
 
 
 async def find(kgset: KGSet, text: str, limit: int = 5) -> dict[str, Any]:
