@@ -252,7 +252,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
-    app = create_app(llm, kgs, defaults=defaults, limits=limits, prepare=prepare_llm, default_strategy=_strategy(args),
+    _ready(args, llm)
+    app = create_app(llm, kgs, defaults=defaults, limits=limits, default_strategy=_strategy(args),
                      embedder=embedder, api_keys=api_keys, cors_origins=args.cors_origin or (),
                      allowed_hosts=_allowed_hosts(args))
     # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
@@ -265,6 +266,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
                 timeout_graceful_shutdown=args.shutdown_timeout)
     return 0
+
+
+def _ready(args: argparse.Namespace, llm: Any) -> None:
+    """An endpoint's log-probabilities probed (:func:`prepare_llm`), and flags only constrained
+    decoding reads refused if it cannot score, as ask and eval do -- before the server starts,
+    so the refusal is one line and not a failed startup (the LLM's HTTP client is made anew
+    on the server's event loop)."""
+    import asyncio
+
+    async def ready() -> None:
+        await prepare_llm(llm)
+        refuse_scoring_flags_when_sampled(args, llm)
+
+    asyncio.run(ready())
 
 
 def _check_listen(host: str, port: int) -> None:
@@ -308,6 +323,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     embedder = open_embedder_from_args(args)  # any answer_question call may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
+    _ready(args, llm)
     server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
                                default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout,
                                max_concurrency=args.concurrency, max_queue=args.max_queue)

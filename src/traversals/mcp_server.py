@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from contextlib import asynccontextmanager
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
 from .search.templates import load_prompts
@@ -65,6 +65,7 @@ def create_mcp_server(
     timeout: float | None = None,
     max_concurrency: int = ServiceLimits.max_concurrency,
     max_queue: int = MAX_QUEUE,
+    prepare: Callable[[LLM], Awaitable[None]] | None = None,
 ):
     """The MCP server (``mcp.server.mcpserver.MCPServer``). The LLM and KGs (and
     ``embedder``, RwT's critical model, by default ``defaults.embedder`` opened here) are
@@ -73,7 +74,9 @@ def create_mcp_server(
     ``max_concurrency`` searches at once, lets at most ``max_queue`` more calls wait their
     turn (one more is refused at once with a tool error saying the server is busy: a
     search takes minutes, and callers piling up behind it would wait for ever) and gives
-    up a search after ``timeout`` seconds (None: no limit) with a tool error that says so."""
+    up a search after ``timeout`` seconds (None: no limit) with a tool error that says so.
+    ``prepare(llm)`` runs once when the server starts (``traversals.options.prepare_llm``
+    probes an endpoint's log-probabilities, as :func:`~traversals.service.create_app` does)."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -127,6 +130,8 @@ def create_mcp_server(
 
     @asynccontextmanager
     async def lifespan(server: Any):
+        if prepare is not None:
+            await prepare(llm)
         try:
             yield {}
         finally:

@@ -222,6 +222,45 @@ def test_flags_of_constrained_decoding_with_an_llm_that_cannot_score_are_refused
     assert main(["eval", "questions", "--data", str(questions_file(tmp_path)), "--kg", kg, "--no-progress", "--strategy", "tree",
                  "--out", str(tmp_path / "run"), *ENDPOINT, *flags]) == 2
     assert "cannot score options" in capsys.readouterr().err
+    # serve and mcp refuse them as well, before the server starts (port 0: none is listened on)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("the server started"))
+    for command in (["serve", "--port", "0"], ["mcp"]):
+        assert main([*command, "--kg", kg, *ENDPOINT, *flags]) == 2, command
+        assert f"{named}: the LLM scripted cannot score options" in capsys.readouterr().err
     # --answers 1 asks for what sampling does anyway; without such flags the search samples
     assert main(["ask", "who directed [Alpha]", "--kg", kg, *ENDPOINT, "--answers", "1"]) == 0
     assert "sampled decoding" in capsys.readouterr().out
+
+
+def test_mcp_probes_an_endpoints_scoring_before_it_serves(tmp_path: Path, monkeypatch) -> None:
+    """`traversals mcp` never probed the endpoint: with --llm-template every call sampled, and
+    --decoding constrained was refused as "not probed" though the server could score."""
+    import traversals.llm.factory
+    import traversals.mcp_server
+    from traversals.llm.scripted import ScriptedLLM
+
+    class Probed(ScriptedLLM):
+        completion_template = "chatml"
+        probes = 0
+
+        async def probe_scoring(self) -> bool:
+            Probed.probes += 1
+            self.can_score = True
+            return True
+
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda spec="local", **kw: Probed([]))
+    served: list[Any] = []
+
+    class Server:
+        def run(self, transport: str) -> None:
+            served.append(transport)
+
+    def create(llm: Any, kgs: Any, **kw: Any) -> Server:
+        assert llm.can_score, "the server was built before the LLM was probed"
+        return Server()
+
+    monkeypatch.setattr(traversals.mcp_server, "create_mcp_server", create)
+    kg = tmp_path / "films.txt"
+    kg.write_text("Alpha|directed_by|Ann Lee\n")
+    assert main(["mcp", "--kg", str(kg), *ENDPOINT, "--llm-template", "chatml", "--decoding", "constrained"]) == 0
+    assert served == ["stdio"] and Probed.probes == 1
