@@ -261,8 +261,11 @@ _ECHOED_TASK = re.compile(
 _MARK = r"(?:[-*•]|\d+[.)])\s+"
 #: a list item's mark at the start of a line (cot's answer lists too)
 LIST_MARK = re.compile(rf"^\s*{_MARK}")
-#: a line of ids alone, a list item's mark before them allowed ("- E3", "E3, E5")
-_ID_LINE = re.compile(rf"\s*(?:{_MARK})?[\[(`*]*[A-Za-z]\d+(?:\s*(?:,|;|and)?\s*[A-Za-z]\d+)*[\])`*.,]*\s*")
+#: a line of ids alone, a list item's mark before them allowed ("- E3", "E3, E5"). The
+#: separator is a "," ";" or "and" with any spaces around it, or spaces alone: one way to
+#: read each gap (two optional space runs around an optional word let a failing line of
+#: 25 space-separated ids try 2^25 splits)
+_ID_LINE = re.compile(rf"\s*(?:{_MARK})?[\[(`*]*[A-Za-z]\d+(?:(?:\s*(?:[,;]|and)\s*|\s+)?[A-Za-z]\d+)*[\])`*.,]*\s*")
 
 
 _FENCE = re.compile(r"```[\w-]*")
