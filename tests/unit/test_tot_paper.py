@@ -104,3 +104,37 @@ async def test_a_round_trip_answer_is_confirmed_by_the_kg():
                              (DEFAULT, default)])
     answer = await solver(llm, kg, k=1).ask("Who is the wife of [Xena Ward]'s husband?")
     assert answer.text == "Xena Ward" and answer.value == 1.0 and answer.stopped == "threshold"
+
+
+async def test_a_yes_or_a_count_is_not_scaled_as_an_unreached_entity():
+    """"Yes" rated 1.0 was scaled to 0.7 (no walk reaches a yes), so it could never pass τ and lost
+    to a wrong entity rated 0.75; its rating prompt showed "(no path in the knowledge graph)"."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.search.value import names_no_entity
+
+    shown: dict[str, str] = {}
+
+    def policy(prompt, prefix, n, t):
+        if "SELECT RELATION" in prompt.split("Previous Actions:")[1]:
+            return ["ANSWER: Yes", "ANSWER: Beatrice Stone", "THINK: the KG shows the mother"][:n]
+        return "EXPAND_KG: I should search for the mother of Bob Dylan"
+
+    def rate(prompt, prefix, n, t):
+        answer = prompt.split("Provided answer:")[1].split("\n")[0].strip()
+        shown[answer] = prompt.split("Knowledge graph path to the answer:\n")[1].split("\n")[0]
+        return f"Reasoning: ...\nSo the score for the provided answer should be {'1.0' if answer == 'Yes' else '0.75'}"
+
+    llm = ScriptedLLM(rules=[
+        ("Find the names in a text", "Bob Dylan"), ("Provided answer:", rate), ("RATING [0.0-1.0]", "0.6"),
+        (lambda t: t.rstrip().endswith(("entities to expand:", "SELECT ENTITIES:")), "Q392"),
+        (lambda t: t.rstrip().endswith(("selecting property:", "SELECT PROPERTY:")), "P25"),
+        ("The search is over", "ANSWER: Yes"), (lambda t: True, policy),
+    ])
+    answer = await build_solver("tree", llm, [dylan_kg()], SearchConfig(decoding="sampled")).ask(
+        "Is Beatrice Stone the mother of Bob Dylan?")
+    assert (answer.text, answer.value, answer.stopped) == ("Yes", 1.0, "threshold")
+    assert shown["Yes"] == "  Bob Dylan -> mother -> Beatrice Stone"  # the walk's facts, not "no path"
+    # a count for a question that asks for one; an entity's name, or a number asked as a name, is scaled still
+    assert names_no_entity("How many films did [X] direct?", "3") and names_no_entity("q?", "No, she was not")
+    assert not names_no_entity("Who directed [X]?", "3") and not names_no_entity("How many films?", "Nolan")
+    assert not names_no_entity("Who is it?", "Nobody")

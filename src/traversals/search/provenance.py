@@ -148,6 +148,17 @@ def render_paths(node: Node, limit: int = 3) -> str:
     return "\n".join(lines) or "  (no path in the knowledge graph)"
 
 
+def render_walk(node: Node, limit: int = 10) -> str:
+    """The facts the node's path added, a line each (``  Bob Dylan -> mother -> Beatrice
+    Stone``): the evidence for an answer that names no entity (a yes/no, a count), which no
+    path reaches; the first ``limit``, then how many more."""
+    facts = list(dict.fromkeys(f for n in node.path() for f in n.new_facts))
+    lines = [f"  {shown(f.source.label)} -> {shown(f.relation.display)} -> {shown(f.target.label)}" for f in facts[:limit]]
+    if len(facts) > limit:
+        lines.append(f"  ({len(facts) - limit} more facts)")
+    return "\n".join(lines) or "  (no path in the knowledge graph)"
+
+
 def supporting_edges(node: Node) -> list[Edge]:
     """The subgraph edges on every walk from the query entities to the entities the answer
     names (:func:`reaching_paths`: an actor reached as the question's director's protégé

@@ -16,7 +16,7 @@ from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Action, Machine, Node, State
 from .policy import shown_answer
-from .provenance import answer_paths, reached_back, render_paths
+from .provenance import answer_paths, reached_back, render_paths, render_walk
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
@@ -30,6 +30,18 @@ REASONED_INSTRUCTION = (
 REASONED_TOKENS = 100
 UNPARSEABLE_INTERMEDIATE = 0.5
 UNCONFIRMED_SCALE = 0.7
+#: an answer that is a yes or a no ("Yes", "no, she was not"), which names no entity
+_YES_NO = re.compile(r"\s*(?:yes|no)\b", re.IGNORECASE)
+#: a question that asks for a count, and an answer that is one ("3", "about 12", "1,200")
+_COUNT_QUESTION = re.compile(r"\b(?:how many|how much|number of|count)\b", re.IGNORECASE)
+_COUNT = re.compile(r"\s*(?:about |around |approximately )?\d[\d,]*(?:\.\d+)?\b", re.IGNORECASE)
+
+
+def names_no_entity(query: str, answer: str) -> bool:
+    """Is the answer of a kind no KG entity is: a yes or a no, or a count for a question that
+    asks for one? No walk reaches such an answer, so "not among the entities reached" says
+    nothing about it (a count the KG holds as a literal is reached, and confirmed, anyway)."""
+    return bool(_YES_NO.match(answer) or (_COUNT_QUESTION.search(query) and _COUNT.match(answer)))
 
 
 def confirmed_by_kg(node: Node) -> bool:
@@ -143,7 +155,9 @@ class ValueFunction:
             # The answer is shown as the path shows its labels: one line, clipped (shown_answer).
             return self.machine.prompts.render(
                 "evaluate_answer", **{**self.machine.parts(query, node), "preamble": self._answer_head},
-                answer=shown_answer(node.answer or ""), path=render_paths(node), instruction=instruction,
+                answer=shown_answer(node.answer or ""), instruction=instruction,
+                path=render_walk(node) if names_no_entity(query, node.answer or "") and not answer_paths(node)
+                else render_paths(node),
             )
         return self.machine.prompts.render("evaluate", **self.machine.parts(query, node))
 
@@ -159,9 +173,11 @@ class ValueFunction:
         if node.invalid:
             return 0.0
         value = await self._rate(query, node, usage)
-        if node.state is State.DONE and not confirmed_by_kg(node):
+        if node.state is State.DONE and not confirmed_by_kg(node) and not names_no_entity(query, node.answer or ""):
             # F.5's rubric puts answers not confirmed in the KG at 0.7 at most; small
-            # models do not apply it, so it is applied here, deterministically.
+            # models do not apply it, so it is applied here, deterministically. Not to a
+            # yes/no or a count: scaled, the right one could never pass τ = 0.8, and a wrong
+            # entity rated 0.75 beat it (its facts are shown to the rating instead of a path).
             node.add_note(f"answer not among the entities reached: value × {UNCONFIRMED_SCALE}")
             value = round(value * UNCONFIRMED_SCALE, 4)
         return value
