@@ -138,3 +138,22 @@ async def test_a_yes_or_a_count_is_not_scaled_as_an_unreached_entity():
     assert names_no_entity("How many films did [X] direct?", "3") and names_no_entity("q?", "No, she was not")
     assert not names_no_entity("Who directed [X]?", "3") and not names_no_entity("How many films?", "Nolan")
     assert not names_no_entity("Who is it?", "Nobody")
+
+
+async def test_an_answer_forced_at_the_budget_and_rated_over_the_threshold_stopped_there():
+    """The answer forced when the expansions ran out, rated 1.0, said "max_expansions", and
+    `ask` noted that no answer was rated over the threshold."""
+    from traversals.api import SearchConfig, build_solver
+
+    def entities(prompt, *_):
+        return "Q62519478" if "Beatrice Stone" in prompt.split("Knowledge Graph Edges:")[1] else "Q392"
+
+    llm = ScriptedLLM(rules=[
+        ("Find the names in a text", "Bob Dylan"),
+        ("Provided answer:", "Reasoning: the KG says so.\nSo the score for the provided answer should be 1.0"),
+        ("RATING [0.0-1.0]", "0.5"), ("entities to expand:", entities), ("I suggest selecting property:", "P25"),
+        ("The search is over", "ANSWER: Florence Stone"), ("So the next action should be:", "EXPAND_KG: the mother"),
+    ])
+    solver_ = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="sampled", max_expansions=6))
+    answer = await solver_.ask("Who is Bob Dylan's maternal grandmother?")
+    assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 1.0, "threshold")

@@ -423,7 +423,9 @@ class TreeOfTraversals:
                 frontier.append(node)
 
         async def answer_from(last: Node, why: str) -> None:
-            """Force the answers of ``last`` (one LLM proposal) and rate them."""
+            """Force the answers of ``last`` (one LLM proposal) and rate them; one rated over
+            τ ends the search as any answer over τ does (``stopped`` says "threshold")."""
+            nonlocal finished
             try:
                 proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
             except PromptTooLong as exc:
@@ -441,6 +443,8 @@ class TreeOfTraversals:
                 nodes.append(child)
                 emit(events.node(child))
                 answers.append(child)
+                if (child.value or 0.0) > cfg.threshold:
+                    finished = True
 
         answer_at_budget = self.value is not None if cfg.answer_at_budget is None else cfg.answer_at_budget
         if not finished and answer_at_budget and expansions >= cfg.max_expansions:
