@@ -28,6 +28,7 @@ from .search.result import Answer, Solver
 from .search.retrieve import DEFAULT_HOPS as RETRIEVE_HOPS, DEFAULT_TOP_FACTS, MAX_HOPS as RETRIEVE_MAX_HOPS, RetrieveThenRead
 from .search.templates import PromptSet, load_prompts
 from .search.tree import ANSWER_CHOICES, TreeConfig, TreeOfTraversals
+from .search.value import check_examples_place
 
 if TYPE_CHECKING:
     from .search.rwt.valuemodel import ValueModel
@@ -193,6 +194,8 @@ def build_solver(
         raise BadInput(f"--answers must be at least 1, got {cfg.answers}")
     if strategy == "chain" and k != 1:
         raise BadInput(f"'chain' is Chain-of-Traversals, the k = 1 search; use strategy 'tree' for k = {k}")
+    if cfg.value_examples and model is None:  # the LLM value's prompt: before a question, not at its first rating
+        check_examples_place(prompt_set)
     tree_cfg = TreeConfig(
         k=k,
         max_depth=cfg.max_depth,

@@ -247,3 +247,18 @@ def test_a_dollar_sign_in_the_preamble_is_written_as_the_error_says(tmp_path):
     root = machine.root(Subgraph().with_entities([dylan_kg().entities["Q392"]]))
     sent = machine.prompt("who is the mother of Bob Dylan", root)
     assert "Each lookup costs $5." in sent and "$$5" not in sent
+
+
+def test_value_examples_with_a_prompt_set_without_their_place_are_refused():
+    """The paper set's F.5 has no $preamble, where --value-examples puts its examples: the flag
+    changed nothing, in silence."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.errors import BadInput
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import dylan_kg
+
+    with pytest.raises(BadInput, match=r"--value-examples .*'paper' prompt set's evaluate_answer"):
+        build_solver("tree", ScriptedLLM([]), [dylan_kg()], SearchConfig(prompts="paper", value_examples=True,
+                                                                           decoding="sampled"))
+    build_solver("tree", ScriptedLLM([]), [dylan_kg()], SearchConfig(value_examples=True, decoding="sampled"))

@@ -10,12 +10,15 @@ answer, and is noted in the trace.
 from __future__ import annotations
 
 import re
+import string
 from typing import Protocol
 
+from ..errors import BadInput
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Action, Machine, Node, State
 from .policy import shown_answer
+from .templates import PromptSet
 from .provenance import answer_paths, reached_back, render_paths, render_walk
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
@@ -112,6 +115,16 @@ class NodeValue(Protocol):
         ...
 
 
+def check_examples_place(prompts: PromptSet) -> None:
+    """:class:`BadInput` if the set's answer rating has no ``$preamble``, where the worked
+    examples of ``--value-examples`` go (the paper set's F.5 has none): they would be
+    dropped in silence."""
+    if "preamble" not in string.Template(prompts.text("evaluate_answer")).get_identifiers():
+        raise BadInput(f"--value-examples shows its examples in the answer rating's $preamble, which the "
+                       f"{prompts.name!r} prompt set's evaluate_answer does not have: drop the flag, or use "
+                       "a prompt set whose evaluate_answer has $preamble (the default one)")
+
+
 class ValueFunction:
     """Values the nodes of one search. Constrained ratings are remembered by prompt: a tree
     proposes the same answer on the same path from many nodes (after a THINK the subgraph
@@ -141,6 +154,7 @@ class ValueFunction:
         prompts = machine.prompts
         self._answer_head = prompts.fixed("preamble")
         if examples:
+            check_examples_place(prompts)
             self._answer_head += "\n\n" + prompts.fixed("answer_value_examples")
         self._ratings: dict[tuple[str, str], float] = {}
         #: reasoned ratings by prompt: (the reasoning, the value read after it)
