@@ -614,10 +614,19 @@ def _parse_json(raw: bytes) -> object:
 
 def _error_body(exc: BaseException) -> dict:
     """``{"type", "message"}`` of a failure; an unexpected one is logged with its traceback
-    and its message is not shown (it may hold internals)."""
+    and its message is not shown (it may hold internals). A backend's failure that is an
+    exception of the backend's own (a ``RuntimeError`` in a user's LLM or KG: a bug there,
+    named by the plugin boundary as an ``LLMError`` / ``KGError`` with it as the cause) keeps
+    its 502 and its message, which names the backend and method, and its traceback is
+    logged: the message alone does not say where the bug is."""
+    log = logging.getLogger("traversals.service")
     if not isinstance(exc, TraversalsError):
-        logging.getLogger("traversals.service").error("unexpected error answering a question", exc_info=exc)
+        log.error("unexpected error answering a question", exc_info=exc)
         return {"type": type(exc).__name__, "message": "internal error (see the server log)"}
+    cause = exc.__cause__
+    # a timeout or a refused connection (503, 504) is the operator's to fix, not a bug: no traceback
+    if status_for(exc) == 502 and isinstance(cause, Exception) and not isinstance(cause, TraversalsError):
+        log.error("a backend failed with an exception of its own (%s)", exc, exc_info=exc)
     return {"type": type(exc).__name__, "message": str(exc)}
 
 

@@ -225,6 +225,33 @@ async def test_an_unexpected_error_is_a_500_without_internals():
     assert r.json()["error"]["type"] == "RuntimeError"
 
 
+async def test_a_bug_in_the_llm_backend_is_a_502_naming_it_with_its_traceback_in_the_log(caplog):
+    def reply(prompt, prefix, n, temperature):
+        raise RuntimeError("boom in the user's backend")
+
+    caplog.set_level("ERROR", logger="traversals.service")
+    async with serving(create_app(ScriptedLLM(reply), [FakeKG()], default_strategy="cot")) as c:
+        r = await c.post("/v1/ask", json={"question": "Who is Bob Dylan's mother?"})
+        streamed = sse_events((await c.post("/v1/ask", json={"question": "q", "stream": True})).text)[-1]
+    error = r.json()["error"]
+    assert r.status_code == 502 and error["type"] == "LLMError" and "generate() raised RuntimeError" in error["message"]
+    assert streamed[1]["status"] == 502 and streamed[1]["type"] == "LLMError"
+    # the backend's own exception, with the lines that raised it, once for each request
+    logged = [rec for rec in caplog.records if rec.exc_info]
+    assert len(logged) == 2 and all(isinstance(rec.exc_info[1].__cause__, RuntimeError) for rec in logged)
+    assert "RuntimeError: boom in the user's backend" in caplog.text and ", in reply" in caplog.text
+
+
+async def test_a_backend_timeout_or_refusal_logs_no_traceback(caplog):
+    caplog.set_level("DEBUG", logger="traversals.service")
+    for cause in (TimeoutError("slow"), ConnectionRefusedError("refused")):
+        wrapped = KGTimeout("kg: timed out") if isinstance(cause, TimeoutError) else KGUnavailable("kg: refused")
+        wrapped.__cause__ = cause
+        async with client(Factory(raises=wrapped)) as c:
+            assert (await c.post("/v1/ask", json={"question": "q"})).status_code in (503, 504)
+    assert "Traceback" not in caplog.text
+
+
 async def test_info_and_health():
     async with client(default_strategy="chain") as c:
         assert (await c.get("/health")).json() == {"status": "ok"}
