@@ -11,7 +11,9 @@ constant time and never written to a message or a log.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -103,16 +105,41 @@ class BearerAuth:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
+#: a host name as a ``Host`` header carries it: labels of letters, digits, ``-`` and ``_``, between dots
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
+
+
+def allowed_host(name: str) -> str:
+    """``name`` as :class:`HostCheck` compares it with a request's ``Host`` (lower case; an
+    IPv6 address in brackets), or ``*``; :class:`BadInput` for what no ``Host`` without its
+    port can equal (``api.example.com:8000``, ``https://api.example.com``), which would be
+    accepted at start and then refuse every request with 421."""
+    text = name.strip().lower()
+    if text == "*":
+        return text
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        address = None
+    if address is not None:
+        return f"[{address.compressed}]" if address.version == 6 else address.compressed
+    if bare == text and _HOST_NAME.fullmatch(text):
+        return text
+    raise BadInput(f"--allowed-host {name!r}: a name is a bare host name (api.example.com), an IP address "
+                   "(10.0.0.5, [::1]) or * for any, without scheme or port (every port is answered)")
+
+
 class HostCheck:
     """ASGI middleware: an HTTP request whose ``Host`` header (without its port) is not one of
     ``hosts`` is answered 421 in the service's error shape. A page on another site that makes
     its name resolve to 127.0.0.1 (DNS rebinding) reaches a local server as its own origin,
-    with its own name in ``Host``: refused here. Names are compared without case; no hosts:
-    every request passes."""
+    with its own name in ``Host``: refused here. Names are compared without case (each read
+    by :func:`allowed_host`); no hosts: every request passes."""
 
     def __init__(self, app: Any, *, hosts: Iterable[str]) -> None:
         self.app = app
-        self.hosts = {h.strip().lower() for h in hosts if h.strip()}
+        self.hosts = {allowed_host(h) for h in hosts if h.strip()}
         if "*" in self.hosts:  # any name: no check
             self.hosts = set()
 

@@ -242,6 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     api_keys = _api_keys(args, "the service")
     for origin in args.cors_origin or ():  # a typo is told before the model loads
         cors_origin(origin)
+    allowed_hosts = _allowed_hosts(args)  # so is a name with a port
     # flags one another makes pointless, whatever strategy a request names ("tree": a --k
     # beside a chain default is the k of tree requests here)
     refuse_contradicting_flags("tree", args)
@@ -255,7 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _ready(args, llm)
     app = create_app(llm, kgs, defaults=defaults, limits=limits, default_strategy=_strategy(args),
                      embedder=embedder, api_keys=api_keys, cors_origins=args.cors_origin or (),
-                     allowed_hosts=_allowed_hosts(args))
+                     allowed_hosts=allowed_hosts)
     # the service's own lines (a client gone: 499; an unexpected error: its traceback) at uvicorn's level
     service_log = logging.getLogger("traversals")
     if not service_log.handlers:
@@ -393,12 +394,13 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 def _allowed_hosts(args: argparse.Namespace) -> list[str]:
     """The names ``serve`` answers under (:class:`~traversals.auth.HostCheck`): on a loopback
     address its loopback names and each ``--allowed-host``; elsewhere only the
-    ``--allowed-host`` given (none: any)."""
-    from .auth import LOOPBACK_HOSTS, is_loopback
+    ``--allowed-host`` given (none: any). A name no ``Host`` can carry (with a port or a
+    scheme) is :class:`BadInput` (:func:`~traversals.auth.allowed_host`)."""
+    from .auth import LOOPBACK_HOSTS, allowed_host, is_loopback
 
-    given = list(args.allowed_host or [])
+    given = [allowed_host(name) for name in args.allowed_host or []]
     if is_loopback(args.host):
-        given += [*LOOPBACK_HOSTS, args.host]
+        given += [*LOOPBACK_HOSTS, allowed_host(args.host)]
     return given
 
 
@@ -439,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 30)")
     serve.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
                        help="a name clients reach the server by (its Host header), e.g. api.example.com behind a "
-                            "proxy (repeatable; * for any). On 127.0.0.1 only localhost, 127.0.0.1 and [::1] are "
+                            "proxy (repeatable; * for any; a bare name or IP address, any port). On 127.0.0.1 only localhost, 127.0.0.1 and [::1] are "
                             "answered besides these, so no web page reaches the server by DNS rebinding; on "
                             "another address any name is, unless some are given")
     serve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",

@@ -48,7 +48,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .api import STRATEGIES, SearchConfig, build_solver, close_all, load_value_model
 from .search.templates import load_prompts
-from .auth import BearerAuth, HostCheck, Unauthorized, check_key
+from .auth import BearerAuth, HostCheck, Unauthorized, allowed_host, check_key
 from .embed import Embedder, open_embedder
 from .errors import (
     BadInput,
@@ -439,7 +439,8 @@ def create_app(
                 for path, endpoint, method in endpoints for slash in ("", "/")],
         # a request for another host is refused first; then CORS: a browser's preflight carries no
         # key, and a 401 must say who may read it
-        middleware=[Middleware(HostCheck, hosts=allowed_hosts), *cors_middleware(cors_origins),
+        middleware=[Middleware(HostCheck, hosts=[allowed_host(h) for h in allowed_hosts if h.strip()]),
+                    *cors_middleware(cors_origins),
                     Middleware(BearerAuth, keys=[check_key(k, "api_keys") for k in api_keys]),
                     Middleware(_CountInFlight, in_flight=in_flight)],
         exception_handlers={HTTPException: http_error},

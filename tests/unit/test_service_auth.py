@@ -10,7 +10,10 @@ import pytest
 from traversals.auth import API_KEY_ENV, is_loopback, read_api_keys
 from traversals.errors import BadInput
 
-from .test_service import Factory, client
+from traversals.llm.scripted import ScriptedLLM
+from traversals.service import create_app
+
+from .test_service import Factory, FakeKG, client
 
 KEY = "s3cret-Key_0123456789"
 
@@ -119,3 +122,33 @@ def test_serve_checks_the_host_on_a_loopback_address_only_unless_names_are_given
     assert hosts("--allowed-host", "api.example.com") == {"127.0.0.1", "localhost", "[::1]", "api.example.com"}
     assert hosts("--host", "0.0.0.0") == set()  # reached by any name: the API key guards it
     assert hosts("--host", "0.0.0.0", "--allowed-host", "api.example.com") == {"api.example.com"}
+
+
+@pytest.mark.parametrize("name", ["api.example.com:18551", "https://api.example.com", "api.example.com/v1",
+                                  "[::1]:8000", "api example.com", ""])
+def test_an_allowed_host_no_host_header_can_name_is_refused_at_start(name):
+    """A name with a port or a scheme was accepted, then every request got 421."""
+    from traversals.cli import _allowed_hosts, build_parser
+    with pytest.raises(BadInput, match="--allowed-host .*bare host name"):
+        _allowed_hosts(build_parser().parse_args(["serve", "--allowed-host", name]))
+    with pytest.raises(BadInput, match="--allowed-host"):
+        create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(), allowed_hosts=[name or "x:1"])
+
+
+def test_allowed_hosts_are_read_as_a_host_header_carries_them():
+    from traversals.auth import allowed_host
+
+    assert [allowed_host(n) for n in ("API.Example.com", "10.0.0.5", "::1", "[::1]", "*", "my_host")] == [
+        "api.example.com", "10.0.0.5", "[::1]", "[::1]", "*", "my_host"]
+
+
+def test_serve_refuses_an_allowed_host_with_a_port_before_the_model_loads(monkeypatch, capsys):
+    from traversals import cli
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(cli, "open_llm_from_args", no_model)
+    assert cli.main(["serve", "--kg", "demo", "--port", "0", "--allowed-host", "api.example.com:18551"]) != 0
+    err = capsys.readouterr().err
+    assert "--allowed-host 'api.example.com:18551'" in err and len(err.strip().splitlines()) == 1
