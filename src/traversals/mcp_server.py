@@ -38,6 +38,11 @@ from .search.kgset import KGSet
 from .service import ServiceLimits, parse_ask_request
 from .validate import unicode_text
 
+try:  # the mcp extra's pydantic: a tool's integer argument taken only as a JSON integer
+    from pydantic import StrictInt
+except ImportError:  # pragma: no cover - without the extra no tool is made (create_mcp_server refuses)
+    StrictInt = int  # type: ignore[misc, assignment]
+
 __all__ = ["MAX_QUEUE", "create_mcp_server"]
 
 #: ``answer_question`` calls that may wait while the searches run (more are refused at once)
@@ -141,7 +146,9 @@ def create_mcp_server(
     server = MCPServer(name="traversals", instructions=INSTRUCTIONS, lifespan=lifespan)
 
     @server.tool(structured_output=True)
-    async def kg_search(text: str, limit: int = 5) -> dict[str, Any]:
+    # integers are StrictInt: the SDK's lax validation took "k": true as 1 and "k": "3" as 3,
+    # which POST /v1/ask refuses (docs/mcp.md: arguments are checked as it checks them)
+    async def kg_search(text: str, limit: StrictInt = 5) -> dict[str, Any]:
         """Entities whose label matches `text` (exact, then case-insensitive, then partial), in every KG."""
         return await call(browse.find(kgset, text_arg(text, "text"), limit=limit))
 
@@ -158,9 +165,9 @@ def create_mcp_server(
         return await call(browse.edges(kgset, entity(entity_id, kg), relation))
 
     @server.tool(structured_output=True)
-    async def answer_question(question: str, strategy: str | None = None, max_hops: int | None = None,
-                              k: int | None = None, max_expansions: int | None = None,
-                              simulations: int | None = None, top_facts: int | None = None) -> dict[str, Any]:
+    async def answer_question(question: str, strategy: str | None = None, max_hops: StrictInt | None = None,
+                              k: StrictInt | None = None, max_expansions: StrictInt | None = None,
+                              simulations: StrictInt | None = None, top_facts: StrictInt | None = None) -> dict[str, Any]:
         """Answer a question with the server's own LLM searching the KGs (Tree-of-Traversals by
         default; `chain` is faster, `retrieve` asks once with the KG facts most similar to the
         question, `cot` uses no KG). Search sizes, each omitted for the server's default and

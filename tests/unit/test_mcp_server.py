@@ -114,6 +114,25 @@ async def test_answer_question_takes_the_search_sizes_a_strategy_reads(monkeypat
     assert len(built) == 2  # the refused calls built no solver
 
 
+@pytest.mark.parametrize("tool, args", [
+    ("answer_question", {"k": True}), ("answer_question", {"k": "3"}), ("answer_question", {"k": 3.0}),
+    ("answer_question", {"max_expansions": "5"}), ("answer_question", {"strategy": "mcts", "simulations": False}),
+    ("kg_search", {"limit": "3"}), ("kg_search", {"limit": True}),
+])
+async def test_an_integer_argument_of_another_json_type_is_refused_as_post_v1_ask_refuses_it(monkeypatch, tool, args):
+    """The SDK's lax validation took "k": true as 1 and "k": "3" as 3."""
+    built = recorded_builds(monkeypatch)
+    base = {"question": "Who is Bob Dylan's mother?", "strategy": "tree"} if tool == "answer_question" else {
+        "text": "Bob Dylan"}
+    async with Client(server(ScriptedLLM(lambda *a: "ANSWER: x"))) as c:
+        r = await c.call_tool(tool, {**base, **args})
+        exact = await c.call_tool("kg_search", {"text": "Bob Dylan", "limit": 1})
+    name = next(iter(args.keys() - {"strategy"}))
+    assert r.is_error and name in r.content[0].text and "valid integer" in r.content[0].text
+    assert len(built) == 1  # the start-up check alone: no search was built
+    assert not exact.is_error and len(exact.structured_content["entities"]) == 1
+
+
 async def test_a_relation_past_the_listed_ones_can_still_be_walked():
     async with Client(server(max_relations=2)) as c:
         rels = (await c.call_tool("kg_relations", {"entity_id": "Q392"})).structured_content
