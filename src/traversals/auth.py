@@ -48,7 +48,7 @@ def read_api_keys(path: str | Path | None, environ: Mapping[str, str]) -> list[s
     keys: list[str] = []
     if path is not None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8-sig")  # a BOM (Notepad) is no part of the first key
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInput(f"--api-key-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
         for n, line in enumerate(text.splitlines(), 1):

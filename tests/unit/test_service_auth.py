@@ -55,6 +55,15 @@ def test_keys_come_from_a_file_and_the_environment(tmp_path):
     assert read_api_keys(None, {}) == [] and read_api_keys(None, {API_KEY_ENV: "  "}) == []
 
 
+def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Notepad's UTF-8 starts with a BOM: it was read as part of the first key, refused as not ASCII."""
+    f = tmp_path / "keys"
+    f.write_bytes(b"\xef\xbb\xbfkey-with-bom-1234\r\nsecond-key-456\r\n")
+    assert read_api_keys(f, {}) == ["key-with-bom-1234", "second-key-456"]
+    f.write_bytes(b"\xef\xbb\xbf# the team's keys\r\nkey-with-bom-1234\r\n")  # a comment first stays one
+    assert read_api_keys(f, {}) == ["key-with-bom-1234"]
+
+
 def test_a_key_file_that_would_leave_the_server_open_is_refused(tmp_path):
     empty = tmp_path / "empty"
     empty.write_text("# nothing yet\n\n", encoding="utf-8")
