@@ -123,6 +123,39 @@ async def test_sampled_priors_read_the_written_likelihoods_or_fall_back_to_unifo
     assert priors == pytest.approx([1 / 3] * 3) and "uniform" in node.note
 
 
+@pytest.mark.parametrize("written, expected", [
+    ("A: {0} 70, B: {1} 21, C: {2} 9]", [0.7, 0.21, 0.09]),  # whole percentages: each read as its last digit
+    ("A: {0} 70%, B: {1} 20%, C: {2} 10%]", [0.7, 0.2, 0.1]),
+    ("A: {0} 60, B: {1} 30, C: {2} 10]", [0.6, 0.3, 0.1]),  # read as [0, 0, 1]
+    ("A: {0} (0.5), B: {1} (0.25), C: {2} (0.25)]", [0.5, 0.25, 0.25]),
+    ("A: {0} 0.8, B: {1} 10%, C: {2} 0.1]", [0.8, 0.1, 0.1]),
+])
+async def test_sampled_priors_read_written_percentages_as_percentages(written, expected):
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.policy import RelationPolicy
+
+    kgs = KGSet(open_kgs(["demo"]))
+    dylan = (await kgs.search("Bob Dylan", Usage()))[0]
+    node = PathNode(0, (dylan,))
+    rels = (await kgs.get_relations([dylan], node.usage)).items[:3]
+    llm = ScriptedLLM(rules=[("deduction game", written.format(*(r.display for r in rels)))])
+    priors = await RelationPolicy(llm, constrained=False).priors(QUESTION, node, rels, node.usage)
+    assert priors == pytest.approx(expected) and not node.note
+
+
+async def test_a_written_likelihood_over_100_makes_the_prior_uniform_with_a_note():
+    from traversals.llm.base import Usage
+    from traversals.search.rwt.policy import RelationPolicy
+
+    kgs = KGSet(open_kgs(["demo"]))
+    dylan = (await kgs.search("Bob Dylan", Usage()))[0]
+    node = PathNode(0, (dylan,))
+    rels = (await kgs.get_relations([dylan], node.usage)).items[:3]
+    llm = ScriptedLLM(rules=[("deduction game", "A: x 1941, B: y 0.5, C: P25]")])
+    priors = await RelationPolicy(llm, constrained=False).priors(QUESTION, node, rels, node.usage)
+    assert priors == pytest.approx([1 / 3] * 3) and "over 100" in node.note
+
+
 async def test_critical_model_scores_closeness_to_the_guesses():
     crit = CriticalModel(LexicalEmbedder())
     near = PathNode(1, (Entity("x", "Florence Stone"),))

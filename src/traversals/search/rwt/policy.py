@@ -5,8 +5,8 @@
 - :meth:`RelationPolicy.priors`: ``P(s, a)`` over the relations of the current entities —
   each relation's probability as the continuation of the Figure 7/8 prompt (constrained
   decoding: one scoring call), or, for endpoints without log-probabilities, the
-  likelihoods the model writes in the paper's ``[A: rel 0.5, …]`` format (uniform when it
-  writes none).
+  likelihoods the model writes in the paper's ``[A: rel 0.5, …]`` format, or as percentages
+  (``A: rel 70``; :func:`read_likelihoods`), normalised (uniform when it writes none).
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from ..subgraph import shown
 from .state import PathNode, labels
 
 _GUESS = re.compile(r"(?:^|,|\[)\s*[A-C]\s*:\s*([^,\]\n]+)")
-_LIKELIHOOD = re.compile(r"([A-Z]{1,2})\s*:\s*[^,\]\n]*?([01](?:\.\d+)?|\.\d+)\s*(?=,|\]|$)", re.M)
+#: ``A: rel 0.5`` (or ``70``, ``70%``, ``(0.5)``): the handle and the number that ends its item; the
+#: number starts after no digit, point or letter (``70`` was read as its ``0``, ``P25`` is no likelihood)
+_LIKELIHOOD = re.compile(
+    r"([A-Z]{1,2})\s*:\s*[^,\]\n]*?(?<![\w.])\(?(\d+(?:\.\d+)?|\.\d+)\s*(%?)\)?\s*(?=,|\]|$)", re.M)
 
 
 def letters(n: int) -> list[str]:
@@ -73,10 +76,22 @@ class RelationPolicy:
         gen = await self.llm.generate(prompt, prefix=" <answer>[", n=1, temperature=0.0, max_tokens=12 * len(relations),
                                       stop=["</answer>"])
         usage.add_generation(gen)
-        given = {h: float(p) for h, p in _LIKELIHOOD.findall(gen.texts[0] if gen.texts else "")}
-        raw = [given.get(h, 0.0) for h in handles]
+        given = read_likelihoods(gen.texts[0] if gen.texts else "")
+        raw = [given.get(h, 0.0) for h in handles] if given is not None else []
         total = sum(raw)
         if total <= 0:
-            node.note = "policy: no likelihoods in the output; uniform prior"
+            node.note = ("policy: no likelihoods in the output; uniform prior" if given is not None else
+                         "policy: a likelihood over 100 in the output; uniform prior")
             return [1.0 / len(relations)] * len(relations)
         return [x / total for x in raw]
+
+
+def read_likelihoods(text: str) -> dict[str, float] | None:
+    """Each handle's likelihood as the model wrote it in ``[A: rel 0.5, B: rel 0.3]``, as a
+    probability: a value with ``%``, or every value of a reply that writes any over 1
+    (``A: rel 70, B: rel 21, C: rel 9``: whole percentages), is read in percent. None when a
+    value is over 100 (percent): no likelihood, so no value of that reply can be trusted."""
+    found = _LIKELIHOOD.findall(text)
+    in_percent = any(float(value) > 1 and not percent for _, value, percent in found)
+    given = {handle: float(value) / 100 if percent or in_percent else float(value) for handle, value, percent in found}
+    return None if any(p > 1 for p in given.values()) else given
