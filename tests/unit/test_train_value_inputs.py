@@ -404,3 +404,67 @@ def test_benchmark_flags_with_synthetic_are_refused_not_ignored(tmp_path, capsys
                  "--out", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err
     assert f"{flags[0]} only matter(s) for a benchmark's questions" in err and "--synthetic N" in err
+
+
+def test_an_eval_of_questions_the_value_model_was_trained_on_warns_and_records_how_many(tmp_path, capsys,
+                                                                                      monkeypatch):
+    """`eval --value-model` never looked at what the model was trained on: 3 of 5 questions scored had been
+    trained on (with their gold answers) without a word."""
+    import traversals.eval.commands as commands
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.eval.datasets import load_dataset, sample_questions
+    from traversals.llm.scripted import ScriptedLLM
+
+    (tmp_path / "kb.txt").write_text(FILMS)
+    films = ["Heat", "Collateral", "Alien", "Gladiator"]
+    (tmp_path / "qa_dev_1hop.txt").write_text("".join(
+        f"who directed [{f}]\t{'Michael Mann' if i < 2 else 'Ridley Scott'}\nwhen was [{f}] released\t"
+        f"{['1995', '2004', '1979', '2000'][i]}\n" for i, f in enumerate(films)))
+    llm = ScriptedLLM(rules=[("", "x, B: y, C: z]")], score=lambda prompt, options, prefix: [-1.0] * len(options))
+    monkeypatch.setattr(training, "open_llm_from_args", lambda *a, **kw: llm)
+    monkeypatch.setattr(commands, "open_llm_from_args", lambda *a, **kw: llm)
+    model = str(tmp_path / "m.json")
+    assert main(["train-value", "metaqa-1hop", "--data", str(tmp_path), "--skip", "2", "--limit", "4",
+                 "--heldout", "0", "--rounds", "1", "--out", model]) == 0
+    capsys.readouterr()
+
+    def evaluate(out: str, *flags: str) -> tuple[str, dict]:
+        assert main(["eval", "metaqa-1hop", "--data", str(tmp_path), *flags, "--strategy", "beam", "--embedder",
+                     "lexical", "--value-model", model, "--out", str(tmp_path / out), "--no-progress"]) == 0
+        return capsys.readouterr().err, json.loads((tmp_path / out / "run.json").read_text())
+
+    err, run = evaluate("overlap", "--limit", "5")
+    questions = load_dataset("metaqa-1hop", tmp_path).questions
+    expected = len({q.id for q in sample_questions(questions, 5, 233)} & {q.id for q in sample_questions(questions, 4, 233, skip=2)})
+    assert expected == 3 and run["value_model_trained_questions"] == 3
+    assert re.search(r"warning: 3 of the 5 questions evaluated are among those --value-model \S+m\.json was "
+                     r"trained on \(--sample-seed 233 --skip 2 --limit 4\)", err)
+    report = tmp_path / "report.md"
+    assert main(["report", str(tmp_path / "overlap"), "--out", str(report)]) == 0
+    assert "(n=5, 3 in its --value-model's training)" in report.read_text()
+    err, run = evaluate("held-out", "--limit", "2")  # the questions train-value --skip 2 left out
+    assert "warning" not in err and run["value_model_trained_questions"] == 0
+
+
+def test_the_training_overlap_is_counted_only_for_a_model_trained_on_the_benchmark_evaluated(tmp_path):
+    from traversals.eval.datasets import load_dataset, sample_questions
+    from traversals.eval.training import trained_among
+
+    (tmp_path / "qa_dev_1hop.txt").write_text("".join(f"who directed [F{i}]\tD{i}\n" for i in range(6)))
+    (tmp_path / "qa_test_1hop.txt").write_text("".join(f"who directed [F{i}]\tD{i}\n" for i in range(6)))
+    ds = load_dataset("metaqa-1hop", tmp_path)
+    evaluated = sample_questions(ds.questions, 3, 233)
+    meta = {"datasets": ["MetaQA-1hop"], "split": "dev", "answerable_only": False, "sample_seed": 233, "skip": 1,
+            "limit": 5}
+
+    def count(**changes):
+        return trained_among({**meta, **changes}, ds, evaluated, data=str(tmp_path), split="dev", answerable_only=False)
+
+    assert count() == 2  # the 2nd and 3rd of the shuffle; the name as the user typed it
+    assert count(skip=3) == 0
+    assert count(datasets=["metaqa-2hop"]) is None and count(datasets=["no-such-benchmark"]) is None
+    assert trained_among({"synthetic": {"asked": 6}}, ds, evaluated, data=str(tmp_path), split="dev",
+                         answerable_only=False) is None
+    assert count(skip=None) is None  # a model that does not say which questions it was trained on
+    assert count(split="test") == 0  # another split's questions (read from the same --data): other ids

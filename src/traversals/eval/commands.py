@@ -23,7 +23,7 @@ from ..options import (
     open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_scoring_flags_when_sampled, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
-from .datasets import DATASETS, DEFAULT_SEED, load_dataset
+from .datasets import DATASETS, DEFAULT_SEED, Dataset, load_dataset, sample_questions
 from ..llm.local import DEFAULT_N_CTX
 from .runner import MAX_CONSECUTIVE_ERRORS
 
@@ -226,6 +226,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if value_model is not None:  # the bytes the run uses, read once, and what they predict with
         config["value_model_sha256"] = value_model.sha256
         config["value_model_digest"] = value_model.digest
+        _check_trained_on(args, dataset, value_model.meta, config)
     for key in unread_settings(strategy):  # the strategy's defaults, never used: not recorded as if used
         config.pop(key, None)
     embeds = strategy in ("mcts", "beam", "retrieve")  # the strategies with an embedder (retrieve ranks its facts)
@@ -274,6 +275,25 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     print(summary.format())
     print(f"  results: {Path(args.out) / 'results.jsonl'} · summary: {Path(args.out) / 'summary.json'}")
     return 0
+
+
+def _check_trained_on(args: argparse.Namespace, dataset: Dataset, meta: dict, config: dict[str, Any]) -> None:
+    """A warning, and ``value_model_trained_questions`` in run.json, when questions this run
+    evaluates are among those ``--value-model`` was trained on (with their gold answers): their
+    scores are not held out. Not refused: a user may mean it (a check of what training learnt)."""
+    from .training import trained_among
+
+    evaluated = sample_questions(dataset.questions, args.limit, args.sample_seed, skip=args.skip)
+    seen = trained_among(meta, dataset, evaluated, data=args.data, split=args.split,
+                         answerable_only=args.answerable_only)
+    if seen is None:  # not trained on this benchmark, or its meta does not say how: nothing to compare
+        return
+    config["value_model_trained_questions"] = seen
+    if seen:
+        print(f"warning: {seen} of the {len(evaluated)} questions evaluated are among those --value-model "
+              f"{args.value_model} was trained on (--sample-seed {meta.get('sample_seed')} --skip {meta.get('skip')} "
+              f"--limit {meta.get('limit')}): their scores are not held out (an eval with --limit N and train-value "
+              "--skip N, the same seed, share none)", file=sys.stderr)
 
 
 #: what stops a run's writes: a full disk or quota, a file too big, a read-only or failing disk

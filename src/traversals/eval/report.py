@@ -709,8 +709,11 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     for r in runs:
         s = r.summary
         partial = "" if s.complete else f", partial of {s.selected}"
+        # questions the run's --value-model was trained on (eval warned): those scores are not held out
+        seen = r.config.get("value_model_trained_questions")
+        trained = f", {seen} in its --value-model's training" if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0 else ""
         cells.setdefault((r.label, r.dataset), []).append(
-            f"{_rate(s.hits_at_1, s.n)} / {_rate(s.em_in, s.n)} (n={s.n}{partial})"
+            f"{_rate(s.hits_at_1, s.n)} / {_rate(s.em_in, s.n)} (n={s.n}{partial}{trained})"
         )
     lines += ["## Accuracy", "", "Cells: Hits@1 / EM-in in %, (n questions).", ""]
     lines += _table(

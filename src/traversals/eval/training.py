@@ -48,7 +48,7 @@ from ..search.machine import normalise_label
 from ..search.rwt.train import RoundReport, TrainConfig, Trainer, TrainingQuestion, TrainState, fingerprint
 from ..search.rwt.valuemodel import FEATURES, ListedWords, ValueModel, is_model_file
 from .commands import add_question_flags, refuse_missing_kgs
-from .datasets import DATASETS, DEFAULT_SEED, Question, load_dataset, sample_questions
+from .datasets import DATASETS, DEFAULT_SEED, Dataset, Question, canonical_name, load_dataset, sample_questions
 from .metrics import f1
 from .resume import RECORDED_SINCE, kg_changes, kg_digests, kg_paths
 from .synthetic import SyntheticConfig, SyntheticQuestions, listed_words, read_phrasings
@@ -108,6 +108,40 @@ def training_questions(questions: Sequence[Question], skip: int, limit: int, see
     """The ``limit`` questions after the first ``skip`` of the seeded shuffle (the ones an
     eval with ``--limit skip`` and the same seed does not ask)."""
     return sample_questions(questions, limit, seed, skip=skip)
+
+
+def trained_among(meta: object, dataset: Dataset, evaluated: Sequence[Question], *, data: str, split: str,
+                  answerable_only: bool) -> int | None:
+    """How many of ``evaluated`` (the questions an eval of ``dataset`` selected) a value model
+    whose ``meta`` this is was trained on: the questions ``train-value`` selected from the same
+    benchmark (its ``--skip`` and ``--limit`` of the ``--sample-seed`` shuffle, with gold
+    answers), matched by id and wording. The training's questions are read again from the
+    eval's ``data`` (a file, no KG or LLM); its linking and held-out share are not redone, so a
+    question counted may have been held out or left unlinked. None when the model was not
+    trained on this benchmark (another one, synthetic questions) or its meta does not say how."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("datasets"), list):
+        return None
+    try:
+        if canonical_name(dataset.name) not in {canonical_name(str(n)) for n in meta["datasets"]}:
+            return None
+    except BadInput:  # a name this version does not know
+        return None
+    seed, skip, limit = meta.get("sample_seed"), meta.get("skip"), meta.get("limit")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (seed, skip, limit)):
+        return None
+    assert isinstance(seed, int) and isinstance(skip, int) and isinstance(limit, int)
+    questions: Sequence[Question] = dataset.questions
+    if (meta.get("split"), bool(meta.get("answerable_only"))) != (split, answerable_only):  # another question list
+        try:
+            questions = load_dataset(dataset.name, data, str(meta.get("split")), bool(meta.get("answerable_only"))).questions
+        except (BadInput, OSError):
+            return None
+    try:
+        picked = training_questions(questions, skip, limit, seed)
+    except BadInput:
+        return None
+    trained = {(q.id, q.text) for q in picked if any(g.alternatives for g in q.gold)}  # as with_gold keeps them
+    return sum((q.id, q.text) in trained for q in evaluated)
 
 
 def with_gold(questions: Sequence[Question]) -> tuple[list[Question], int]:
