@@ -4,6 +4,7 @@ protocol details, and one real stdlib HTTP server on 127.0.0.1 for sockets/timeo
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -379,6 +380,47 @@ async def test_score_offsets_are_counted_from_the_end():
     assert s.logprobs[1] == 0.0
     assert s.logprobs[0] > s.logprobs[2]
     await llm.close()
+
+
+#: words (with their leading space) and single digits, as a BPE tokeniser splits them
+_WORDS = re.compile(r"\s?[A-Za-z]+|\d|\s?[^\sA-Za-z\d]|\s+")
+
+
+def echo_words(text: str, logprob: dict[str, float], default: float = -0.05) -> dict:
+    """A vLLM-like /completions reply echoing ``text`` in word and digit tokens, each with
+    its ``logprob`` (``default`` for the rest), plus one generated token."""
+    toks = _WORDS.findall(text) + [" X"]
+    offsets, pos = [], 0
+    for t in toks:
+        offsets.append(pos)
+        pos += len(t)
+    lps = [None] + [logprob.get(t, default) for t in toks[1:]]
+    return {"choices": [{"text": text + " X", "logprobs": {"tokens": toks, "text_offset": offsets,
+                                                            "token_logprobs": lps}}],
+            "usage": {"prompt_tokens": len(toks) - 1, "completion_tokens": 1}}
+
+
+async def test_scores_count_each_options_echoed_tokens(tmp_path):
+    """Without the counts, answers were compared per ~4 characters: ' Paris' (one token,
+    -0.9) came last behind '12' (two tokens, -0.6 each), the ranking per token inverted."""
+    from traversals.llm.cache import CachedLLM
+    from traversals.llm.checked import checked
+
+    table = {" Paris": -0.9, "1": -0.6, "2": -0.6, " Christopher": -1.5, " Nolan": -1.5}
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=echo_words(b["prompt"], table))),
+                  completion_template="raw")
+    assert await llm.probe_scoring(), llm.scoring_reason
+    options = [" Paris", " 12", " Christopher Nolan"]
+    s = await checked(llm).score("Q?", options, prefix="ANSWER:")
+    assert s.logprobs == pytest.approx([-0.9, -1.2 - 0.05, -3.0])  # ' 12' is ' ', '1', '2'
+    assert s.token_counts == [1, 3, 2]
+    per_token = s.per_token(options)
+    assert sorted(options, key=lambda o: -per_token[options.index(o)]) == [" 12", " Paris", " Christopher Nolan"]
+    cache = CachedLLM(llm, tmp_path / "c.sqlite3")
+    await cache.score("Q?", options, prefix="ANSWER:")
+    hit = await cache.score("Q?", options, prefix="ANSWER:")
+    assert hit.cached and hit.token_counts == [1, 3, 2]  # the cache keeps them
+    await cache.close()
 
 
 # --- a real socket: stdlib HTTP server on 127.0.0.1 ----------------------------------

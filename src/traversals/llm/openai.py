@@ -35,7 +35,8 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   them and fails the probe) *and* a ``completion_template`` is known to render the chat
   prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
   ``{prompt}``). :meth:`score` then sums the echoed log-probabilities of each option's
-  tokens; otherwise it raises :class:`ScoringNotSupported`. Echoed log-probabilities
+  tokens and reports how many it summed (``token_counts``, for a mean per token);
+  otherwise it raises :class:`ScoringNotSupported`. Echoed log-probabilities
   are read in the completions format (``tokens``/``token_logprobs``, ``text_offset`` if
   given) or the chat format (``content[].token``/``logprob``). A probe that fails while a
   template is configured warns (:class:`~traversals.errors.TraversalsWarning`) with the
@@ -444,19 +445,21 @@ class OpenAICompatibleLLM:
     @staticmethod
     def _tail_logprob(
         lps: Sequence[float | None], offsets: Sequence[int], tokens: Sequence[str], tail: int
-    ) -> float:
+    ) -> tuple[float, int]:
         """Sum of the logprobs of the tokens that overlap the last ``tail`` characters of
-        the echoed prompt. Offsets are counted from the end, because servers count them
-        in their detokenised text (special tokens may render as nothing)."""
+        the echoed prompt, and how many tokens it sums (the option's length for a mean per
+        token). Offsets are counted from the end, because servers count them in their
+        detokenised text (special tokens may render as nothing)."""
         if not tokens:
-            return 0.0
+            return 0.0, 0
         end = offsets[-1] + len(tokens[-1])
         start = end - tail
-        return sum(
+        summed = [
             float(lp)
             for lp, off, tok in zip(lps, offsets, tokens)
             if lp is not None and off + len(tok) > start
-        )
+        ]
+        return sum(summed), len(summed)
 
     async def probe_scoring(self) -> bool:
         """Check whether :meth:`score` can work here; sets and returns ``can_score``.
@@ -513,15 +516,22 @@ class OpenAICompatibleLLM:
         )
         it = iter(results)
         logprobs: list[float] = []
+        counts: list[int] = []
         total_tokens = 0
         for opt in options:
             if not opt:
                 logprobs.append(0.0)
+                counts.append(1)
                 continue
             lps, offsets, tokens, n_prompt = next(it)
             total_tokens += n_prompt
-            logprobs.append(self._tail_logprob(lps, offsets, tokens, len(opt)))
-        return Scores(logprobs=logprobs, prompt_tokens=total_tokens, computed_prompt_tokens=None)
+            logprob, count = self._tail_logprob(lps, offsets, tokens, len(opt))
+            logprobs.append(logprob)
+            # the tokens summed, so answers compare per token (Scores.per_token), not per ~4
+            # characters; at least 1, as a count of tokens is (CheckedLLM)
+            counts.append(max(count, 1))
+        return Scores(logprobs=logprobs, prompt_tokens=total_tokens, computed_prompt_tokens=None,
+                      token_counts=counts)
 
     async def close(self) -> None:
         await self._http.aclose()
