@@ -36,6 +36,7 @@ _EXPORTS = {
     "KGUnavailable": "traversals.errors", "KGTimeout": "traversals.errors", "KGQueryError": "traversals.errors",
     "KGAuthError": "traversals.errors",
     "LLMError": "traversals.errors", "LLMUnavailable": "traversals.errors", "PromptTooLong": "traversals.errors",
+    "LLMTimeout": "traversals.errors",
     "TraversalsWarning": "traversals.errors",
 }  # fmt: skip
 

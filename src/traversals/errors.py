@@ -46,6 +46,12 @@ class PromptTooLong(LLMError):
     request's own failure (a big subgraph); a search gives up that node, not the question."""
 
 
+class LLMTimeout(LLMError):
+    """A request to an LLM endpoint took longer than its time limit (``--llm-timeout``): this
+    request's own failure (a long prompt, a slow reply), so a search records it for that
+    question; the scoring probe, whose request is tiny, re-raises it (the server is not ready)."""
+
+
 class LLMUnavailable(LLMError):
     """The LLM endpoint or model file cannot be reached or loaded."""
 

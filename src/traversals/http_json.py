@@ -11,10 +11,11 @@ share.
   succeed now -- the endpoint cannot be reached, refuses the credentials (401/403: "check
   the API key"), has no such path or model (404), or still answers 5xx/429 after every
   retry -- so that an evaluation stops instead of recording every question as an error;
-  ``error`` for what is this request's own (a timeout, another 4xx, a reply that is not a
-  JSON object). A 400 that names an unknown model is ``unavailable`` too; one that says the
-  input is too long (400/413/422/500, in OpenAI's, vLLM's, llama.cpp's, TGI's or Groq's
-  words) is ``error`` with the caller's ``size`` note (how long this request's input was).
+  ``error`` for what is this request's own (a timeout, as ``timed_out`` if the caller
+  names a class for it; another 4xx, a reply that is not a JSON object). A 400 that names
+  an unknown model is ``unavailable`` too; one that says the input is too long
+  (400/413/422/500, in OpenAI's, vLLM's, llama.cpp's, TGI's or Groq's words) is ``error``
+  with the caller's ``size`` note (how long this request's input was).
   An HTTP refusal carries its ``status`` and the server's ``detail`` on the exception;
 - **time limit**: ``timeout`` bounds a whole attempt, not only each read, so a server that
   trickles its reply cannot hold a request for longer;
@@ -196,6 +197,7 @@ class JsonPoster:
         name: str,
         error: type[TraversalsError],
         unavailable: type[TraversalsError],
+        timed_out: type[TraversalsError] | None = None,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         token: CommandToken | None = None,
@@ -217,6 +219,8 @@ class JsonPoster:
         self.name = name
         self.error = error
         self.unavailable = unavailable
+        #: the error of a request that ran out of time (``error`` unless the caller tells them apart)
+        self.timed_out = timed_out or error
         self.timeout = timeout
         self.max_retries = max(0, int(max_retries))
         self.backoff_base = backoff_base
@@ -334,7 +338,7 @@ class JsonPoster:
                     attempt += 1
                     continue
                 kind = type(e).__name__
-                raise self.error(
+                raise self.timed_out(
                     f"{self.name}: POST {shown} timed out ({kind}, limit {self.timeout:g} s; "
                     "a slow server needs a longer time limit, e.g. --llm-timeout)"
                 ) from None

@@ -98,7 +98,8 @@ async def no_sleep(_: float) -> None:
 def client(server: Server, path: str = "/v1", **kw: Any) -> OpenAICompatibleLLM:
     kw.setdefault("max_retries", 2)
     kw.setdefault("sleep", no_sleep)
-    return OpenAICompatibleLLM(server.root + path, "m", api_key=kw.pop("api_key", "sk-test"), timeout=5, **kw)
+    kw.setdefault("timeout", 5)
+    return OpenAICompatibleLLM(server.root + path, "m", api_key=kw.pop("api_key", "sk-test"), **kw)
 
 
 # --- the failure matrix: the right class, the server named, what to do, bounded requests ----
@@ -364,6 +365,62 @@ async def test_a_probe_refused_by_status_still_falls_back_to_sampling(server):
     llm = client(server, completion_template="chatml")
     with pytest.warns(TraversalsWarning, match="HTTP 403: endpoint not allowed"):
         assert await llm.probe_scoring() is False
+    assert (await llm.generate("q")).texts == ["ok"]
+    await llm.close()
+
+
+PROBE_DOWN = [
+    ("503-loading", (503, error("model is loading"), {}), LLMUnavailable, "model is loading"),
+    ("429", (429, error("Rate limit reached"), {}), LLMUnavailable, "gave up after 3 attempts"),
+    ("no-answer", (200, None, {}), LLMUnavailable, "cannot reach"),
+    ("no-such-model", (400, error("The model `m` does not exist."), {}), LLMUnavailable, "check the model name"),
+]
+
+
+@pytest.mark.parametrize("reply,cls,says", [c[1:] for c in PROBE_DOWN], ids=[c[0] for c in PROBE_DOWN])
+async def test_a_probe_of_a_server_that_cannot_answer_now_raises_instead_of_sampling(server, reply, cls, says):
+    """A server still loading its model said "cannot score", and a whole eval run was sampled."""
+    server.respond = lambda p, b: (reply[0], reply[1], dict(reply[2]))
+    llm = client(server, completion_template="chatml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "sampled decoding instead" warning either
+        with pytest.raises(cls, match=says):
+            await llm.probe_scoring()
+    assert llm.can_score is False and llm.scoring_reason == "not probed"
+    await llm.close()
+
+
+async def test_a_probe_that_runs_out_of_time_raises_the_timeout(server):
+    import time
+
+    from traversals.errors import LLMTimeout
+
+    server.respond = lambda p, b: (time.sleep(0.5), (200, chat("ok"), {}))[1]
+    llm = client(server, completion_template="chatml", timeout=0.1)
+    with pytest.raises(LLMTimeout, match="timed out"):
+        await llm.probe_scoring()
+    assert llm.can_score is False
+    await llm.close()
+
+
+PROBE_CANNOT_SCORE = [
+    ("400-echo", (400, error("echo is not supported with logprobs"), {}), "HTTP 400: echo is not supported"),
+    ("422", (422, {"detail": [{"msg": "extra fields not permitted", "loc": ["body", "echo"]}]}, {}), "HTTP 422"),
+    ("404", (404, error("Not Found"), {}), "no /completions endpoint (HTTP 404)"),
+    ("error-in-200", (200, error("model overloaded, try later", type="server_error"), {}),
+     "the server answered with an error: model overloaded, try later"),
+    ("not-json", (200, "OK", {}), "returned non-JSON"),
+]
+
+
+@pytest.mark.parametrize("reply,says", [c[1:] for c in PROBE_CANNOT_SCORE], ids=[c[0] for c in PROBE_CANNOT_SCORE])
+async def test_a_probe_refused_or_answered_in_another_shape_falls_back_to_sampling(server, reply, says):
+    server.respond = lambda p, b: (reply[0], reply[1], dict(reply[2])) if p.endswith("/v1/completions") else \
+        (200, chat("ok"), {})
+    llm = client(server, completion_template="chatml")
+    with pytest.warns(TraversalsWarning, match="sampled decoding instead"):
+        assert await llm.probe_scoring() is False
+    assert says in llm.scoring_reason
     assert (await llm.generate("q")).texts == ["ok"]
     await llm.close()
 

@@ -19,8 +19,8 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   refusals are remembered (``refused_params``).
 - **retries**: 408/409/429/5xx answers and connection errors are retried with exponential
   backoff and jitter, honouring ``Retry-After``, up to ``max_retries`` times; read
-  timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect) or
-  :class:`LLMError`, with one line naming the URL (:class:`traversals.http_json.JsonPoster`,
+  timeouts are not retried. Failures become :class:`LLMUnavailable` (cannot connect),
+  :class:`LLMTimeout` (out of time) or :class:`LLMError`, with one line naming the URL (:class:`traversals.http_json.JsonPoster`,
   shared with the embeddings client).
 - **odd servers**: a base URL given as the full endpoint (``.../v1/chat/completions``) is
   cut back to the API root; ``stream`` is sent as false, and a reply streamed anyway is
@@ -40,7 +40,13 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   are read in the completions format (``tokens``/``token_logprobs``, ``text_offset`` if
   given) or the chat format (``content[].token``/``logprob``). A probe that fails while a
   template is configured warns (:class:`~traversals.errors.TraversalsWarning`) with the
-  reason, as the search then samples instead.
+  reason, as the search then samples instead: a reply of another shape, no
+  ``/completions`` (404) or one refused to this client (401/403: a gateway that serves chat
+  only), a 400 for ``echo`` or ``logprobs``, or a 200 reply with an ``error`` object (its
+  message quoted). A server that cannot answer now -- it cannot be reached, still answers
+  5xx/429 after the retries (a model loading), names no such model, or runs out of time --
+  says nothing about scoring: the probe raises that :class:`LLMUnavailable` or
+  :class:`LLMTimeout`, as the run's first call would, rather than make a whole run sampled.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
-from traversals.errors import BadInput, LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
+from traversals.errors import BadInput, LLMError, LLMTimeout, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.http_json import JsonPoster, api_root
 from traversals.tokens import CommandToken
 from traversals.llm.base import Generation, Scores
@@ -100,6 +106,9 @@ _NO_TEMPLATE = ("no completion_template (--llm-template, e.g. 'chatml') configur
 _QUOTED = "[\"'`]{}[\"'`]"
 #: the HTTP statuses of a request the server refused for what it holds (JsonPoster sets ``status``)
 _REFUSED = (400, 422)
+#: the statuses of an LLMUnavailable that refuses the /completions endpoint to a server that is up:
+#: none there (404), or a gateway that serves chat only (401/403)
+_NOT_SERVED = (401, 403, 404)
 #: how a server says it does not take a parameter (OpenAI, Mistral/pydantic, vLLM, Groq ...)
 _UNSUPPORTED = re.compile(r"unsupported|not supported|not permitted|not allowed|unrecognized|unknown|"
                           r"extra_forbidden", re.IGNORECASE)
@@ -179,6 +188,7 @@ class OpenAICompatibleLLM:
             name=self.name,
             error=LLMError,
             unavailable=LLMUnavailable,
+            timed_out=LLMTimeout,
             api_key=api_key,
             headers=headers,
             token=token,
@@ -244,9 +254,7 @@ class OpenAICompatibleLLM:
         data = await self._post_chat(body, _size(prompt + prefix, max_tokens))
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            err = data.get("error")
-            if isinstance(err, dict) and isinstance(err.get("message"), str):
-                raise LLMError(f"{self.name}: the server answered with an error: {self._http.redact(err['message'][:200])}")
+            self._check_error_reply(data)
             raise LLMError(f"{self.name}: reply has no choices: {self._dump(data)}")
         if not all(isinstance(ch, dict) for ch in choices):
             raise LLMError(f"{self.name}: reply is not a chat completion (a choice is not an object): "
@@ -262,6 +270,13 @@ class OpenAICompatibleLLM:
             self._check_reasoning_only(choices)
         usage = data.get("usage")
         return texts, usage if isinstance(usage, dict) else {}
+
+    def _check_error_reply(self, data: dict[str, Any]) -> None:
+        """Raise an :class:`LLMError` quoting the message of a reply that carries an ``error``
+        object in place of choices (a 200 from a proxy or an overloaded server)."""
+        err = data.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            raise LLMError(f"{self.name}: the server answered with an error: {self._http.redact(err['message'][:200])}")
 
     async def _post_chat(self, body: dict[str, Any], size: str) -> dict[str, Any]:
         """POST a chat request without the parameters this server refuses: a 400/422 that
@@ -430,6 +445,8 @@ class OpenAICompatibleLLM:
             "logprobs": 1,
         }
         data = await self._post("/completions", body, _size(text, 1))
+        if not data.get("choices"):
+            self._check_error_reply(data)
         try:
             token_logprobs, offsets, tokens = _read_logprobs(data["choices"][0]["logprobs"])
         except (KeyError, IndexError, TypeError, ValueError) as e:
@@ -475,8 +492,10 @@ class OpenAICompatibleLLM:
         probe = ", ".join(str(i) for i in range(1, 9))
         try:
             lps, offsets, tokens, _ = await self._echo_logprobs(probe)
-        except (LLMError, ScoringNotSupported) as e:
-            if getattr(e, "status", None) == 404:  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
+        except LLMError as e:  # ScoringNotSupported too
+            if isinstance(e, LLMTimeout) or (isinstance(e, LLMUnavailable) and e.status not in _NOT_SERVED):
+                raise  # down, loading, overloaded: no answer about scoring (module docstring)
+            if e.status == 404:  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
                 return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
             return self._scoring_off(f"/completions with echo+logprobs failed: {_unnamed(e, self.name)}")
         values = [float(x) for x in lps if isinstance(x, (int, float))]
