@@ -423,6 +423,42 @@ async def test_scores_count_each_options_echoed_tokens(tmp_path):
     await cache.close()
 
 
+async def test_scores_count_the_prompt_tokens_the_server_took_from_its_cache():
+    """computed_prompt_tokens was None, all of them, though the server said how many it
+    reused (generate honoured it); the one token an echo generates is no completion token."""
+    from traversals.llm.base import Usage
+
+    def respond(request, body):
+        reply = echo_words(body["prompt"], {})
+        if body["prompt"] != "1, 2, 3, 4, 5, 6, 7, 8":  # the probe's
+            reply["usage"]["prompt_tokens_details"] = {"cached_tokens": 5}
+        return httpx.Response(200, json=reply)
+
+    llm, _ = make(FakeServer(respond), completion_template="raw")
+    assert await llm.probe_scoring(), llm.scoring_reason
+    s = await llm.score("Which city?", [" Paris", " Lyon"], prefix="A:")
+    sent = len(_WORDS.findall("Which city?\n\nA: Paris")) * 2  # each option's echoed prompt
+    assert (s.prompt_tokens, s.computed_prompt_tokens) == (sent, sent - 2 * 5)
+    usage = Usage()
+    usage.add_scores(s)
+    assert (usage.prompt_tokens, usage.computed_prompt_tokens, usage.completion_tokens) == (sent, sent - 10, 0)
+    await llm.close()
+
+
+async def test_scores_of_a_server_that_says_nothing_of_its_cache_computed_all():
+    def respond(request, body):
+        reply = echo_words(body["prompt"], {})
+        if "Lyon" in body["prompt"]:  # one of the two requests says, the other does not
+            reply["usage"]["prompt_tokens_details"] = {"cached_tokens": 5}
+        return httpx.Response(200, json=reply)
+
+    llm, _ = make(FakeServer(respond), completion_template="raw")
+    assert await llm.probe_scoring(), llm.scoring_reason
+    s = await llm.score("Which city?", [" Paris", " Lyon"], prefix="A:")
+    assert s.computed_prompt_tokens is None and s.computed_tokens == s.prompt_tokens > 0
+    await llm.close()
+
+
 # --- a real socket: stdlib HTTP server on 127.0.0.1 ----------------------------------
 
 

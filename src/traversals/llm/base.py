@@ -35,7 +35,9 @@ class Generation:
 
 @dataclass
 class Scores:
-    """Log-probabilities of each option as the continuation of ``prompt + prefix``."""
+    """Log-probabilities of each option as the continuation of ``prompt + prefix``. A score
+    generates nothing, so it has no completion tokens: the options' tokens count as prompt
+    tokens (the one token an endpoint's echo request must generate is not counted)."""
 
     logprobs: list[float]
     prompt_tokens: int = 0

@@ -36,7 +36,10 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
   ``{prompt}``). :meth:`score` then sums the echoed log-probabilities of each option's
   tokens and reports how many it summed (``token_counts``, for a mean per token);
-  otherwise it raises :class:`ScoringNotSupported`. Echoed log-probabilities
+  otherwise it raises :class:`ScoringNotSupported`. A score's tokens are prompt tokens
+  (each option's echoed prompt, ``cached_tokens`` as :meth:`generate` reads them): the one
+  token an echo request has to generate is no completion token, as scoring generates
+  nothing (the local backend counts none either). Echoed log-probabilities
   are read in the completions format (``tokens``/``token_logprobs``, ``text_offset`` if
   given) or the chat format (``content[].token``/``logprob``). A probe that fails while a
   template is configured warns (:class:`~traversals.errors.TraversalsWarning`) with the
@@ -398,10 +401,7 @@ class OpenAICompatibleLLM:
         texts = [apply_stop(strip_prefix(t, prefix), stop) for t in texts[:n]]
         prompt_tokens = sum(_count(u.get("prompt_tokens")) for u in usages)
         completion_tokens = sum(_count(u.get("completion_tokens")) for u in usages)
-        details = [u.get("prompt_tokens_details") for u in usages]
-        cached = [d.get("cached_tokens") if isinstance(d, dict) else None for d in details]
-        reused = [c for c in cached if isinstance(c, int)]
-        computed = prompt_tokens - sum(reused) if usages and len(reused) == len(cached) else None
+        computed = _computed(prompt_tokens, [_cached_tokens(u) for u in usages])
         return Generation(
             texts=texts,
             prompt_tokens=prompt_tokens,
@@ -433,9 +433,12 @@ class OpenAICompatibleLLM:
         assert self.completion_template is not None
         return self.completion_template.format(prompt=prompt) + prefix
 
-    async def _echo_logprobs(self, text: str) -> tuple[list[float | None], list[int], list[str], int]:
+    async def _echo_logprobs(
+        self, text: str
+    ) -> tuple[list[float | None], list[int], list[str], int, int | None]:
         """Echoed prompt tokens of ``text``: (logprobs, char offsets, token strings,
-        prompt token count), restricted to the prompt's tokens."""
+        prompt token count, how many of them the server took from its cache or None if it
+        does not say), restricted to the prompt's tokens."""
         body = {
             "model": self.model,
             "prompt": text,
@@ -457,7 +460,8 @@ class OpenAICompatibleLLM:
         n_prompt = _count(usage.get("prompt_tokens")) if isinstance(usage, dict) else 0
         if not (0 < n_prompt <= len(tokens)):
             n_prompt = max(len(tokens) - 1, 0)  # assume one generated token at the end
-        return token_logprobs[:n_prompt], offsets[:n_prompt], tokens[:n_prompt], n_prompt
+        cached = _cached_tokens(usage) if isinstance(usage, dict) else None
+        return token_logprobs[:n_prompt], offsets[:n_prompt], tokens[:n_prompt], n_prompt, cached
 
     @staticmethod
     def _tail_logprob(
@@ -491,7 +495,7 @@ class OpenAICompatibleLLM:
             return False
         probe = ", ".join(str(i) for i in range(1, 9))
         try:
-            lps, offsets, tokens, _ = await self._echo_logprobs(probe)
+            lps, offsets, tokens, _, _ = await self._echo_logprobs(probe)
         except LLMError as e:  # ScoringNotSupported too
             if isinstance(e, LLMTimeout) or (isinstance(e, LLMUnavailable) and e.status not in _NOT_SERVED):
                 raise  # down, loading, overloaded: no answer about scoring (module docstring)
@@ -537,19 +541,24 @@ class OpenAICompatibleLLM:
         logprobs: list[float] = []
         counts: list[int] = []
         total_tokens = 0
+        cached: list[int | None] = []
         for opt in options:
             if not opt:
                 logprobs.append(0.0)
                 counts.append(1)
                 continue
-            lps, offsets, tokens, n_prompt = next(it)
+            lps, offsets, tokens, n_prompt, reused = next(it)
             total_tokens += n_prompt
+            cached.append(reused)
             logprob, count = self._tail_logprob(lps, offsets, tokens, len(opt))
             logprobs.append(logprob)
             # the tokens summed, so answers compare per token (Scores.per_token), not per ~4
             # characters; at least 1, as a count of tokens is (CheckedLLM)
             counts.append(max(count, 1))
-        return Scores(logprobs=logprobs, prompt_tokens=total_tokens, computed_prompt_tokens=None,
+        # no completion tokens: the one token each echo request must generate (max_tokens 1)
+        # is not counted, as a score generates nothing (the local backend's count too)
+        return Scores(logprobs=logprobs, prompt_tokens=total_tokens,
+                      computed_prompt_tokens=_computed(total_tokens, cached) if cached else 0,
                       token_counts=counts)
 
     async def close(self) -> None:
@@ -621,6 +630,23 @@ def _read_logprobs(lp: Any) -> tuple[list[float | None], list[int], list[str]]:
     if not (len(tokens) == len(logprobs) == len(offsets)):
         raise ValueError("tokens, logprobs and offsets differ in length")
     return logprobs, offsets, tokens
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int | None:
+    """The prompt tokens a reply's ``usage`` says the server took from its prefix cache
+    (``prompt_tokens_details.cached_tokens``), or None if it does not say."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0 else None
+
+
+def _computed(prompt_tokens: int, cached: Sequence[int | None]) -> int | None:
+    """The prompt tokens computed of requests that sent ``prompt_tokens`` in all, each of
+    which took ``cached`` from the server's cache: None (all of them, as far as anyone
+    can tell) unless every request said."""
+    if not cached or any(c is None for c in cached):
+        return None
+    return max(prompt_tokens - sum(c for c in cached if c is not None), 0)
 
 
 def _count(value: object) -> int:
