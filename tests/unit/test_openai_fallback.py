@@ -459,6 +459,33 @@ async def test_scores_of_a_server_that_says_nothing_of_its_cache_computed_all():
     await llm.close()
 
 
+def nan_json(reply: dict) -> httpx.Response:
+    """``reply`` as a server writes a NaN: the bare literal JSON parsers accept."""
+    return httpx.Response(200, content=json.dumps(reply).encode(), headers={"content-type": "application/json"})
+
+
+async def test_a_server_echoing_nan_logprobs_fails_the_probe():
+    """NaN passed `mean < -1.5`; every option then scored -inf: uniform choices, reported
+    as constrained decoding."""
+    llm, _ = make(FakeServer(lambda r, b: nan_json(echo_words(b["prompt"], {}, default=float("nan")))),
+                  completion_template="raw")
+    with pytest.warns(TraversalsWarning, match="not numbers: .*NaN or infinite.*sampled decoding"):
+        assert await llm.probe_scoring() is False
+    assert llm.can_score is False and "not numbers" in llm.scoring_reason
+    await llm.close()
+
+
+async def test_an_options_nan_logprob_scores_it_impossible_not_nan():
+    import math
+
+    llm, _ = make(FakeServer(lambda r, b: nan_json(echo_words(b["prompt"], {" Lyon": float("nan")}))),
+                  completion_template="raw")
+    assert await llm.probe_scoring(), llm.scoring_reason
+    s = await llm.score("Which city?", [" Paris", " Lyon"], prefix="A:")  # the backend itself, unchecked
+    assert s.logprobs[0] == pytest.approx(-0.05) and s.logprobs[1] == -math.inf
+    await llm.close()
+
+
 # --- a real socket: stdlib HTTP server on 127.0.0.1 ----------------------------------
 
 

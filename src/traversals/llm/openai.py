@@ -39,7 +39,9 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   otherwise it raises :class:`ScoringNotSupported`. A score's tokens are prompt tokens
   (each option's echoed prompt, ``cached_tokens`` as :meth:`generate` reads them): the one
   token an echo request has to generate is no completion token, as scoring generates
-  nothing (the local backend counts none either). Echoed log-probabilities
+  nothing (the local backend counts none either). An option whose echoed
+  log-probabilities hold a NaN scores ``-inf`` (impossible, as the search reads a NaN
+  score anyway), and a probe whose echoed values are not finite numbers fails. Echoed log-probabilities
   are read in the completions format (``tokens``/``token_logprobs``, ``text_offset`` if
   given) or the chat format (``content[].token``/``logprob``). A probe that fails while a
   template is configured warns (:class:`~traversals.errors.TraversalsWarning`) with the
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import re
 import string
@@ -480,7 +483,10 @@ class OpenAICompatibleLLM:
             for lp, off, tok in zip(lps, offsets, tokens)
             if lp is not None and off + len(tok) > start
         ]
-        return sum(summed), len(summed)
+        total = sum(summed)
+        # a NaN echoed (a server's numeric fault) makes the option impossible, as the search
+        # reads a NaN score anyway (choices.softmax, CheckedLLM): -inf says so, NaN hid it
+        return (-math.inf if math.isnan(total) else total), len(summed)
 
     async def probe_scoring(self) -> bool:
         """Check whether :meth:`score` can work here; sets and returns ``can_score``.
@@ -502,12 +508,16 @@ class OpenAICompatibleLLM:
             if e.status == 404:  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
                 return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
             return self._scoring_off(f"/completions with echo+logprobs failed: {_unnamed(e, self.name)}")
-        values = [float(x) for x in lps if isinstance(x, (int, float))]
+        given = [float(x) for x in lps if isinstance(x, (int, float))]
+        values = [x for x in given if math.isfinite(x)]  # NaN passed `mean < -1.5`, and scored -inf
         if len(values) < 4 or len(offsets) != len(lps):
+            if len(given) > len(values):
+                return self._scoring_off(f"the server echoes prompt logprobs that are not numbers: "
+                                         f"{len(given) - len(values)} of {len(given)} NaN or infinite")
             return self._scoring_off("the server does not echo prompt logprobs")
         tail = values[len(values) // 2 :]
         mean = sum(tail) / len(tail)
-        if mean < -1.5:
+        if not (mean >= -1.5 and math.isfinite(mean)):
             return self._scoring_off(f"echoed logprobs look misaligned (mean {mean:.1f} on a counting sequence)")
         if not _bare("".join(tokens)).endswith(_bare(probe)):  # generated tokens, not the prompt's
             return self._scoring_off("the echoed tokens are not the prompt (the server ignores echo or max_tokens)")
