@@ -11,12 +11,13 @@ import inspect
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from .embed import Embedder, close_embedder, open_embedder
 from .embed.base import checked_embedder
-from .errors import BadInput
+from .errors import BadInput, TraversalsWarning
 from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, KnowledgeGraph
 from .llm.base import LLM
 from .llm.checked import checked
@@ -143,6 +144,12 @@ def build_solver(
         why = getattr(llm, "scoring_reason", None)
         raise BadInput(f"the LLM {getattr(llm, 'name', llm)!r} cannot score options{f' ({why})' if why else ''}; "
                        "use --decoding sampled or auto (SearchConfig(decoding='sampled') or 'auto' in Python)")
+    if cfg.decoding == "auto" and not getattr(llm, "can_score", False):
+        from .llm.openai import NOT_PROBED
+
+        if getattr(llm, "scoring_reason", None) == NOT_PROBED:  # a template asks for scoring; nothing checked it
+            warnings.warn(f"the LLM {getattr(llm, 'name', llm)!r} has a completion_template but cannot score options "
+                          f"yet ({NOT_PROBED}); the search samples", TraversalsWarning, stacklevel=2)
     if hasattr(kgs, "get_edges"):  # one KG given where a list is expected
         raise BadInput("kgs is a list of knowledge graphs: pass [kg]")
     if not kgs:

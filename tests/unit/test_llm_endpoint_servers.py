@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
-from traversals.llm.openai import OpenAICompatibleLLM
+from traversals.llm.openai import NOT_PROBED, OpenAICompatibleLLM
 
 #: (status, body: dict = JSON, str = text, None = close without answering, headers)
 Reply = tuple[int, Any, dict[str, str]]
@@ -386,7 +386,7 @@ async def test_a_probe_of_a_server_that_cannot_answer_now_raises_instead_of_samp
         warnings.simplefilter("error")  # no "sampled decoding instead" warning either
         with pytest.raises(cls, match=says):
             await llm.probe_scoring()
-    assert llm.can_score is False and llm.scoring_reason == "not probed"
+    assert llm.can_score is False and llm.scoring_reason == NOT_PROBED
     await llm.close()
 
 

@@ -326,6 +326,34 @@ async def test_score_is_unsupported_until_probed():
     await llm.close()
 
 
+async def test_a_library_user_who_never_probed_is_told_how(recwarn):
+    """open_llm(..., completion_template=) + build_solver never probed: the search sampled in
+    silence, and decoding="constrained" said "(not probed)" without saying how to probe."""
+    from traversals import SearchConfig, build_solver, open_kg
+
+    def respond(request, body):
+        return httpx.Response(200, json=echo_completion(body["prompt"], logprob=-0.1))
+
+    kg = open_kg("demo")
+    llm, _ = make(FakeServer(respond), completion_template="chatml")
+    with pytest.raises(BadInput, match=r"cannot score options \(not probed: `await llm.probe_scoring\(\)`"):
+        build_solver("chain", llm, [kg], SearchConfig(decoding="constrained"))
+    with pytest.raises(ScoringNotSupported, match=r"await llm.probe_scoring\(\)"):
+        await llm.score("q", ["a"])
+    with pytest.warns(TraversalsWarning, match=r"has a completion_template but cannot score.*probe_scoring.*samples"):
+        build_solver("chain", llm, [kg], SearchConfig())
+    assert await llm.probe_scoring() is True
+    recwarn.clear()
+    build_solver("chain", llm, [kg], SearchConfig(decoding="constrained"))
+    build_solver("chain", llm, [kg], SearchConfig())
+    assert not [w for w in recwarn if issubclass(w.category, TraversalsWarning)]
+    plain, _ = make(FakeServer(respond))  # no template: sampling is what was asked for, no warning
+    build_solver("chain", plain, [kg], SearchConfig())
+    assert not [w for w in recwarn if issubclass(w.category, TraversalsWarning)]
+    for closing in (llm, plain, kg):
+        await closing.close()
+
+
 async def test_probe_fails_cleanly_when_completions_missing():
     server = FakeServer(lambda r, b: httpx.Response(404, json={"error": {"message": "Not Found"}}))
     llm, _ = make(server, completion_template="chatml")

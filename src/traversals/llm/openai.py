@@ -30,7 +30,8 @@ a query in it goes with every request (Azure's ``.../deployments/NAME?api-versio
   (``reasoning_content``/``reasoning``: the server's reasoning parser took the whole reply
   for thinking); a 400 for a prompt too long for the context names the prompt's size.
 - **scoring**: ``can_score`` is false until :meth:`OpenAICompatibleLLM.probe_scoring`
-  finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM;
+  (awaited once, before :func:`~traversals.api.build_solver`: the command line does it,
+  :func:`traversals.options.prepare_llm`) finds a ``/completions`` endpoint that echoes prompt log-probabilities (vLLM;
   llama.cpp's ``llama-server`` refuses ``echo``, llama-cpp-python's server 0.3.x misaligns
   them and fails the probe) *and* a ``completion_template`` is known to render the chat
   prompt as raw text (``"chatml"`` for Qwen/SmolLM2 or a format string with
@@ -74,7 +75,7 @@ from traversals.llm.base import Generation, Scores
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
 from ..aio import gather
 
-__all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES"]
+__all__ = ["OpenAICompatibleLLM", "COMPLETION_TEMPLATES", "NOT_PROBED"]
 
 #: raw-text renderings of one user turn + the start of the assistant turn
 COMPLETION_TEMPLATES = {
@@ -105,6 +106,10 @@ def _checked_template(template: str | None) -> str | None:
 #: the OpenAI API accepts at most 4 stop sequences; the rest are applied client-side
 MAX_SERVER_STOPS = 4
 
+#: why scoring is off when a completion template is known but :meth:`~OpenAICompatibleLLM.probe_scoring`
+#: has not run (the command line runs it; a library user calls it)
+NOT_PROBED = ("not probed: `await llm.probe_scoring()` checks the server's echoed log-probabilities and "
+              "turns scoring on; call it before build_solver, as the command line does")
 #: why scoring is off when no completion template is known
 _NO_TEMPLATE = ("no completion_template (--llm-template, e.g. 'chatml') configured: scoring options needs "
                 "the served model's prompt template")
@@ -186,7 +191,7 @@ class OpenAICompatibleLLM:
         #: None until a call shows whether the server honours ``n``
         self.supports_n: bool | None = None
         #: why scoring is off (after :meth:`probe_scoring`)
-        self.scoring_reason: str = "not probed" if self.completion_template is not None else _NO_TEMPLATE
+        self.scoring_reason: str = NOT_PROBED if self.completion_template is not None else _NO_TEMPLATE
         #: request parameters this server refused (HTTP 400/422 naming them), left out since
         self.refused_params: set[str] = set()
         self._http = JsonPoster(  # checks base_url (LLMError if it is not http(s))
