@@ -1,13 +1,31 @@
-"""The package's front names: each resolves, and importing the package stays cheap."""
+"""The package's front names: each resolves, and importing the package stays cheap; what
+``pyproject.toml`` declares is what the package needs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
 import traversals
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _lower_bound(requirements: list[str], name: str) -> tuple[int, ...]:
+    """The ``>=`` version of ``name`` among PEP 508 requirement strings, as a tuple of ints."""
+    for req in requirements:
+        if m := re.fullmatch(rf"{re.escape(name)}\s*>=\s*([0-9.]+)(,.*)?", req.strip(), re.IGNORECASE):
+            return tuple(int(part) for part in m.group(1).split("."))
+    raise AssertionError(f"no {name}>=... in {requirements}")
 
 
 def test_every_public_name_resolves_to_the_defining_modules_object():
@@ -26,3 +44,9 @@ def test_importing_the_package_loads_no_backend():
     code = "import sys, traversals; print(sorted(m for m in ('pyoxigraph', 'llama_cpp', 'httpx') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_pyoxigraph_lower_bound_has_query_substitutions():
+    # kg/store.py binds every value with Store.query(..., substitutions=...), which
+    # pyoxigraph has from 0.4.6 on (0.4.0-0.4.5 refuse the keyword)
+    assert _lower_bound(_pyproject()["project"]["dependencies"], "pyoxigraph") >= (0, 4, 6)
