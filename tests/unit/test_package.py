@@ -50,3 +50,10 @@ def test_pyoxigraph_lower_bound_has_query_substitutions():
     # kg/store.py binds every value with Store.query(..., substitutions=...), which
     # pyoxigraph has from 0.4.6 on (0.4.0-0.4.5 refuse the keyword)
     assert _lower_bound(_pyproject()["project"]["dependencies"], "pyoxigraph") >= (0, 4, 6)
+
+
+def test_build_backend_understands_the_license_expression():
+    # `license = "Apache-2.0"` (a PEP 639 SPDX string) is a configuration error before setuptools 77
+    data = _pyproject()
+    assert isinstance(data["project"]["license"], str)
+    assert _lower_bound(data["build-system"]["requires"], "setuptools") >= (77,)
