@@ -57,3 +57,11 @@ def test_build_backend_understands_the_license_expression():
     data = _pyproject()
     assert isinstance(data["project"]["license"], str)
     assert _lower_bound(data["build-system"]["requires"], "setuptools") >= (77,)
+
+
+def test_the_license_ships_and_the_sdist_carries_tests_and_docs():
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert _pyproject()["project"]["license-files"] == ["LICENSE"]
+    manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
+    for line in ("graft tests", "graft docs", "graft examples", "graft bench", "prune runs", "prune models"):
+        assert line in manifest, line
