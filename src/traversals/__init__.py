@@ -15,7 +15,29 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the front names' types for a type checker (py.typed); at run time __getattr__ loads them
+    # (``X as X``: an explicit re-export, which mypy --strict needs, as __all__ is built at run time)
+    from .api import (
+        STRATEGIES as STRATEGIES, SearchConfig as SearchConfig, build_solver as build_solver, close_all as close_all
+    )
+    from .errors import (
+        BadInput as BadInput, KGAuthError as KGAuthError, KGError as KGError, KGQueryError as KGQueryError,
+        KGTimeout as KGTimeout, KGUnavailable as KGUnavailable, LLMError as LLMError,
+        LLMUnavailable as LLMUnavailable, PromptTooLong as PromptTooLong, TraversalsError as TraversalsError,
+        TraversalsWarning as TraversalsWarning
+    )
+    from .kg.base import (
+        Edge as Edge, Edges as Edges, Entity as Entity, KnowledgeGraph as KnowledgeGraph, Relation as Relation,
+        Relations as Relations
+    )
+    from .kg.factory import open_kg as open_kg, open_kgs as open_kgs
+    from .llm.base import LLM as LLM
+    from .llm.factory import open_llm as open_llm
+    from .llm.scripted import ScriptedLLM as ScriptedLLM
+    from .search.result import Answer as Answer, Solver as Solver
+    from .search.templates import PromptSet as PromptSet, load_prompts as load_prompts
 
 try:
     __version__ = version("traversals")

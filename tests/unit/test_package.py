@@ -65,3 +65,23 @@ def test_the_license_ships_and_the_sdist_carries_tests_and_docs():
     manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
     for line in ("graft tests", "graft docs", "graft examples", "graft bench", "prune runs", "prune models"):
         assert line in manifest, line
+
+
+def test_the_package_says_it_is_typed():
+    # PEP 561: without py.typed in the installed package, a user's mypy ignores its hints
+    assert (Path(traversals.__file__).parent / "py.typed").is_file()
+    assert "py.typed" in _pyproject()["tool"]["setuptools"]["package-data"]["traversals"]
+
+
+def test_a_type_checker_sees_every_front_name_from_its_module():
+    # __getattr__ loads them at run time, which a type checker cannot follow: each needs its
+    # import under TYPE_CHECKING, from the module that defines it, or a user's mypy gets Any
+    # (and `X as X`, or mypy --strict says the package does not export it)
+    import ast
+
+    tree = ast.parse(Path(traversals.__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+    typed = {alias.name: "traversals." + imp.module for imp in block.body if isinstance(imp, ast.ImportFrom)
+             for alias in imp.names if imp.module and alias.asname == alias.name}  # `X as X`: re-exported
+    assert typed == traversals._EXPORTS
