@@ -85,3 +85,22 @@ def test_a_type_checker_sees_every_front_name_from_its_module():
     typed = {alias.name: "traversals." + imp.module for imp in block.body if isinstance(imp, ast.ImportFrom)
              for alias in imp.names if imp.module and alias.asname == alias.name}  # `X as X`: re-exported
     assert typed == traversals._EXPORTS
+
+
+def test_every_runtime_dependency_is_imported_by_the_package():
+    # a dependency nothing imports costs every user an install; one only tests use belongs to the test extra
+    import ast
+
+    imported = set()
+    for path in Path(traversals.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    import_names = {"pyyaml": "yaml"}
+    project = _pyproject()["project"]
+    for req in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower()
+        assert import_names.get(name, name) in imported, req
+    assert any(req.startswith("PyYAML") for req in project["optional-dependencies"]["test"])
