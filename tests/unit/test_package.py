@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -104,3 +105,14 @@ def test_every_runtime_dependency_is_imported_by_the_package():
         name = re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower()
         assert import_names.get(name, name) in imported, req
     assert any(req.startswith("PyYAML") for req in project["optional-dependencies"]["test"])
+
+
+def test_python_m_traversals_is_the_command(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(traversals.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-m", "traversals", "--version"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["traversals", traversals.__version__]
+    bad = subprocess.run([sys.executable, "-m", "traversals", "no-such-command"], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and "usage: traversals" in bad.stderr  # the exit code is the command's
