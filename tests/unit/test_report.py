@@ -517,3 +517,23 @@ def test_runs_in_folders_of_one_name_get_labels_of_their_own_and_a_run_named_twi
     assert "cot (A/e)" in text and "cot (B/e)" in text
     once = write_report([tmp_path / "A" / "e", tmp_path / "A" / "e" / "results.jsonl"], out=tmp_path / "s.md")
     assert "(n=1" in once.read_text() and once.read_text().count("(n=1") == 1
+
+
+async def test_without_matplotlib_the_report_has_its_tables_and_names_the_extra(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from traversals.cli import main
+
+    tree, _, _ = await make_runs(tmp_path)
+    write_report([tree])  # the plots of an earlier report, with matplotlib
+    assert (tree / "value_vs_accuracy.png").exists() and (tree / "backtracking.png").exists()
+    for name in ("matplotlib", "matplotlib.figure"):  # the base install: no eval extra
+        monkeypatch.setitem(sys.modules, name, None)
+    assert main(["report", str(tree)]) == 0
+    text = (tree / "report.md").read_text()
+    assert "| tree | 75.0 / 75.0 (n=4) |" in text and "| tree · toy | 2 | 50.0 | 50.0 |" in text
+    assert text.count("No plot: matplotlib is not installed (pip install 'traversals[eval]').") == 2
+    assert ".png" not in text  # no link to a plot it did not draw, and the stale ones are gone
+    assert not (tree / "value_vs_accuracy.png").exists() and not (tree / "backtracking.png").exists()
+    err = capsys.readouterr().err
+    assert "pip install 'traversals[eval]'" in err and "Traceback" not in err

@@ -331,7 +331,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import BACKTRACK_PNG, VALUE_PNG, Prices, plot_name, write_report
+    from .report import BACKTRACK_PNG, NO_MATPLOTLIB, VALUE_PNG, Prices, can_plot, plot_name, write_report
 
     prices = Prices.parse(args.price) if args.price is not None else None
     path = write_report(args.dirs, out=args.out, prices=prices)
@@ -340,4 +340,6 @@ def cmd_report(args: argparse.Namespace) -> int:
                   if (path.parent / name).is_file())
     if pngs:
         print("  plots: " + ", ".join(pngs))
+    if not can_plot():
+        print(f"  no plots drawn: {NO_MATPLOTLIB}", file=sys.stderr)
     return 0

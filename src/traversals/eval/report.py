@@ -22,7 +22,8 @@ Writes ``report.md`` with
   values rarely reach the paper's 0.8, so its searches spend the whole expansion budget;
   this table says what a lower ``--threshold`` would have saved and cost.
 
-A plot without data is not drawn; the report says so.
+A plot without data is not drawn; the report says so. The plots need matplotlib (the
+``eval`` extra): without it the report has every table and says which plot it did not draw.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .stats import paired, wilson_interval
 
 VALUE_PNG = "value_vs_accuracy.png"
 BACKTRACK_PNG = "backtracking.png"
+NO_MATPLOTLIB = "matplotlib is not installed (pip install 'traversals[eval]')"
 
 
 def plot_name(md: Path, plot: str) -> str:
@@ -536,6 +538,16 @@ def stop_table(run: Run) -> list[StopRow]:
     return out
 
 
+def can_plot() -> bool:
+    """Whether matplotlib (the ``eval`` extra) can be imported. Without it a report is still
+    written, every table in it: the plots are the only part that needs it."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _figure(width: float = 6.4, height: float = 4.2):
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
@@ -698,6 +710,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     except OSError as e:
         raise BadInput(f"report: cannot write {md} ({e.strerror or type(e).__name__})") from None
 
+    plots = can_plot()
     lines = ["# Evaluation report", ""]
     lines.append("Runs: " + ", ".join(f"`{r.dir}`" for r in runs))
     lines.append("")
@@ -842,8 +855,12 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
             series[key] = series.get(key, []) + pts
     value_png = md.parent / plot_name(md, VALUE_PNG)
     if series:
-        plot_values(series, value_png)
-        lines += [f"![answer value vs accuracy]({value_png.name})", ""]
+        if plots:
+            plot_values(series, value_png)
+            lines += [f"![answer value vs accuracy]({value_png.name})", ""]
+        else:
+            value_png.unlink(missing_ok=True)  # a stale plot from an earlier report
+            lines += [f"No plot: {NO_MATPLOTLIB}.", ""]
         lines += [
             "All proposed answers in the traces (not only the final ones); EM-in of each "
             "against the gold answers, mean per value bucket:",
@@ -881,8 +898,12 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
             key = f"{r.label} · {r.dataset}"
             bseries[key] = bseries.get(key, []) + cases
     if bseries:
-        plot_backtracking(bseries, md.parent / plot_name(md, BACKTRACK_PNG))
-        lines += [f"![backtracking counterfactual]({plot_name(md, BACKTRACK_PNG)})", ""]
+        if plots:
+            plot_backtracking(bseries, md.parent / plot_name(md, BACKTRACK_PNG))
+            lines += [f"![backtracking counterfactual]({plot_name(md, BACKTRACK_PNG)})", ""]
+        else:
+            (md.parent / plot_name(md, BACKTRACK_PNG)).unlink(missing_ok=True)
+            lines += [f"No plot: {NO_MATPLOTLIB}.", ""]
         lines += [
             "Questions where an answer was proposed in the root's first subtree and the "
             "search later expanded nodes outside it. EM-in of the best-valued answer of "
