@@ -24,7 +24,7 @@ from traversals.eval.datasets import load_dataset, sample_questions
 from traversals.kg.factory import open_kg
 from traversals.llm.base import LLM, Generation, Scores
 from traversals.llm.factory import open_llm
-from traversals.options import add_decoding_flag
+from traversals.options import add_decoding_flag, decoding_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,14 +69,17 @@ class TimedLLM:
         await self.inner.close()
 
 
+def search_config(args: argparse.Namespace) -> SearchConfig:
+    """The search the CLI would run with these flags: every decoding flag is passed on."""
+    return SearchConfig(**decoding_settings(args), max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
+
+
 async def main(args: argparse.Namespace) -> None:
     dataset = load_dataset(f"metaqa-{args.hops}hop", str(args.data), "dev", True)
     questions = sample_questions(dataset.questions, args.limit, 233)
     llm = TimedLLM(open_llm(args.llm), trace=args.trace)
     kgs = [open_kg(dataset.kg_spec)]
-    config = SearchConfig(decoding=args.decoding, calibrate=args.calibrate, calibrate_answers=args.calibrate_answers,
-                          both_orders=args.both_orders, max_depth=12 if args.hops == 3 else 7, value_model=args.value_model)
-    solver = build_solver(args.strategy, llm, kgs, config)
+    solver = build_solver(args.strategy, llm, kgs, search_config(args))
     try:
         load = getattr(llm.inner, "load", None)
         if load is not None:  # the local model: load it before the clock starts
@@ -98,16 +101,20 @@ async def main(args: argparse.Namespace) -> None:
     print(f"| (KG, Python, …) | | | | {rest / n:.2f} | {rest / total:.0%} |")
 
 
-if __name__ == "__main__":
+def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strategy", default="chain")
     ap.add_argument("--hops", type=int, choices=(1, 2, 3), default=1)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--llm", default="local")
-    add_decoding_flag(ap)  # --decoding, --calibrate / --calibrate-weight, --calibrate-answers as in the CLI
+    add_decoding_flag(ap)  # --decoding, --calibrate, --compare-answers, --value-reasoning … as in the CLI
     ap.add_argument("--trace", action="store_true", help="print every call as it ends, in order")
     ap.add_argument("--value-model", default=None, help="a model of `traversals train-value` rating the nodes")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
+    return ap
+
+
+if __name__ == "__main__":
     from clean_exit import run_script
 
-    raise SystemExit(run_script(main, ap.parse_args()))
+    raise SystemExit(run_script(main, arguments().parse_args()))

@@ -32,7 +32,7 @@ from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
     open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_scoring_flags_when_sampled, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number,
+    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number, decoding_settings,
 )
 from .interrupt import run_interruptible
 from .search.templates import load_prompts
@@ -80,13 +80,7 @@ def _search_config(args: argparse.Namespace, *, k: int | None):
         max_depth=args.max_depth,
         max_expansions=args.max_expansions,
         threshold=args.threshold,
-        decoding=args.decoding,
-        calibrate=args.calibrate,
-        calibrate_answers=args.calibrate_answers,
-        both_orders=args.both_orders,
-        compare_answers=args.compare_answers,
-        value_examples=args.value_examples,
-        value_reasoning=args.value_reasoning,
+        **decoding_settings(args),
         seed=args.seed,
         simulations=args.simulations,
         c_puct=args.c_puct,

@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .headers import has_authorization
 
@@ -502,6 +503,18 @@ def add_decoding_flag(p: argparse.ArgumentParser) -> None:
         help="LLM value: show the answer-rating prompt worked examples of right answers and of "
              "answers one relation short, one beyond or on the wrong relation (docs/decisions.md)",
     )
+
+
+#: the :class:`~traversals.api.SearchConfig` fields :func:`add_decoding_flag`'s flags set (their
+#: argparse destinations have the same names)
+DECODING_SETTINGS = ("decoding", "calibrate", "both_orders", "calibrate_answers", "compare_answers",
+                     "value_reasoning", "value_examples")
+
+
+def decoding_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The SearchConfig settings of :func:`add_decoding_flag`'s flags, all of them: a caller that
+    named them one by one (bench/where_time_goes.py) accepted the later ones and left them out."""
+    return {name: getattr(args, name) for name in DECODING_SETTINGS}
 
 
 def remote_kg_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> dict:

@@ -102,3 +102,62 @@ def test_retrieve_recall_counts_the_gold_answers_retrieve_would_list_and_splits_
     assert two[f"{run}, Hits@1 where the gold was listed"] == "100.0 (4 questions)"
     assert f"{run}, Hits@1 where the gold was not listed" not in two
     assert float(two["lines listed per question"]) > float(one["lines listed per question"]) > 0
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCH / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_add_decoding_flags_settings_are_all_passed_on():
+    import argparse
+
+    from traversals.api import SearchConfig
+    from traversals.options import DECODING_SETTINGS, add_decoding_flag
+
+    p = argparse.ArgumentParser()
+    add_decoding_flag(p)
+    assert {a.dest for a in p._actions} - {"help"} == set(DECODING_SETTINGS)
+    assert set(DECODING_SETTINGS) <= set(SearchConfig.__dataclass_fields__)
+
+
+async def test_where_time_goes_times_the_search_its_decoding_flags_ask_for(tmp_path, monkeypatch, capsys):
+    """--compare-answers, --value-reasoning and --value-examples were accepted and left out of
+    the search it timed."""
+    import argparse
+
+    from traversals.eval.datasets.base import Dataset, Gold, Question
+    from traversals.llm.base import Usage
+    from traversals.llm.scripted import ScriptedLLM
+    from traversals.options import add_decoding_flag
+    from traversals.search.result import Answer
+
+    wtg = _load_script("where_time_goes.py")
+    p = argparse.ArgumentParser()
+    add_decoding_flag(p)
+    flags = ["--decoding", "constrained", "--calibrate", "--both-orders", "--calibrate-answers", "--compare-answers",
+             "--value-reasoning", "--value-examples"]
+    args = p.parse_args(flags, argparse.Namespace(strategy="chain", hops=1, limit=1, llm="scripted", trace=False,
+                                                  value_model=None, data=tmp_path))
+    questions = [Question(id="m:1", text="who directed [Heat]", gold=[Gold("Michael Mann")])]
+    monkeypatch.setattr(wtg, "load_dataset", lambda *a: Dataset("m", "dev", questions, kg_specs=["demo"]))
+    monkeypatch.setattr(wtg, "open_llm", lambda spec: ScriptedLLM([]))
+    configs = []
+
+    class Solver:
+        async def ask(self, question, *, topic_entities=None):
+            return Answer(question=question, text="Michael Mann", usage=Usage(), seconds=0.0, strategy="chain")
+
+    def build_solver(strategy, llm, kgs, config):
+        configs.append(config)
+        return Solver()
+
+    monkeypatch.setattr(wtg, "build_solver", build_solver)
+    await wtg.main(args)
+    [config] = configs
+    assert (config.decoding, config.calibrate) == ("constrained", 1.0)
+    assert config.both_orders and config.calibrate_answers
+    assert config.compare_answers and config.value_reasoning and config.value_examples
+    assert "chain on 1 MetaQA dev 1-hop questions" in capsys.readouterr().out

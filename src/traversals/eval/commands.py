@@ -18,7 +18,7 @@ from ..interrupt import run_interruptible
 from ..kg.credentials import shown_kg_spec
 from ..validate import shown_url
 from ..options import (
-    SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags,
+    SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, decoding_settings, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags,
     add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
     open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_scoring_flags_when_sampled, refuse_unused_flags,
     refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
@@ -143,10 +143,7 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     # run.json records the hops the strategy walks (3 for mcts/beam, 1 for retrieve), not None
     max_hops = args.max_hops if args.max_hops is not None else default_max_hops(args.strategy)
     wanted = {"k": k, "max_depth": args.max_depth, "max_expansions": args.max_expansions,
-              "threshold": args.threshold, "decoding": args.decoding, "calibrate": args.calibrate,
-              "calibrate_answers": args.calibrate_answers, "both_orders": args.both_orders,
-              "compare_answers": args.compare_answers, "value_examples": args.value_examples,
-              "value_reasoning": args.value_reasoning,
+              "threshold": args.threshold, **decoding_settings(args),
               "simulations": args.simulations, "c_puct": args.c_puct, "seed": args.seed, "max_hops": max_hops,
               "top_facts": args.top_facts,
               "beam_width": args.beam_width, "beam_branch": args.beam_branch, "screen_dead_ends": args.screen_dead_ends,
