@@ -45,6 +45,7 @@ from traversals.eval.training import link
 from traversals.kg.factory import open_kgs
 from traversals.llm.base import Usage
 from traversals.llm.factory import open_llm
+from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
 from traversals.search.machine import (
     MAX_GROUP,
@@ -168,7 +169,8 @@ def table(records: list[dict], threshold: float) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     datasets = {h: load_dataset(f"metaqa-{h}hop", str(args.data), "dev", True) for h in args.hops}
-    llm = open_llm(args.llm, url=args.llm_url)  # not called with --value-model
+    # a trained value calls no LLM: opening one would load (or first fetch) the local model for nothing
+    llm = ScriptedLLM([]) if args.value_model else open_llm(args.llm, url=args.llm_url)
     kgs = open_kgs(list(datasets[args.hops[0]].kg_specs))  # every hop count's kb.txt
     machine = Machine(KGSet(kgs))
     value: NodeValue = (

@@ -61,3 +61,31 @@ async def test_each_kind_is_rated_on_the_answer_and_path_a_tree_would_propose(SH
     # the value saw the path of the walk, as in a tree
     right = next(p for p in prompts if "Provided answer: 2009" in p)
     assert "Lauren Stamile -> is starred actors of -> Midnight Bayou -> release year -> 2009" in right
+
+
+async def test_a_trained_value_is_judged_without_opening_an_llm(SHARED, monkeypatch, capsys):
+    """--value-model rates with the trained value alone: the LLM (by default the local model,
+    fetched on first use) is never opened."""
+    import argparse
+
+    vj = bench()
+
+    def no_llm(*args, **kwargs):
+        raise AssertionError("the LLM was opened")
+
+    class Trained:
+        def __init__(self, model):
+            self.model = model
+
+        async def evaluate(self, question, node, usage):
+            return 0.9 if node.answer == "2009" else 0.1
+
+    monkeypatch.setattr(vj, "open_llm", no_llm)
+    monkeypatch.setattr(vj.ValueModel, "load", staticmethod(lambda path: path))
+    monkeypatch.setattr(vj, "TrainedValue", Trained)
+    args = argparse.Namespace(data=SHARED / "data" / "metaqa", hops=[1], limit=2, skip=100, sample_seed=233,
+                              llm="local", llm_url=None, value_reasoning=False, value_examples=False,
+                              value_model="value.json", threshold=0.8, out=None, quiet=True)
+    await vj.main(args)
+    out = capsys.readouterr().out
+    assert "trained value value.json;" in out and "0 LLM calls" in out and "| 1 | " in out
