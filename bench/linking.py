@@ -24,7 +24,6 @@ Figures, not assertions. About 1 to 3 s a question with the default local model.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import time
 
@@ -39,11 +38,12 @@ from traversals.search.machine import normalise_label
 
 
 async def main(args: argparse.Namespace) -> None:
+    # every dataset first: a wrong name or --data is told before the LLM opens
+    datasets = [load_dataset(name, args.data, args.split, args.answerable_only) for name in args.datasets]
     llm = open_llm(args.llm, url=args.llm_url)
     rows: list[tuple[str, bool, int, int, float]] = []
     try:
-        for name in args.datasets:
-            ds = load_dataset(name, args.data, args.split, args.answerable_only)
+        for name, ds in zip(args.datasets, datasets):
             kgs_list = open_kgs(list(ds.kg_specs))
             kgs = KGSet(kgs_list)
             linker = Linker(llm, kgs, constrained=llm.can_score)
@@ -88,4 +88,6 @@ if __name__ == "__main__":
     p.add_argument("--llm-url", default=None)
     p.add_argument("--lowercase", action="store_true", help="ask each question in lowercase")
     p.add_argument("--verbose", "-v", action="store_true", help="print each question's links")
-    asyncio.run(main(p.parse_args()))
+    from clean_exit import run_script
+
+    raise SystemExit(run_script(main, p.parse_args()))

@@ -22,6 +22,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
     (["value_judge.py", "--data", "{tmp}/nowhere"], "--data {tmp}/nowhere: no such file or directory"),
     (["where_time_goes.py", "--llm", "local:{tmp}/no.gguf", "--data", "{tmp}/nowhere"], "no such file or directory"),
     (["retrieve_recall.py", "metaqa-2hop", "--data", "{tmp}/nowhere"], "--data {tmp}/nowhere: no such file or directory"),
+    (["linking.py", "metaqa-1hop", "--llm", "local:{tmp}/no.gguf", "--data", "{tmp}/nowhere"],
+     "--data {tmp}/nowhere: no such file or directory"),
+    (["linking.py", "nosuch", "--llm", "local:{tmp}/no.gguf", "--data", "{tmp}"], "unknown dataset 'nosuch'"),
     (["retrieve_recall.py", "metaqa-2hop", "--data", "{tmp}", "--max-hops", "4"], "--max-hops is 1 to 3"),
 ])
 def test_a_bench_script_given_bad_input_says_so_in_one_line(tmp_path, argv, says):
