@@ -164,3 +164,33 @@ async def test_where_time_goes_times_the_search_its_decoding_flags_ask_for(tmp_p
     assert config.both_orders and config.calibrate_answers
     assert config.compare_answers and config.value_reasoning and config.value_examples
     assert "chain on 1 MetaQA dev 1-hop questions" in capsys.readouterr().out
+
+
+def test_local_models_reports_the_questions_of_its_limit_not_every_row_of_the_folder(SHARED, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A re-run with a smaller --limit finds the rows of the earlier, larger one in its run
+    folder (and a summary.json counting them): the table is over the questions it asked."""
+    import json
+
+    from traversals.eval.datasets import load_dataset, sample_questions
+
+    lm = _load_script("local_models.py")
+    data = SHARED / "data" / "metaqa"
+    first3 = sample_questions(load_dataset("metaqa-1hop", str(data), "dev", True).questions, 3, 233)
+    out = tmp_path / "bench"
+    run = out / "m" / "metaqa-1hop-chain"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"dataset": "metaqa-1hop", "strategy": "chain", "limit": 2,
+                                              "selected": 2}))
+    rows = [(q, q.gold[0].to_json()[0] if i < 2 else "nobody", float(i < 2), 2.0 + 10 * i)
+            for i, q in enumerate(first3)]  # the third, of the earlier --limit 3: wrong and slow
+    (run / "results.jsonl").write_text("".join(json.dumps(
+        {"id": q.id, "question": q.text, "answer": answer, "gold": q.gold_json(), "hits@1": hit, "em_in": hit,
+         "f1": hit, "seconds": seconds, "prompt_tokens": 100}) + "\n" for q, answer, hit, seconds in rows))
+    (run / "summary.json").write_text(json.dumps({"n": 3, "selected": 2, "hits@1": 0.6667}))
+    monkeypatch.setattr(lm, "run", lambda *args: None)  # the runs are there: no `traversals eval`
+    monkeypatch.setattr(sys, "argv", ["local_models.py", "--models", "m", "--strategies", "chain", "--limit", "2",
+                                      "--data", str(data), "--out", str(out)])
+    assert lm.main() == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.startswith("| m | metaqa-1hop | chain | 2 | ") and "| 100.0% | 7.0 |" in row
