@@ -218,6 +218,22 @@ def test_markdown_lists_and_a_line_of_prose_before_the_choice_parse_as_a_reader_
     assert machine.parse(pick, "1. FC Köln").entities == (koln.entities["Q1"],)
 
 
+def test_a_sampled_selection_of_an_exhausted_entity_is_no_choice_of_it():
+    """options() leaves exhausted entities out, but a sampled "Q1" still selected one: a child of
+    the k spent on a dead end known already."""
+    from traversals.search.machine import Node
+
+    kg = DictKG([("Q1", "P1", "Q2")], labels={"Q1": "Paris", "Q2": "Rome"})
+    paris, rome = kg.entities["Q1"], kg.entities["Q2"]
+    machine = Machine(KGSet([kg]))
+    node = Node(1, State.SELECTING_ENTITIES, Subgraph().with_entities([paris, rome]),
+                exhausted=frozenset({entity_key(paris)}))
+    assert [a.entities for _, a in machine.options(node)] == [(rome,)]
+    for reply in ("Q1", "Paris"):
+        assert machine.parse(node, reply).type is ActionType.INVALID, reply
+    assert machine.parse(node, "Q1, Q2").entities == (rome,)
+
+
 def test_a_long_line_of_ids_and_prose_parses_at_once():
     """A line of ids separated by single spaces, then prose, took 2^n steps to be told no id
     line (24 ids: 9 s; 30: about 20 minutes), blocking the event loop of serve and mcp."""
@@ -425,8 +441,8 @@ async def test_forced_answer_past_max_depth():
 async def test_a_search_out_of_expansions_with_no_answer_answers_from_its_deepest_state():
     # the LLM never answers of itself: when the 5 expansions are spent, the deepest state
     # reached (after the expansion of Bob Dylan's mother) is made to answer, and the answer
-    # says the search stopped under τ
-    llm = scripted(default="EXPAND_KG: more", extra=[("The search is over", "Beatrice Stone")])
+    # says the search stopped under τ (rated 0.5: one rated over τ stops as "threshold")
+    llm = scripted(default="EXPAND_KG: more", answer_value="0.5", extra=[("The search is over", "Beatrice Stone")])
     answer = await solver(llm, k=1, max_depth=50, max_expansions=5).ask("q")
     assert answer.text == "Beatrice Stone" and answer.stopped == "max_expansions"
     assert answer.trace["expansions"] == 5 and answer.trace["stopped"] == "max_expansions"

@@ -525,7 +525,7 @@ class Machine:
             by_label.setdefault(normalise_label(shown(ent.label)), []).append(ent)
         labels = {k: v[0] for k, v in by_label.items() if len(v) == 1 and k}
         whole = labels.get(normalise_label(body))
-        if whole is not None and re.sub(r"\b[A-Za-z]\d+\b|\band\b|[\s,;\[\]]", "", body):
+        if whole is not None and entity_key(whole) not in node.exhausted and re.sub(r"\b[A-Za-z]\d+\b|\band\b|[\s,;\[\]]", "", body):
             # the reply is exactly one entity's label ("Room E2"), not a list of ids
             return Action(ActionType.SELECT_ENTITIES, entities=(whole,))
         # an option copied whole, "E2 (label; already expanded: …)": the label's own
@@ -548,6 +548,9 @@ class Machine:
                 e = labels.get(normalise_label(part))
                 if e is not None and e not in chosen:
                     chosen.append(e)
+        # an exhausted entity is not offered (options()): a sample naming one would take one
+        # of the k children only to end a dead end again
+        chosen = [e for e in chosen if entity_key(e) not in node.exhausted]
         if not chosen:
             return Action(ActionType.INVALID, raw)
         return Action(ActionType.SELECT_ENTITIES, entities=tuple(chosen))
