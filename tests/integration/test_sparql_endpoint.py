@@ -313,6 +313,21 @@ async def test_an_odd_iri_among_those_linked_costs_only_its_own_link(oxigraph) -
         assert got[f"{ODD}weird%zz"] == [] and [e.label for e in got[f"{ODD}b"]] == ["Odd Bob"]
 
 
+async def test_an_odd_iri_selected_is_a_dead_end_not_a_failed_question(oxigraph) -> None:
+    """The LLM selecting the stray-"%" node made get_relations send a query the server refuses:
+    KGQueryError, and the whole question failed. Now it has no relations or edges, and the
+    entities selected with it keep theirs."""
+    async with SparqlKG(oxigraph.url) as kg:
+        [alice] = await kg.search("Odd Alice")
+        [knows] = (await kg.get_relations([alice])).items
+        odd = next(e.object for e in (await kg.get_edges([alice], knows)).edges if e.object.id == f"{ODD}weird%zz")
+        assert (await kg.get_relations([odd])).items == ()
+        assert [r.key for r in (await kg.get_relations([odd, alice])).items] == [r.key for r in
+                                                                                 (await kg.get_relations([alice])).items]
+        assert (await kg.get_edges([odd], knows)).edges == ()
+        assert len((await kg.get_edges([odd, alice], knows)).edges) == 3
+
+
 async def test_an_entity_named_by_its_id_alone_gets_its_label_in_the_edges(oxigraph) -> None:
     """An MCP client's kg_edges passes an id; the edges name it by its label, as the
     embedded store's do."""

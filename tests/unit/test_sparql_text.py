@@ -107,6 +107,27 @@ def test_literal_rejects_lone_surrogates_and_bad_tags() -> None:
         st.literal("x", language="en", datatype="http://www.w3.org/2001/XMLSchema#string")
 
 
+async def test_a_literal_id_with_a_lone_surrogate_is_bad_input_on_both_backends(tmp_path) -> None:
+    """pyoxigraph.parse took such a string for a file: AttributeError ('str' object has no
+    attribute 'read') from the embedded store's and the endpoint's literal ids."""
+    from traversals.kg.base import Entity
+    from traversals.kg.factory import open_kg
+    from traversals.kg.sparql import parse_literal_id
+
+    assert st.parse_literal('"1984"^^xsd:gYear').value == "1984" and st.parse_literal("<urn:x>") is None
+    for ident in ['"\ud800"', '"x"@en\ud800']:
+        with pytest.raises(BadInput, match="not valid Unicode"):
+            parse_literal_id(ident)
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Alpha|directed_by|Ann Lee\n")
+    kg = open_kg(str(kb))
+    try:
+        with pytest.raises(BadInput, match="not valid Unicode"):
+            await kg.get_relations([Entity('"\ud800"', "x", kg=kg.name)])
+    finally:
+        await kg.close()
+
+
 @pytest.mark.parametrize("ch", list('<>"{}|^`\\ ') + ["\x00", "\x1f", "\n", "\t"])
 def test_iri_rejects_iriref_forbidden_characters(ch: str) -> None:
     with pytest.raises(BadInput):

@@ -130,9 +130,6 @@ def is_literal_id(ident: str) -> bool:
     return ident.startswith('"')
 
 
-_XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)\Z")
-
-
 def literal_id(value: str, language: str = "", datatype: str = "") -> str:
     """An entity id for a literal value: its N-Triples form (pyoxigraph's escaping) with
     an XSD datatype shortened -- ``"1929"^^xsd:integer``, ``"Bob"@en``, ``"x"``; the same
@@ -154,14 +151,9 @@ def literal_id(value: str, language: str = "", datatype: str = "") -> str:
 def parse_literal_id(ident: str) -> tuple[str, str, str] | None:
     """``(value, language, datatype)`` of a :func:`literal_id`, parsed by pyoxigraph's
     N-Triples parser (never pasted into a query); ``None`` if it is not one literal."""
-    text = _XSD_SHORT.sub(lambda m: f"^^<{XSD}{m.group(1)}>", ident.strip())
-    try:
-        quads = list(pyoxigraph.parse(f"<urn:x:s> <urn:x:p> {text} .", pyoxigraph.RdfFormat.N_TRIPLES))
-    except (SyntaxError, ValueError):
+    lit = st.parse_literal(ident)
+    if lit is None:
         return None
-    if len(quads) != 1 or not isinstance(quads[0].object, pyoxigraph.Literal):
-        return None
-    lit = quads[0].object
     return lit.value, lit.language or "", lit.datatype.value if lit.datatype else ""
 
 
@@ -902,9 +894,40 @@ class SparqlKG:
             f"{self._external_id_filter('p')}"
         )
 
+    def _refusable(self, entity: Entity) -> bool:
+        """Is the entity an IRI some servers refuse to parse (a stray "%"), as the server
+        itself returned it? (:func:`~.sparql_text.is_strict_iri`)"""
+        ident = entity.id.strip()
+        if ident.startswith("_:") or is_literal_id(ident):
+            return False
+        try:
+            return not st.is_strict_iri(entity_iri(ident))
+        except BadInput:
+            return False
+
+    async def _without_refused(self, entities: Sequence[Entity], ask, empty):
+        """``ask(entities)``; if the endpoint refuses the query and an entity's IRI is one it
+        may not parse, asked again without those: they have nothing here (a dead end the
+        search passes over, as their labels and links are), and the others are answered.
+        A question failed on such an IRI, the LLM having selected it."""
+        odd = [e for e in entities if self._refusable(e)]
+        if not odd:
+            return await ask(entities)
+        try:
+            return await ask(entities)
+        except KGQueryError as e:
+            log.info("%s: the endpoint refused %s: %s", self.name, ", ".join(x.id for x in odd), e)
+        rest = [e for e in entities if e not in odd]
+        return await ask(rest) if rest else empty
+
     async def get_relations(
         self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
     ) -> Relations:
+        """Relations of the entities (:meth:`_relations`); an entity whose IRI the endpoint
+        refuses to parse has none (:meth:`_without_refused`)."""
+        return await self._without_refused(entities, lambda es: self._relations(es, limit), Relations(()))
+
+    async def _relations(self, entities: Sequence[Entity], limit: int) -> Relations:
         """Relations of the entities, both directions, at most ``limit``.
 
         Ranked like the embedded store: most frequent first, ties by displayed label,
@@ -1042,6 +1065,11 @@ class SparqlKG:
     async def get_edges(
         self, entities: Sequence[Entity], relation: Relation, limit: int = DEFAULT_MAX_EDGES
     ) -> Edges:
+        """Edges of the entities (:meth:`_edges`); an entity whose IRI the endpoint refuses
+        to parse has none (:meth:`_without_refused`)."""
+        return await self._without_refused(entities, lambda es: self._edges(es, relation, limit), Edges(()))
+
+    async def _edges(self, entities: Sequence[Entity], relation: Relation, limit: int) -> Edges:
         """Edges with ``relation`` leaving the entities (entering them if inverse).
 
         Sorted like the embedded store: by the selected entity's label, then the other

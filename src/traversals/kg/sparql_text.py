@@ -93,6 +93,26 @@ def _check_unicode(value: str) -> None:
         raise BadInput(f"text is not valid Unicode (lone surrogate at {e.start})") from None
 
 
+#: ``"1984"^^xsd:gYear``: the ``xsd:`` prefix a literal id may use for its datatype
+_XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)\Z")
+
+
+def parse_literal(ident: str) -> pyoxigraph.Literal | None:
+    """The literal written in N-Triples form (``"x"@en``, ``"1984"^^xsd:gYear``), parsed by
+    pyoxigraph's N-Triples parser, never pasted into a query; ``None`` if it is not one
+    literal; :class:`BadInput` if it is not valid Unicode (pyoxigraph took such a string
+    for a file and raised AttributeError)."""
+    _check_unicode(ident)
+    text = _XSD_SHORT.sub(lambda m: f"^^<{XSD}{m.group(1)}>", ident.strip())
+    try:
+        quads = list(pyoxigraph.parse(f"<urn:x:s> <urn:x:p> {text} .", pyoxigraph.RdfFormat.N_TRIPLES))
+    except (SyntaxError, ValueError):
+        return None
+    if len(quads) != 1 or not isinstance(quads[0].object, pyoxigraph.Literal):
+        return None
+    return quads[0].object
+
+
 def literal(value: str, *, language: str | None = None, datatype: str | None = None) -> str:
     """A SPARQL string literal for ``value``: ``"..."``, ``"..."@en`` or ``"..."^^<dt>``."""
     if not isinstance(value, str):

@@ -134,7 +134,6 @@ Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal]
 RDF_TYPE = RDF + "type"
 RDF_PROPERTY = RDF + "Property"
 OWL = "http://www.w3.org/2002/07/owl#"
-_XSD_SHORT = re.compile(r"\^\^xsd:([A-Za-z][A-Za-z0-9_-]*)$")
 
 #: Display-label predicates by default, most preferred first (``label_predicates=`` of
 #: :class:`OxigraphKG`, ``--label-predicate``, replaces them for one KG).
@@ -867,14 +866,7 @@ class OxigraphKG:
         if eid.startswith('"'):
             # The N-Triples form of a literal: parsed by the real parser, never pasted
             # into a query; exactly one statement with a literal object is accepted.
-            eid = _XSD_SHORT.sub(lambda m: f"^^<{XSD}{m.group(1)}>", eid)
-            try:
-                quads = list(ox.parse(f"<urn:x:s> <urn:x:p> {eid} .", ox.RdfFormat.N_TRIPLES))
-            except (SyntaxError, ValueError):
-                return None
-            if len(quads) == 1 and isinstance(quads[0].object, ox.Literal):
-                return quads[0].object
-            return None
+            return st.parse_literal(eid)
         try:
             return ox.NamedNode(eid)
         except ValueError:
