@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from contextlib import asynccontextmanager
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -35,7 +36,7 @@ from .kg.base import DEFAULT_MAX_EDGES, DEFAULT_MAX_RELATIONS, Entity, Knowledge
 from .llm.base import LLM
 from .search import browse
 from .search.kgset import KGSet
-from .service import ServiceLimits, parse_ask_request
+from .service import ServiceLimits, log_backend_bug, parse_ask_request
 from .validate import unicode_text
 
 try:  # the mcp extra's pydantic: a tool's integer argument taken only as a JSON integer
@@ -131,6 +132,7 @@ def create_mcp_server(
         try:
             return await coro
         except TraversalsError as exc:  # a timeout, a bad id, a KG that is down: the caller reads why
+            log_backend_bug(exc, logging.getLogger("traversals.mcp"))  # a bug in a backend: the traceback too
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager

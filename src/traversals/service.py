@@ -620,15 +620,21 @@ def _error_body(exc: BaseException) -> dict:
     named by the plugin boundary as an ``LLMError`` / ``KGError`` with it as the cause) keeps
     its 502 and its message, which names the backend and method, and its traceback is
     logged: the message alone does not say where the bug is."""
-    log = logging.getLogger("traversals.service")
     if not isinstance(exc, TraversalsError):
-        log.error("unexpected error answering a question", exc_info=exc)
+        logging.getLogger("traversals.service").error("unexpected error answering a question", exc_info=exc)
         return {"type": type(exc).__name__, "message": "internal error (see the server log)"}
+    log_backend_bug(exc, logging.getLogger("traversals.service"))
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def log_backend_bug(exc: TraversalsError, log: logging.Logger) -> None:
+    """Log the traceback of a backend's failure that is an exception of the backend's own (a
+    bug there, named by the plugin boundary with it as the cause), which the client sees as
+    a message only. A timeout or a refused connection (503, 504) is the operator's to fix,
+    not a bug: no traceback."""
     cause = exc.__cause__
-    # a timeout or a refused connection (503, 504) is the operator's to fix, not a bug: no traceback
     if status_for(exc) == 502 and isinstance(cause, Exception) and not isinstance(cause, TraversalsError):
         log.error("a backend failed with an exception of its own (%s)", exc, exc_info=exc)
-    return {"type": type(exc).__name__, "message": str(exc)}
 
 
 def _answer_json(answer: Any, req: AskRequest) -> dict:

@@ -66,6 +66,18 @@ async def test_answer_question_runs_the_search_with_the_servers_llm():
     assert not r.is_error and out["answer"] == "Florence Stone" and out["strategy"] == "cot" and out["llm_calls"] == 1
 
 
+async def test_a_bug_in_the_llm_backend_is_a_tool_error_with_its_traceback_in_the_log(caplog):
+    """As serve logs it: the tool error names the backend, the server's log has the lines that raised."""
+    def reply(prompt, prefix, n, temperature):
+        raise RuntimeError("boom in the user's backend")
+
+    caplog.set_level("ERROR", logger="traversals.mcp")
+    async with Client(server(ScriptedLLM(reply), default_strategy="cot")) as c:
+        r = await c.call_tool("answer_question", {"question": "Who is Bob Dylan's mother?"})
+    assert r.is_error and "generate() raised RuntimeError" in r.content[0].text
+    assert "RuntimeError: boom in the user's backend" in caplog.text and ", in reply" in caplog.text
+
+
 def recorded_builds(monkeypatch) -> list:
     """The (strategy, config) of every solver the MCP server builds, in order (the first: its
     start-up check of the defaults)."""
