@@ -347,6 +347,17 @@ def test_a_resume_to_a_larger_limit_stopped_before_its_first_row_is_partial(tmp_
     assert "| cot | 50.0 / 50.0 (n=2, partial of 3) |" in write_report([run]).read_text()
 
 
+def test_a_rerun_to_a_smaller_limit_says_its_n_counts_the_earlier_rows(tmp_path):
+    """--limit 3, then --limit 2: the row said "2 sampled" beside n = 3, every answered row."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "cot", "split": "dev", "limit": 2,
+                                              "selected": 2, "seed": 233}))
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:1", "B", "C", 0.0) + _row("x:2", "C", "C", 1.0))
+    text = write_report([run]).read_text()
+    assert "dev, 2 sampled (seed 233); n counts the 3 answered, an earlier, larger --limit's included | cot |" in text
+
+
 def test_the_results_file_may_be_named_instead_of_its_run(tmp_path):
     run = tmp_path / "r"
     run.mkdir()

@@ -749,6 +749,9 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
             subset += f", questions {first}-{first + size - 1 if size else '…'} of the shuffle (seed {r.config.get('seed')})"
         elif r.config.get("limit") is not None:
             subset += f", {r.config['limit']} sampled (seed {r.config.get('seed')})"
+        if isinstance(r.config.get("limit"), int) and s.n > r.config["limit"]:
+            # the folder keeps every row answered (docs/evaluation.md): an earlier, larger --limit's too
+            subset += f"; n counts the {s.n} answered, an earlier, larger --limit's included"
         rows.append(
             [
                 r.dataset,
