@@ -55,7 +55,7 @@ from .errors import BadInput, PromptTooLong, TraversalsError
 from .headers import check_headers, has_authorization
 from .retry import backoff_delay, parse_retry_after
 from .tokens import CommandToken
-from .validate import http_url, shown_url, url_secrets
+from .validate import http_url, scrub_surrogates, shown_url, url_secrets
 
 __all__ = ["RETRY_STATUS", "JsonPoster", "error_detail"]
 
@@ -102,9 +102,10 @@ def read_json(resp: httpx.Response) -> Any:
     """The body as JSON: UTF-8 (or UTF-16/32) as JSON says, else the charset the response
     declares. Raises ``ValueError`` if it is not JSON in either."""
     try:
-        return resp.json()
+        doc = resp.json()
     except UnicodeDecodeError:
-        return json.loads(resp.text)
+        doc = json.loads(resp.text)
+    return scrub_surrogates(doc)  # a "\ud800" escape: U+FFFD, not a string nothing can print
 
 
 def error_detail(resp: httpx.Response) -> str:
@@ -137,7 +138,7 @@ def _stream_events(text: str) -> list[dict[str, Any]] | None:
         if not data or data == "[DONE]":
             continue
         try:
-            event = json.loads(data)
+            event = scrub_surrogates(json.loads(data))
         except ValueError:
             return None
         if isinstance(event, dict):

@@ -119,3 +119,25 @@ def unicode_text(text: str, what: str) -> str:
             "check the terminal's or the request's encoding)"
         ) from None
     return text
+
+
+#: a UTF-16 surrogate code point: in a decoded ``str`` always a lone one (JSON's
+#: ``"\ud83d\ude00"`` decodes to one character), which UTF-8 cannot encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(value: object) -> object:
+    """``value`` (a decoded JSON document: strings, lists, dicts) with every lone surrogate
+    replaced by U+FFFD. A server's ``"\\ud800"`` escape is legal JSON and decodes to a
+    string nothing can write as UTF-8: one label or LLM reply holding one crashed the
+    answer's printing, its trace and the eval run at every resume. Applied where text
+    from a server or a plug-in comes in, and when run files are written."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(scrub_surrogates(v) for v in value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    return value

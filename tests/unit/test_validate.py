@@ -94,3 +94,40 @@ def test_constrained_decoding_refused_says_why_the_endpoint_cannot_score():
     llm.scoring_reason = "no completion_template (e.g. 'chatml') configured"
     with pytest.raises(BadInput, match=r"cannot score options \(no completion_template .*\); use --decoding sampled"):
         build_solver("tree", llm, [dylan_kg()], SearchConfig(decoding="constrained"))
+
+
+def test_a_lone_surrogate_from_a_server_or_a_plugin_becomes_a_replacement_character(tmp_path, monkeypatch, capsys):
+    """A JSON "\\ud800" escape is legal, and decodes to a string UTF-8 cannot write: a label or an
+    LLM reply holding one crashed `ask` after its search (trace left empty) and stopped an eval at
+    its first row, again at every resume."""
+    import json
+    from pathlib import Path
+
+    import httpx
+
+    import traversals.llm.factory
+    from traversals.cli import main
+    from traversals.http_json import read_json
+    from traversals.kg.sparql import parse_results
+    from traversals.llm.scripted import ScriptedLLM
+    from traversals.validate import scrub_surrogates
+
+    assert scrub_surrogates({"a\ud800": ["x\udfffy", 1, None]}) == {"a\ufffd": ["x\ufffdy", 1, None]}
+    assert scrub_surrogates("\U0001F600 ok") == "\U0001F600 ok"  # a pair decoded whole is one character
+    body = '{"head": {"vars": ["l"]}, "results": {"bindings": [{"l": {"type": "literal", "value": "Bob \\ud800"}}]}}'
+    assert parse_results(body, "x")[0]["l"].value == "Bob \ufffd"
+    assert read_json(httpx.Response(200, content=b'{"choices": [{"text": "A\\ud800"}]}'))["choices"][0]["text"] == "A\ufffd"
+    # a plug-in LLM's reply: answered, printed, traced, and an eval's row written
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda spec="local", **kw: ScriptedLLM(
+        lambda *a: "ANSWER: Ann \ud800 Lee"))
+    trace = tmp_path / "t.json"
+    assert main(["ask", "who directed [Alpha]", "--strategy", "cot", "--json", "--trace", str(trace),
+                 "--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]) == 0
+    assert json.loads(capsys.readouterr().out)["answer"] == "Ann \ufffd Lee"
+    assert json.loads(trace.read_text())["answer"] == "Ann \ufffd Lee"
+    data = Path(tmp_path / "q.jsonl")
+    data.write_text('{"question": "who directed [Alpha]", "answers": ["Ann Lee"]}\n')
+    assert main(["eval", "questions", "--data", str(data), "--strategy", "cot", "--no-progress", "--out",
+                 str(tmp_path / "run"), "--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]) == 0
+    [row] = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert row["answer"] == "Ann \ufffd Lee" and row["error"] is None

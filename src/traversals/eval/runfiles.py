@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import BadInput
 from ..llm.base import Usage
+from ..validate import scrub_surrogates
 from .datasets.base import Question
 from .metrics import METRICS, score
 
@@ -215,8 +216,12 @@ def trace_names(questions: Sequence[Question], rows: Sequence[Mapping] = ()) -> 
 
 
 def _json_safe(value: Any) -> Any:
+    """``value`` as JSON can hold it: a NaN or infinity as null, a lone surrogate (from a
+    plug-in's text) as U+FFFD, so one odd reply cannot stop a run at each resume."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return scrub_surrogates(value)
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -61,7 +61,7 @@ import pyoxigraph
 from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, TraversalsError
 from ..headers import has_authorization
 from ..tokens import CommandToken
-from ..validate import http_url, shown_url
+from ..validate import http_url, scrub_surrogates, shown_url
 from .credentials import basic_auth, cache_identity, check_headers, split_userinfo
 from . import iris
 from . import sparql_text as st
@@ -181,7 +181,7 @@ class Term:
 def parse_results(body: str, where: str) -> list[dict[str, Term]]:
     """Rows of a SPARQL 1.1 JSON results document."""
     try:
-        doc = json.loads(body)
+        doc = scrub_surrogates(json.loads(body))  # a "\ud800" escape: U+FFFD
         bindings = doc["results"]["bindings"]
         rows = []
         for b in bindings:

@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 from ..errors import BadInput, KGAuthError, KGQueryError, TraversalsWarning
 from ..tokens import CommandToken
-from ..validate import keyed_url, shown_url
+from ..validate import keyed_url, scrub_surrogates, shown_url
 from . import sparql_text as st
 from .base import Entity
 from .cache import QueryCache
@@ -178,7 +178,7 @@ class WikidataKG(SparqlKG):
             body = await self.cache.aget(cache_key, key, accept)
             if body is not None:
                 self.stats.cache_hits += 1
-                return json.loads(body)
+                return scrub_surrogates(json.loads(body))
         try:
             response = await self.http.get(
                 self.api_url, params=params, headers={"Accept": accept}, what="Wikidata search API"
@@ -189,7 +189,7 @@ class WikidataKG(SparqlKG):
             raise KGAuthError(f"{e}; {BLOCKED_HINT}") from None
         body = response.text
         try:
-            doc = json.loads(body)
+            doc = scrub_surrogates(json.loads(body))
         except ValueError:
             snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
             raise KGQueryError(
