@@ -358,6 +358,18 @@ def test_a_rerun_to_a_smaller_limit_says_its_n_counts_the_earlier_rows(tmp_path)
     assert "dev, 2 sampled (seed 233); n counts the 3 answered, an earlier, larger --limit's included | cot |" in text
 
 
+def test_a_bar_in_a_name_stays_in_its_cell(tmp_path):
+    """`eval questions --data 'films | 2024.jsonl'`: the split "films | 2024" split the row's
+    cell in two, and every figure after it sat under the wrong header."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"dataset": "questions", "strategy": "cot", "split": "films | 2024",
+                                              "llm": "a|b"}))
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0))
+    [row] = [ln for ln in write_report([run]).read_text().splitlines() if ln.startswith("| questions | films")]
+    assert row.startswith("| questions | films \\| 2024 | cot | a\\|b | 1 | 0 | 100.0 |")
+
+
 def test_the_results_file_may_be_named_instead_of_its_run(tmp_path):
     run = tmp_path / "r"
     run.mkdir()

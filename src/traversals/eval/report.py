@@ -677,8 +677,13 @@ def _dollars(x: float | None) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
+    """A Markdown table; a "|" in a cell (a folder, a data file or an LLM spec named with
+    one) escaped and a line break made a space, so no cell shifts under another header."""
+    def cell(text: str) -> str:
+        return " ".join(str(text).replace("|", "\\|").split())
+
+    out = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return out
 
 
