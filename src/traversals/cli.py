@@ -36,7 +36,7 @@ from .options import (
 )
 from .interrupt import run_interruptible
 from .search.templates import load_prompts
-from .validate import unicode_text
+from .validate import terminal_text, unicode_text
 
 
 #: ``--port``: a TCP port number (uvicorn would fail with a traceback on 99999)
@@ -191,13 +191,13 @@ async def _ask(args: argparse.Namespace) -> int:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
     else:
         value = "-" if answer.value is None else f"{answer.value:.2f}"
-        print(f"{answer.text}")
+        print(terminal_text(answer.text))  # labels and replies are text from elsewhere: no control character acts
         hits = f" (+{answer.usage.llm_cache_hits} from --llm-cache)" if answer.usage.llm_cache_hits else ""
         print(f"  value {value} · {answer.usage.llm_calls} LLM calls{hits} · {answer.usage.prompt_tokens} prompt + "
               f"{answer.usage.completion_tokens} completion tokens · {answer.usage.kg_calls} KG calls · "
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:
-            print(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})")
+            print(terminal_text(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})"))
     for note in answer_notes(answer, args):
         print(f"note: {note}", file=sys.stderr)
     if trace_failed is not None:

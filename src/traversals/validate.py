@@ -141,3 +141,15 @@ def scrub_surrogates(value: object) -> object:
     if isinstance(value, dict):
         return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
     return value
+
+
+#: C0 controls but tab and line feed, DEL, and C1 controls: what makes a terminal act (clear
+#: the screen, set the window's title, colour what follows) rather than show
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` to print on a terminal: each control character shown as ``\\xNN``. A KG label
+    or an LLM reply is text from elsewhere, and "\\x1b[2J" in one cleared the screen of
+    whoever printed it."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

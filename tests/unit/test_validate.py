@@ -131,3 +131,21 @@ def test_a_lone_surrogate_from_a_server_or_a_plugin_becomes_a_replacement_charac
                  str(tmp_path / "run"), "--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]) == 0
     [row] = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert row["answer"] == "Ann \ufffd Lee" and row["error"] is None
+
+
+def test_control_characters_of_labels_and_replies_are_shown_not_acted_on(tmp_path, monkeypatch, capsys):
+    """A label "\\x1b[2J…" cleared the screen and retitled the window of whoever printed the answer."""
+    import traversals.llm.factory
+    from traversals.cli import main
+    from traversals.llm.scripted import ScriptedLLM
+    from traversals.search.events import describe
+    from traversals.validate import terminal_text
+
+    assert terminal_text("a\x1b[2J\tb\nc\x07\x9b") == "a\\x1b[2J\tb\nc\\x07\\x9b"
+    assert describe({"event": "linked", "entities": [{"label": "Bob\x1b]0;pwned\x07"}]}) == "linked: Bob\\x1b]0;pwned\\x07"
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda spec="local", **kw: ScriptedLLM(
+        lambda *a: "ANSWER: Ann\x1b[31mRED"))
+    assert main(["ask", "who directed [Alpha]", "--strategy", "cot",
+                 "--llm", "openai:m", "--llm-url", "http://127.0.0.1:9/v1"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and out.startswith("Ann\\x1b[31mRED\n")

@@ -27,6 +27,7 @@ import json
 from typing import Callable
 
 from ..options import whole_number
+from ..validate import terminal_text
 from . import formats
 
 _DELIMITERS = {"auto": None, "pipe": "|", "tab": "\t", "comma": ","}
@@ -108,7 +109,7 @@ async def _browse_async(args: argparse.Namespace) -> int:
                 lines += [f"  ... and {got['omitted']} more edge(s) the search does not see"] * bool(got["omitted"])
     finally:
         await kgset.close()
-    print(json.dumps(got, ensure_ascii=False, indent=1) if args.json else "\n".join(lines))
+    print(json.dumps(got, ensure_ascii=False, indent=1) if args.json else terminal_text("\n".join(lines)))
     return 0
 
 

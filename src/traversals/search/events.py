@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Sequence, TextIO
 
 from ..kg.base import Entity
+from ..validate import terminal_text
 from .machine import Node
 
 Event = dict[str, Any]
@@ -62,7 +63,11 @@ def action_parts(action: dict | None) -> tuple[str, str]:
 
 
 def describe(event: Event) -> str:
-    """One line for a terminal."""
+    """One line for a terminal (its labels' and replies' control characters shown, not acted on)."""
+    return terminal_text(_describe(event))
+
+
+def _describe(event: Event) -> str:
     kind = event.get("event")
     if kind == "linked":
         return "linked: " + (", ".join(e["label"] for e in event["entities"]) or "(nothing)")
