@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the front names' types for a type checker (py.typed); at ru
     from .errors import (
         BadInput as BadInput, KGAuthError as KGAuthError, KGError as KGError, KGQueryError as KGQueryError,
         KGTimeout as KGTimeout, KGUnavailable as KGUnavailable, LLMError as LLMError,
-        LLMUnavailable as LLMUnavailable, PromptTooLong as PromptTooLong, TraversalsError as TraversalsError,
+        LLMTimeout as LLMTimeout, LLMUnavailable as LLMUnavailable, PromptTooLong as PromptTooLong, TraversalsError as TraversalsError,
         TraversalsWarning as TraversalsWarning
     )
     from .kg.base import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Callable
+from typing import Callable, TypeVar, cast
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import httpx
@@ -121,26 +121,28 @@ def unicode_text(text: str, what: str) -> str:
     return text
 
 
+T = TypeVar("T")
 #: a UTF-16 surrogate code point: in a decoded ``str`` always a lone one (JSON's
 #: ``"\ud83d\ude00"`` decodes to one character), which UTF-8 cannot encode
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def scrub_surrogates(value: object) -> object:
+def scrub_surrogates(value: T) -> T:
     """``value`` (a decoded JSON document: strings, lists, dicts) with every lone surrogate
     replaced by U+FFFD. A server's ``"\\ud800"`` escape is legal JSON and decodes to a
     string nothing can write as UTF-8: one label or LLM reply holding one crashed the
     answer's printing, its trace and the eval run at every resume. Applied where text
     from a server or a plug-in comes in, and when run files are written."""
+    scrubbed: object = value
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
-    if isinstance(value, list):
-        return [scrub_surrogates(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(scrub_surrogates(v) for v in value)
-    if isinstance(value, dict):
-        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
-    return value
+        scrubbed = _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    elif isinstance(value, list):
+        scrubbed = [scrub_surrogates(v) for v in value]
+    elif isinstance(value, tuple):
+        scrubbed = tuple(scrub_surrogates(v) for v in value)
+    elif isinstance(value, dict):
+        scrubbed = {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    return cast(T, scrubbed)
 
 
 #: C0 controls but tab and line feed, DEL, and C1 controls: what makes a terminal act (clear

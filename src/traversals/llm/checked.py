@@ -60,7 +60,7 @@ class CheckedLLM:
             raise LLMError(f"{self._where('generate')} returned no text for n={kw.get('n', 1)}: one text per sample "
                            "belongs there (an empty reply is [''])")
         _check_counts(got, self._where("generate"), ("prompt_tokens", "completion_tokens", "computed_prompt_tokens"))
-        got.texts = [str(scrub_surrogates(t)) for t in got.texts]  # a lone surrogate: U+FFFD (nothing can write it)
+        got.texts = [scrub_surrogates(t) for t in got.texts]  # a lone surrogate: U+FFFD (nothing can write it)
         return got
 
     async def score(self, prompt: str, options: Sequence[str], **kw: Any) -> Scores:
