@@ -410,6 +410,10 @@ PROBE_CANNOT_SCORE = [
     ("error-in-200", (200, error("model overloaded, try later", type="server_error"), {}),
      "the server answered with an error: model overloaded, try later"),
     ("not-json", (200, "OK", {}), "returned non-JSON"),
+    # llama.cpp's llama-server refuses echo with a 500 (a runtime_error), not a 4xx
+    ("llama-server-500", (500, {"error": {"code": 500, "message": "Only no echo is supported", "type": "server_error"}},
+                          {}), "HTTP 500: Only no echo is supported"),
+    ("501", (501, error("Not Implemented"), {}), "HTTP 501"),
 ]
 
 

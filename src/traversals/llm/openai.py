@@ -120,6 +120,9 @@ _REFUSED = (400, 422)
 #: the statuses of an LLMUnavailable that refuses the /completions endpoint to a server that is up:
 #: none there (404), or a gateway that serves chat only (401/403)
 _NOT_SERVED = (401, 403, 404)
+#: a 5xx that refuses the probe's request rather than says the server is down: llama.cpp's
+#: llama-server answers echo with HTTP 500 "Only no echo is supported"; 501 is "not implemented"
+_REFUSES_ECHO = re.compile(r"\becho\b|logprob", re.IGNORECASE)
 #: how a server says it does not take a parameter (OpenAI, Mistral/pydantic, vLLM, Groq ...)
 _UNSUPPORTED = re.compile(r"unsupported|not supported|not permitted|not allowed|unrecognized|unknown|"
                           r"extra_forbidden", re.IGNORECASE)
@@ -508,7 +511,8 @@ class OpenAICompatibleLLM:
         try:
             lps, offsets, tokens, _, _ = await self._echo_logprobs(probe)
         except LLMError as e:  # ScoringNotSupported too
-            if isinstance(e, LLMTimeout) or (isinstance(e, LLMUnavailable) and e.status not in _NOT_SERVED):
+            if isinstance(e, LLMTimeout) or (isinstance(e, LLMUnavailable) and e.status not in _NOT_SERVED
+                                             and not _refuses_probe(e)):
                 raise  # down, loading, overloaded: no answer about scoring (module docstring)
             if e.status == 404:  # a chat-only server (Ollama, LM Studio, hosted chat APIs)
                 return self._scoring_off("the server has no /completions endpoint (HTTP 404)")
@@ -609,6 +613,14 @@ def _refused_param(error: LLMError, body: dict[str, Any]) -> str | None:
                 continue
             return param
     return None
+
+
+def _refuses_probe(error: LLMUnavailable) -> bool:
+    """Does a server error (5xx after the retries) refuse the scoring probe's request itself --
+    501, or a message about echo, log-probabilities or an unsupported parameter -- rather
+    than say the server is down or loading (which stops the run: no answer about scoring)?"""
+    text = str(error)
+    return error.status == 501 or bool(_REFUSES_ECHO.search(text) or _UNSUPPORTED.search(text))
 
 
 def _unnamed(error: Exception, name: str) -> str:
