@@ -135,9 +135,14 @@ async def test_a_yes_or_a_count_is_not_scaled_as_an_unreached_entity():
     assert (answer.text, answer.value, answer.stopped) == ("Yes", 1.0, "threshold")
     assert shown["Yes"] == "  Bob Dylan -> mother -> Beatrice Stone"  # the walk's facts, not "no path"
     # a count for a question that asks for one; an entity's name, or a number asked as a name, is scaled still
-    assert names_no_entity("How many films did [X] direct?", "3") and names_no_entity("q?", "No, she was not")
+    assert names_no_entity("How many films did [X] direct?", "3") and names_no_entity("Was she?", "No, she was not")
     assert not names_no_entity("Who directed [X]?", "3") and not names_no_entity("How many films?", "Nolan")
     assert not names_no_entity("Who is it?", "Nobody")
+    # a no that answers another question (an abstention, a title) is scaled still; "count" names a title here
+    for question, reply in (("Who is Bob Dylan's mother?", "No mother is given in the knowledge graph"),
+                            ("Which film did [X] direct?", "No Country for Old Men"), ("What is it?", "Yes Man"),
+                            ("when was [The Count of Monte Cristo] released", "1975")):
+        assert not names_no_entity(question, reply), reply
 
 
 async def test_an_answer_forced_at_the_budget_and_rated_over_the_threshold_stopped_there():

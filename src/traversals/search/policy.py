@@ -200,7 +200,6 @@ def step_unions(step: Node, answerable: set[Fact]) -> list[tuple[str, ...]]:
     return out
 
 
-_YES_NO = re.compile(r"^\W*(yes|no)\W*$", re.I)
 _POLAR = re.compile(
     r"^\W*(is|are|was|were|am|do|does|did|can|could|has|have|had|will|would|shall|should|may|might|must)\b", re.I
 )
@@ -220,7 +219,8 @@ _NEGATED = re.compile(r"\s*(?:no\b|not\b|none\b|nobody\b|nothing\b|cannot\b|can'
                       re.IGNORECASE)
 
 
-_YES_NO = re.compile(r"\s*(yes|no)\b", re.IGNORECASE)
+#: an answer that starts with a yes or a no ("Yes, Beatrice Stone is his mother.")
+YES_NO = re.compile(r"\s*(yes|no)\b", re.IGNORECASE)
 
 
 def is_yes_no_question(query: str) -> bool:
@@ -423,7 +423,7 @@ class Policy:
         named = answer_candidates(node)
         candidates = list(named)
         keep_free = free.type is ActionType.ANSWER and not (
-            candidates and _YES_NO.match(free.text) and not is_yes_no_question(query)
+            candidates and YES_NO.match(free.text) and not is_yes_no_question(query)
         )
         # the candidates are scored as the prompt shows them (clipped: shown_candidates) and
         # answer as themselves; a free text that copies one as shown is that candidate
@@ -454,7 +454,7 @@ class Policy:
             # says the answer is not there ("Not in the graph: the mother of X" is not X)
             reduce = not polar and not _NEGATED.match(options[i])
             text = reduce_to_entity(options[i], candidates) if reduce else options[i]
-            if polar and (said := _YES_NO.match(options[i])):  # "Yes, Beatrice Stone is his mother." -> Yes
+            if polar and (said := YES_NO.match(options[i])):  # "Yes, Beatrice Stone is his mother." -> Yes
                 text = said.group(1).capitalize()
             names = set(named.get(text, (text,)))
             if names <= covered:  # "Film A" after "[Film A, Film B]": nothing new to value

@@ -17,7 +17,7 @@ from ..errors import BadInput
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
 from .machine import Action, Machine, Node, State
-from .policy import shown_answer
+from .policy import YES_NO, is_yes_no_question, shown_answer
 from .templates import PromptSet
 from .provenance import answer_paths, reached_back, render_paths, render_walk
 
@@ -33,18 +33,19 @@ REASONED_INSTRUCTION = (
 REASONED_TOKENS = 100
 UNPARSEABLE_INTERMEDIATE = 0.5
 UNCONFIRMED_SCALE = 0.7
-#: an answer that is a yes or a no ("Yes", "no, she was not"), which names no entity
-_YES_NO = re.compile(r"\s*(?:yes|no)\b", re.IGNORECASE)
-#: a question that asks for a count, and an answer that is one ("3", "about 12", "1,200")
-_COUNT_QUESTION = re.compile(r"\b(?:how many|how much|number of|count)\b", re.IGNORECASE)
+#: a question that asks for a count ("count" alone is no cue: "The Count of Monte Cristo"),
+#: and an answer that is one ("3", "about 12", "1,200")
+_COUNT_QUESTION = re.compile(r"\b(?:how many|how much|number of)\b", re.IGNORECASE)
 _COUNT = re.compile(r"\s*(?:about |around |approximately )?\d[\d,]*(?:\.\d+)?\b", re.IGNORECASE)
 
 
 def names_no_entity(query: str, answer: str) -> bool:
-    """Is the answer of a kind no KG entity is: a yes or a no, or a count for a question that
-    asks for one? No walk reaches such an answer, so "not among the entities reached" says
+    """Is the answer of a kind no KG entity is: a yes or a no to a yes/no question, or a
+    count for a question that asks for one? No walk reaches such an answer, so "not among the entities reached" says
     nothing about it (a count the KG holds as a literal is reached, and confirmed, anyway)."""
-    return bool(_YES_NO.match(answer) or (_COUNT_QUESTION.search(query) and _COUNT.match(answer)))
+    if is_yes_no_question(query):  # "No one in the graph…", "No Country for Old Men" answer other questions
+        return bool(YES_NO.match(answer))
+    return bool(_COUNT_QUESTION.search(query) and _COUNT.match(answer))
 
 
 def confirmed_by_kg(node: Node) -> bool:
