@@ -326,6 +326,15 @@ async def test_an_odd_iri_selected_is_a_dead_end_not_a_failed_question(oxigraph)
                                                                                  (await kg.get_relations([alice])).items]
         assert (await kg.get_edges([odd], knows)).edges == ()
         assert len((await kg.get_edges([odd, alice], knows)).edges) == 3
+    # an endpoint that refuses every query (maintenance, a proxy's page) is an error still, not a dead end
+    async with SparqlKG(oxigraph.url) as kg:
+        async def refuse(query: str):
+            raise KGQueryError("SPARQL endpoint rejected the request (HTTP 400): maintenance mode")
+
+        kg.select = refuse  # type: ignore[method-assign]
+        for selected in ([odd], [odd, alice]):
+            with pytest.raises(KGQueryError, match="maintenance"):
+                await kg.get_relations(selected)
 
 
 async def test_an_entity_named_by_its_id_alone_gets_its_label_in_the_edges(oxigraph) -> None:

@@ -909,16 +909,25 @@ class SparqlKG:
         """``ask(entities)``; if the endpoint refuses the query and an entity's IRI is one it
         may not parse, asked again without those: they have nothing here (a dead end the
         search passes over, as their labels and links are), and the others are answered.
-        A question failed on such an IRI, the LLM having selected it."""
+        A question failed on such an IRI, the LLM having selected it. An endpoint that
+        refuses the query without them too (down for maintenance, a proxy's page) raises
+        the first error, as any other query's would."""
         odd = [e for e in entities if self._refusable(e)]
         if not odd:
             return await ask(entities)
         try:
             return await ask(entities)
         except KGQueryError as e:
-            log.info("%s: the endpoint refused %s: %s", self.name, ", ".join(x.id for x in odd), e)
+            refused = e
+        # the odd IRIs were the cause only if the endpoint answers without them: the rest
+        # asked alone, or (all odd) a query naming nothing; else the error was another's
         rest = [e for e in entities if e not in odd]
-        return await ask(rest) if rest else empty
+        try:
+            got = await ask(rest) if rest else await self.select("SELECT ?x WHERE { BIND(1 AS ?x) }")
+        except KGQueryError:
+            raise refused from None
+        log.info("%s: the endpoint refused %s: %s", self.name, ", ".join(x.id for x in odd), refused)
+        return got if rest else empty
 
     async def get_relations(
         self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
