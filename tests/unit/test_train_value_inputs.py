@@ -468,3 +468,30 @@ def test_the_training_overlap_is_counted_only_for_a_model_trained_on_the_benchma
                          answerable_only=False) is None
     assert count(skip=None) is None  # a model that does not say which questions it was trained on
     assert count(split="test") == 0  # another split's questions (read from the same --data): other ids
+
+
+def test_a_model_trained_on_another_file_of_ones_own_claims_no_overlap(tmp_path):
+    """train-value questions --data train.jsonl, eval questions --data test.jsonl: ids like
+    "questions:3" name no file, and every question evaluated was counted as trained on."""
+    from traversals.eval.datasets import load_dataset, sample_questions
+    from traversals.eval.training import selection_sha256, trained_among, training_questions
+
+    def write(name: str, who: str) -> object:
+        (tmp_path / name).write_text("".join(f'{{"question": "who directed [{who}{i}]", "answers": ["D{i}"]}}\n'
+                                             for i in range(8)))
+        return load_dataset("questions", tmp_path / name)
+
+    train, test = write("train.jsonl", "F"), write("test.jsonl", "G")
+    picked = training_questions(train.questions, 0, 8, 233)
+    meta = {"datasets": ["questions"], "split": "", "answerable_only": False, "sample_seed": 233, "skip": 0, "limit": 8}
+    evaluated = sample_questions(test.questions, 5, 233)
+
+    def count(dataset, data, **changes):
+        return trained_among({**meta, **changes}, dataset, evaluated if dataset is test else
+                             sample_questions(train.questions, 5, 233), data=str(tmp_path / data), split="",
+                             answerable_only=False)
+
+    recorded = selection_sha256(picked)
+    assert count(test, "test.jsonl", trained_selection_sha256=recorded) is None  # another file: no claim
+    assert count(train, "train.jsonl", trained_selection_sha256=recorded) == 5  # the file trained on
+    assert count(test, "test.jsonl") is None  # an older model that does not say which file: no claim

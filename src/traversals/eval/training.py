@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -140,8 +141,21 @@ def trained_among(meta: object, dataset: Dataset, evaluated: Sequence[Question],
         picked = training_questions(questions, skip, limit, seed)
     except BadInput:
         return None
+    recorded = meta.get("trained_selection_sha256")
+    if recorded is None and canonical_name(dataset.name) == "questions":
+        return None  # a file of one's own, and an older model that does not say which: no claim
+    if recorded is not None and recorded != selection_sha256(picked):
+        return None  # trained on another file (train.jsonl, evaluated on test.jsonl): nothing shared to count
     trained = {(q.id, q.text) for q in picked if any(g.alternatives for g in q.gold)}  # as with_gold keeps them
     return sum((q.id, q.text) in trained for q in evaluated)
+
+
+def selection_sha256(picked: Sequence[Question]) -> str:
+    """A digest of the questions ``train-value`` selected that have gold answers, by id and
+    wording (``trained_selection_sha256`` in a model's meta): what tells :func:`trained_among`
+    the eval's file is the one trained on (ids like ``questions:3`` name no file)."""
+    keys = sorted(f"{q.id}\0{q.text}" for q in picked if any(g.alternatives for g in q.gold))
+    return hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()
 
 
 def with_gold(questions: Sequence[Question]) -> tuple[list[Question], int]:
@@ -396,7 +410,9 @@ _SETTING_FLAGS = {
     "questions_sha256": "the training questions (their wording, linked entities or gold answers)",
 }
 #: recorded, not compared: --rounds may grow, and where the synthetic questions were written does not matter
-_UNCHECKED = frozenset({"config.rounds", "synthetic.questions_file", "synthetic.phrasings"})
+_UNCHECKED = frozenset({"config.rounds", "synthetic.questions_file", "synthetic.phrasings",
+                        # a digest of the questions selected: questions_sha256 compares them (older models lack it)
+                        "trained_selection_sha256"})
 
 
 def _shown(value: object) -> str:
@@ -540,7 +556,8 @@ async def _train(args: argparse.Namespace, progress_of: _Progress) -> int:
     else:
         picked, specs = _benchmark_questions(args)
         source = {"datasets": list(args.datasets), "split": args.split, "answerable_only": args.answerable_only,
-                  "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit}
+                  "sample_seed": args.sample_seed, "skip": args.skip, "limit": args.limit,
+                  "trained_selection_sha256": selection_sha256(picked)}
     cfg = TrainConfig(rounds=args.rounds, trees=args.trees, max_hops=args.max_hops, seed=args.seed)
     digests = kg_digests(specs)  # each KG file's content: --resume refuses other triples (_kg_differs)
     places = kg_paths(specs)  # and where it is: a --resume from another directory compares that file
