@@ -94,3 +94,16 @@ def test_only_kg_files_are_hashed(tmp_path):
     store.mkdir()
     specs = [str(kb), f"m={kb}", "wikidata", "http://127.0.0.1:9/sparql", str(store), "missing.txt", "freebase"]
     assert kg_digests(specs) == [sha(kb), sha(kb), None, None, None, None, None]
+
+
+def test_a_kg_file_gone_since_is_named_as_gone(tmp_path, monkeypatch):
+    """train-value --resume with its KG file deleted said "trained with r/kb.txt, this run has r/kb.txt"."""
+    from traversals.eval.resume import kg_changes, kg_paths
+
+    monkeypatch.chdir(tmp_path)
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Alpha|directed_by|Ann Lee\n")
+    old = {"kg": ["kb.txt"], "kg_sha256": kg_digests(["kb.txt"]), "kg_paths": kg_paths(["kb.txt"])}
+    kb.unlink()
+    differ, why, _ = kg_changes(old, {"kg": ["kb.txt"], "kg_sha256": kg_digests(["kb.txt"])})
+    assert differ and why == ["KG file kb.txt does not exist or cannot be read"]

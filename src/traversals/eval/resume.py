@@ -356,6 +356,8 @@ def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
                      if px == py and wx != wy and Path(wy).exists() else "")
         if hx is not None and hy is not None and hx != hy:
             why.append(f"KG file {wx} has sha256 {hx} (recorded), {wy} has {hy} (now): other triples{elsewhere}")
+        elif hx is not None and hy is None:  # recorded as a file, and no file can be read there now
+            why.append(f"KG file {wy} does not exist or cannot be read")
         elif elsewhere:
             why.append(f"the run read {wx}{elsewhere} ({wy})")
     return differ, why, moved
