@@ -495,3 +495,23 @@ def test_a_model_trained_on_another_file_of_ones_own_claims_no_overlap(tmp_path)
     assert count(test, "test.jsonl", trained_selection_sha256=recorded) is None  # another file: no claim
     assert count(train, "train.jsonl", trained_selection_sha256=recorded) == 5  # the file trained on
     assert count(test, "test.jsonl") is None  # an older model that does not say which file: no claim
+
+
+def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch):
+    """kb.txt renamed films.txt (the same triples): the resume was refused as "the training
+    questions … differ", since a KG is named by its file and the questions' entities carry it."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "kb.txt").write_text(FILMS)
+    (tmp_path / "q.jsonl").write_text('{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\n'
+                                      '{"question": "who directed [Alien]", "answers": ["Ridley Scott"]}\n')
+    train = ["train-value", "questions", "--data", str(tmp_path / "q.jsonl"), "--skip", "0", "--heldout", "0",
+             "--out", str(tmp_path / "m.json")]
+    assert main([*train, "--rounds", "1", "--kg", str(tmp_path / "kb.txt")]) == 0
+    (tmp_path / "kb.txt").rename(tmp_path / "films.txt")
+    capsys.readouterr()
+    assert main([*train, "--rounds", "2", "--kg", str(tmp_path / "films.txt"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "the KG file was renamed" in err and "give the file its old name" in err

@@ -473,6 +473,13 @@ def _refuse_other(out: Path, old: dict, new: dict) -> None:
                        "trained on)")
     why = _settings_differ(old, new)
     if why is not None:
+        # a KG file moved under another name: same triples, but the KG is named by its file
+        # (films.txt is "films"), and the questions' linked entities carry that name
+        renamed = [m for m in kg_changes(old, new)[2] if Path(m.split(" -> ")[0]).stem != Path(m.split(" -> ")[1]).stem]
+        if renamed and why.startswith(_SETTING_FLAGS["questions_sha256"]):
+            raise BadInput(f"cannot resume {out}: the KG file was renamed ({', '.join(renamed)}): a KG is named by "
+                           "its file, and the training questions' entities carry the name; give the file its old "
+                           "name (in any directory), or train again without --resume")
         raise BadInput(f"cannot resume {out}: {why}; give the settings it was trained with (only --rounds may "
                        "differ), or train again without --resume")
 
