@@ -105,6 +105,10 @@ def test_the_papers_output_formats_parse():
     assert parse_guesses("[A: Leonhard Euler, B: Joseph Louis Lagrange, C: Johann Bernoulli]") == [
         "Leonhard Euler", "Joseph Louis Lagrange", "Johann Bernoulli"]
     assert parse_guesses("nothing useful") == []
+    # a guess runs to the next handle, not its first comma ("20,000 Leagues…" was "20")
+    assert parse_guesses("[A: Crouching Tiger, Hidden Dragon, B: Washington, D.C., C: 20,000 Leagues Under the Sea]") == [
+        "Crouching Tiger, Hidden Dragon", "Washington, D.C.", "20,000 Leagues Under the Sea"]
+    assert parse_guesses('[A: "Lust, Caution", B: Hero') == ["Lust, Caution", "Hero"]
     assert letters(3) == ["A", "B", "C"] and letters(28)[26:] == ["AA", "AB"]
 
 

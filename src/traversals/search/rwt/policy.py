@@ -21,7 +21,10 @@ from ..templates import PromptSet, default_prompts
 from ..subgraph import shown
 from .state import PathNode, labels
 
-_GUESS = re.compile(r"(?:^|,|\[)\s*[A-C]\s*:\s*([^,\]\n]+)")
+#: ``A: Crouching Tiger, Hidden Dragon, B: Hero``: a guess runs to the next option's handle
+#: (", B:"), the closing "]" or the line's end -- not to its first comma ("Washington, D.C.",
+#: "20,000 Leagues Under the Sea", which cut to "20" out-rated the right state)
+_GUESS = re.compile(r"(?:^|,|\[)\s*[A-C]\s*:\s*(.*?)(?=\s*,\s*[A-C]\s*:|\]|\n|$)")
 #: ``A: rel 0.5`` (or ``70``, ``70%``, ``(0.5)``): the handle and the number that ends its item; the
 #: number starts after no digit, point or letter (``70`` was read as its ``0``, ``P25`` is no likelihood)
 _LIKELIHOOD = re.compile(
