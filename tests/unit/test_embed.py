@@ -163,3 +163,34 @@ async def test_a_users_embedder_that_fails_is_one_embedder_error_naming_it():
             solver = build_solver(strategy, llm, [dylan_kg()], embedder=embedder)
             with pytest.raises(EmbedderError, match=f"embedder '{embedder.name}': embed\\(\\) {says}"):
                 await solver.ask("who is the mother of [Bob Dylan]")
+
+
+async def test_lexical_vectors_keep_marks_and_compose_accents():
+    """"हिन्दी" and "हिन्दू" had one vector (the vowel signs were separators); "Dvořák" written with
+    a combining accent was another word."""
+    import unicodedata
+
+    a, b, c, d = await LexicalEmbedder().embed(["हिन्दी", "हिन्दू", "Antonín Dvořák",
+                                                 unicodedata.normalize("NFD", "Antonín Dvořák")])
+    assert cosine(a, b) < 0.9 and cosine(c, d) == 1.0
+
+
+async def test_dense_vectors_of_two_lengths_are_an_error_not_a_similarity():
+    """zip cut the longer vector: cosine([1, 0, 0], [1, 0]) was 1.0, and an embedder whose vectors'
+    length varied made the critical model rate a wrong state 1.0."""
+    from traversals.embed.base import checked_embedder
+    from traversals.errors import EmbedderError
+
+    with pytest.raises(ValueError, match="3 and 2 dimensions"):
+        cosine([1.0, 0.0, 0.0], [1.0, 0.0])
+
+    class Varying:
+        name = "varying"
+
+        async def embed(self, texts):
+            return [[1.0] * (len(t) % 3 + 1) for t in texts]
+
+    emb = checked_embedder(Varying())
+    assert len((await emb.embed(["ab"]))[0]) == 3
+    with pytest.raises(EmbedderError, match="a vector of 1 dimensions after ones of 3"):
+        await emb.embed(["abc"])

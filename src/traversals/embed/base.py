@@ -36,6 +36,8 @@ def cosine(a: Vector, b: Vector) -> float:
     elif isinstance(a, dict) or isinstance(b, dict):
         raise TypeError("cosine of a sparse and a dense vector")
     else:
+        if len(a) != len(b):  # zip would cut the longer: [1, 0, 0] and [1, 0] came out 1.0
+            raise ValueError(f"cosine of vectors of {len(a)} and {len(b)} dimensions")
         dot = sum(x * y for x, y in zip(a, b))
         na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
@@ -49,6 +51,8 @@ class CheckedEmbedder:
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
+        #: the length of the dense vectors it returned first: every later one must have it
+        self.dimensions: int | None = None
 
     def __getattr__(self, name: str) -> object:
         if name == "embedder":  # not set yet: no recursion
@@ -69,6 +73,15 @@ class CheckedEmbedder:
         if not sized or len(got) != len(texts):
             n = len(got) if sized else type(got).__name__
             raise EmbedderError(f"{where} returned {n} vectors for {len(texts)} texts: one per text belongs there")
+        for vector in got:
+            if isinstance(vector, dict):  # sparse: any keys
+                continue
+            size = len(vector)
+            if self.dimensions is None:
+                self.dimensions = size
+            elif size != self.dimensions:  # compared by cosine, which needs one length
+                raise EmbedderError(f"{where} returned a vector of {size} dimensions after ones of "
+                                    f"{self.dimensions}: every vector of an embedder has one length")
         return got
 
 

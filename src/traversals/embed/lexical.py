@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections import Counter
 from typing import Sequence
 
@@ -18,5 +18,11 @@ class LexicalEmbedder:
 
     @staticmethod
     def vector(text: str) -> dict[str, float]:
-        norm = " " + re.sub(r"[\W_]+", " ", text.casefold()).strip() + " "
+        """Trigrams of the text composed (NFC), case-folded, with every run of characters that
+        are neither letters, digits nor combining marks one space: a vowel sign or a virama is
+        part of its word ("हिन्दी" and "हिन्दू" had the same vector, their consonants), and an
+        accent written apart is the accented letter ("Dvořák" either way)."""
+        folded = unicodedata.normalize("NFC", text).casefold()
+        kept = "".join(c if c.isalnum() or unicodedata.category(c).startswith("M") else " " for c in folded)
+        norm = " " + " ".join(kept.split()) + " "
         return dict(Counter(norm[i : i + 3] for i in range(max(0, len(norm) - 2))))
