@@ -1437,3 +1437,20 @@ async def test_a_first_prompt_past_the_context_is_an_error_not_a_quiet_no_answer
     solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
     with pytest.raises(PromptTooLong, match="raise n_ctx"):
         await solver.ask("who is the mother of [Bob Dylan]")
+
+
+def test_a_relation_key_with_brackets_quotes_stops_or_a_dash_is_chosen_as_shown():
+    """Sampled decoding stripped "()'\\".[]" from the reply, so the key "directed by (film)" as the
+    option line shows it was no choice (the docs allow any id), nor '"directed"', "dir.", "dir - film"."""
+    from traversals.kg.base import Relation
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    root = machine.root(Subgraph().with_entities([kg.entities["Q392"]]))
+    for key in ("directed by (film)", '"directed"', "dir.", "[dir]", "dir - film"):
+        rels = (Relation(id=key, label="directed by", kg="test"), Relation(id="P25", label="mother", kg="test"))
+        node = root.__class__(id=10, state=State.SELECTING_RELATION, subgraph=root.subgraph,
+                              relation_options=rels, relation_keys=(key, "P25"))
+        for reply in (key, f"{key} - directed by"):
+            assert machine.parse(node, reply).relation_key == key, reply
+        assert machine.parse(node, "[P25].").relation_key == "P25"  # punctuation around a key still goes

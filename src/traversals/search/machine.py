@@ -583,7 +583,13 @@ class Machine:
         for k, r in options:
             by_label.setdefault(normalise_label(shown(r.display)), []).append((k, r))
         labels = {x: v[0] for x, v in by_label.items() if len(v) == 1 and x}
-        hit = by_key.get(body.split(" - ")[0].strip().strip("[]()'\"`.,").casefold())
+        # the key as the option line shows it, whole or before its " - label": a key's own
+        # brackets, quotes, full stops or " - " ("directed by (film)", '"directed"', "dir - film")
+        # are kept; then without the punctuation a reply puts around a key ("[P25].")
+        hit = by_key.get(body.casefold())
+        for part in ([body.rsplit(" - ", 1)[0]] if " - " in body else []) + [body.split(" - ")[0]]:
+            hit = hit or by_key.get(part.strip().casefold())
+        hit = hit or by_key.get(body.split(" - ")[0].strip().strip("[]()'\"`.,").casefold())
         if hit is None:  # the whole reply is one option's label ("mother of P2")
             hit = labels.get(normalise_label(body.strip(" ~.,:;[]()")))
         if hit is None:  # the first word that is an option's key
