@@ -362,15 +362,17 @@ def cmd_view(args: argparse.Namespace) -> int:
 def cmd_prompts(args: argparse.Namespace) -> int:
     """``traversals prompts``: list a prompt set's prompts (checking a directory's), print one, or
     export them all to edit."""
-    from .search.templates import VARIABLES, export_prompts
+    from .search.templates import BUILT_IN, VARIABLES, export_prompts
 
     prompts = load_prompts(args.prompts or "default")
     if args.export:
         if args.name:
             raise BadInput("give a prompt's NAME to print it, or --export DIR to write them all, not both")
         written = export_prompts(prompts, Path(args.export))
+        # a folder called like a built-in set is named as a path: --prompts default is the built-in one
+        given = f"./{args.export}" if args.export in BUILT_IN else args.export
         print(f"wrote {len(written)} prompts to {args.export}; edit some (delete the others: the default ones "
-              f"take their place), then pass --prompts {args.export}")
+              f"take their place), then pass --prompts {given}")
         return 0
     if args.name:
         if args.name not in VARIABLES:

@@ -262,3 +262,18 @@ def test_value_examples_with_a_prompt_set_without_their_place_are_refused():
         build_solver("tree", ScriptedLLM([]), [dylan_kg()], SearchConfig(prompts="paper", value_examples=True,
                                                                            decoding="sampled"))
     build_solver("tree", ScriptedLLM([]), [dylan_kg()], SearchConfig(value_examples=True, decoding="sampled"))
+
+
+def test_prompts_exported_to_a_folder_named_like_a_built_in_set_are_told_apart(tmp_path, monkeypatch, capsys):
+    """`prompts --export default` said "then pass --prompts default", which is the built-in set: the
+    edits were never used, in silence. A byte-order mark (a Windows editor's) went to the model."""
+    from traversals.cli import main
+    from traversals.errors import TraversalsWarning
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["prompts", "--export", "default"]) == 0
+    assert "then pass --prompts ./default" in capsys.readouterr().out
+    with pytest.warns(TraversalsWarning, match=r"pass --prompts \./default for the folder's"):
+        assert load_prompts("default").name == "default"
+    (tmp_path / "default" / "cot.txt").write_text("\ufeffAnswer: $query", encoding="utf-8")
+    assert load_prompts("./default").text("cot") == "Answer: $query"

@@ -20,6 +20,7 @@ A :class:`PromptSet` is what a search renders its prompts from (``--prompts``):
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -27,7 +28,7 @@ from pathlib import Path
 from string import Template
 from typing import Mapping
 
-from ..errors import BadInput
+from ..errors import BadInput, TraversalsWarning
 
 #: what every Action State Machine prompt may show: the node's own parts
 _NODE = frozenset({"preamble", "query", "subgraph", "history", "context"})
@@ -156,7 +157,11 @@ def load_prompts(spec: str | Path | PromptSet | None) -> PromptSet:
     if isinstance(spec, PromptSet):
         return spec
     if spec is None or str(spec) in BUILT_IN:
-        return _built_in(str(spec or "default"))
+        name = str(spec or "default")
+        if Path(name).is_dir() and any(Path(name).glob("*.txt")):  # `prompts --export default` made one to edit
+            warnings.warn(f"the prompt set {name!r} is the built-in one, not the folder of prompts here called "
+                          f"{name!r}: pass --prompts ./{name} for the folder's", TraversalsWarning, stacklevel=2)
+        return _built_in(name)
     folder = Path(spec).expanduser()
     if not folder.is_dir():
         raise BadInput(f"--prompts {spec}: not a prompt set ({', '.join(BUILT_IN)}) nor a directory of prompt "
@@ -172,7 +177,7 @@ def load_prompts(spec: str | Path | PromptSet | None) -> PromptSet:
             raise BadInput(f"--prompts {spec}: {path.name} names no prompt a search uses; the prompts are "
                            f"{', '.join(VARIABLES)}")
         try:
-            text = path.read_text("utf-8").rstrip("\n")
+            text = path.read_text("utf-8-sig").rstrip("\n")  # a Windows editor's byte-order mark is no text
         except UnicodeDecodeError as e:
             raise BadInput(f"--prompts {spec}: {path.name} is not UTF-8 text ({e.reason} at byte {e.start})") from None
         check_template(text, name, where=str(path))
