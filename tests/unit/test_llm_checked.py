@@ -61,6 +61,19 @@ async def test_scores_of_the_wrong_length_fail_instead_of_choosing_the_wrong_opt
         await solver.ask("Who is Bob Dylan's mother?", topic_entities=["Bob Dylan"])
 
 
+async def test_scores_as_a_tuple_or_an_array_are_read_and_another_shape_is_named():
+    """A tuple or a NumPy array of the right length was refused as "returned tuple log-probabilities
+    for 3 options", which reads as a wrong count."""
+    import numpy as np
+
+    for given in ((-1.0, -0.5, -2.0), np.array([-1.0, -0.5, -2.0])):
+        got = await CheckedLLM(Mine(scores=Scores(given))).score("p", ["a", "b", "c"])
+        assert got.logprobs == [-1.0, -0.5, -2.0]
+    with pytest.raises(LLMError, match=r"score\(\) returned logprobs as dict: a list of one log-probability per "
+                                       r"option \(3\) belongs there"):
+        await CheckedLLM(Mine(scores=Scores({"a": -1.0}))).score("p", ["a", "b", "c"])
+
+
 async def test_nan_scores_read_as_impossible_and_the_librarys_own_errors_pass_through():
     with pytest.raises(LLMError, match=r"\+inf is no log-probability"):
         await CheckedLLM(Mine(scores=lambda options: Scores([math.inf] + [-1.0] * (len(options) - 1)))).score("p", ["a", "b"])

@@ -68,9 +68,13 @@ class CheckedLLM:
         if not isinstance(got, Scores):
             raise LLMError(f"{self._where('score')} returned {type(got).__name__}, not Scores")
         lps = got.logprobs
-        if not isinstance(lps, list) or len(lps) != len(options):
-            n = len(lps) if isinstance(lps, list) else type(lps).__name__
-            raise LLMError(f"{self._where('score')} returned {n} log-probabilities for {len(options)} options")
+        if isinstance(lps, (tuple, range)) or hasattr(lps, "tolist"):  # a tuple, a NumPy array: a model's logits
+            lps = list(lps)
+        if not isinstance(lps, list):
+            raise LLMError(f"{self._where('score')} returned logprobs as {type(lps).__name__}: a list of one "
+                           f"log-probability per option ({len(options)}) belongs there")
+        if len(lps) != len(options):
+            raise LLMError(f"{self._where('score')} returned {len(lps)} log-probabilities for {len(options)} options")
         if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lps):  # numpy's too
             raise LLMError(f"{self._where('score')} returned {_short(lps)}: log-probabilities are numbers "
                            "(-inf for impossible)")
