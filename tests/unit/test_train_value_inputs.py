@@ -445,6 +445,9 @@ def test_an_eval_of_questions_the_value_model_was_trained_on_warns_and_records_h
     assert "(n=5, 3 in its --value-model's training)" in report.read_text()
     err, run = evaluate("held-out", "--limit", "2")  # the questions train-value --skip 2 left out
     assert "warning" not in err and run["value_model_trained_questions"] == 0
+    # resumed to a smaller --limit: the folder's 5 rows are what the report counts, 3 of them trained on
+    err, run = evaluate("overlap", "--limit", "2", "--resume")
+    assert run["value_model_trained_questions"] == 3 and "3 of the 5 questions evaluated" in err
 
 
 def test_the_training_overlap_is_counted_only_for_a_model_trained_on_the_benchmark_evaluated(tmp_path):
