@@ -116,6 +116,11 @@ def _damage_weights_lack_a_layer(d):
         (lambda d: (d / "config.json").write_text("[1]"), r"config.json is damaged \(not a JSON object\)"),
         (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), r"config.json is damaged \(no valid num_hidden_layers"),
         (lambda d: (d / "modules.json").write_text('{"a": 1}'), r"modules.json is damaged \(not a JSON list\)"),
+        (lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace(
+            '"num_attention_heads": 2', '"num_attention_heads": 3, "hidden_size": 4')),
+         r"config.json is damaged: hidden_size 4 does not split into num_attention_heads 3"),  # was a reshape error
+        (lambda d: (d / "sentence_bert_config.json").write_text('{"max_seq_length": "abc"}'),
+         r"sentence_bert_config.json is damaged \(max_seq_length"),  # config.json was blamed
     ],
 )
 async def test_a_damaged_model_directory_is_one_named_error_not_a_numpy_or_key_error(tmp_path, damage, message):
@@ -126,6 +131,15 @@ async def test_a_damaged_model_directory_is_one_named_error_not_a_numpy_or_key_e
     damage(tmp_path / "m")
     with pytest.raises(EmbedderUnavailable, match=message):
         await SentenceBert(tmp_path / "m").embed(["hello world"])
+
+
+async def test_a_max_seq_length_past_the_models_positions_is_cut_to_them(tmp_path):
+    """sentence_bert_config.json's max_seq_length over max_position_embeddings: a text longer than the
+    positions failed with numpy's IndexError."""
+    _tiny_bert(tmp_path / "m")
+    (tmp_path / "m" / "sentence_bert_config.json").write_text('{"max_seq_length": 100}')
+    [vector] = await SentenceBert(tmp_path / "m").embed(["hello world " * 20])
+    assert len(vector) == 4
 
 
 async def test_a_users_embedder_that_fails_is_one_embedder_error_naming_it():

@@ -193,20 +193,30 @@ class SentenceBert:
         raise EmbedderUnavailable(f"{self.model_dir}: only mean or CLS pooling is supported ({pooling})")
 
     def _bert_shape(self, config: dict[str, Any], st_config: dict[str, Any], mode: str, modules: list[Any]) -> BertShape:
+        folder = Path(str(self.model_dir))
         try:
-            return BertShape(
-                layers=int(config["num_hidden_layers"]),
-                heads=int(config["num_attention_heads"]),
-                eps=float(config.get("layer_norm_eps", 1e-12)),
-                pooling=mode,
-                normalize=any(isinstance(m, dict) and str(m.get("type", "")).endswith("Normalize") for m in modules),
-                max_length=int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512)),
-            )
+            positions = int(config.get("max_position_embeddings", 512))
+            layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
+            hidden = int(config.get("hidden_size", heads))
+            eps = float(config.get("layer_norm_eps", 1e-12))
         except (KeyError, TypeError, ValueError) as e:
             raise EmbedderUnavailable(
-                f"{Path(str(self.model_dir)) / 'config.json'} is damaged (no valid num_hidden_layers, num_attention_heads "
+                f"{folder / 'config.json'} is damaged (no valid num_hidden_layers, num_attention_heads, hidden_size "
                 f"or max_position_embeddings: {e})"
             ) from e
+        if heads < 1 or hidden % heads:  # the attention splits each vector into equal heads
+            raise EmbedderUnavailable(f"{folder / 'config.json'} is damaged: hidden_size {hidden} does not split "
+                                      f"into num_attention_heads {heads}")
+        try:
+            wanted = int(st_config.get("max_seq_length") or positions)
+        except (TypeError, ValueError) as e:
+            raise EmbedderUnavailable(f"{folder / 'sentence_bert_config.json'} is damaged (max_seq_length: {e})") from e
+        return BertShape(
+            layers=layers, heads=heads, eps=eps, pooling=mode,
+            normalize=any(isinstance(m, dict) and str(m.get("type", "")).endswith("Normalize") for m in modules),
+            # no longer than the positions the model has (a text past them failed with an IndexError)
+            max_length=max(1, min(wanted, positions)),
+        )
 
     # ------------------------------------------------------------------ encoding
 
