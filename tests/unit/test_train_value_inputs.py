@@ -518,3 +518,16 @@ def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch
     assert main([*train, "--rounds", "2", "--kg", str(tmp_path / "films.txt"), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "the KG file was renamed" in err and "give the file its old name" in err
+
+
+def test_a_resume_of_a_damaged_model_file_says_what_this_command_needs(tmp_path):
+    """A truncated model at --out ended "--value-model takes the model file …", a flag train-value has not."""
+    from traversals.errors import BadInput
+    from traversals.eval.training import _model_to_resume
+
+    out = tmp_path / "m.json"
+    out.write_text('{"format": "traversals/value-model/v1", "weights": {')
+    with pytest.raises(BadInput, match=r"cannot resume .*m\.json: value model .* is not JSON .*; train again without "
+                                       r"--resume") as err:
+        _model_to_resume(out, {})
+    assert "--value-model" not in str(err.value)

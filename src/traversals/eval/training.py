@@ -490,7 +490,11 @@ def _model_to_resume(out: Path, known: dict) -> ValueModel | None:
     if not out.exists() or out.stat().st_size == 0:
         print(f"note: --resume: {out} holds no model yet: training from round 1", file=sys.stderr)
         return None
-    model = ValueModel.load(out)
+    try:
+        model = ValueModel.load(out)
+    except BadInput as e:  # its message ends with what --value-model takes: not this command's flag
+        raise BadInput(f"cannot resume {out}: {str(e).split(': --value-model takes')[0]}; train again without "
+                       "--resume (it writes the model anew)") from None
     if "questions_sha256" not in model.meta or not isinstance(model.meta.get("rounds"), list):
         raise BadInput(f"cannot resume {out}: it does not record the settings --resume checks (written by an older "
                        "traversals, or not by train-value): train again without --resume")
