@@ -346,11 +346,15 @@ def create_app(
         raise BadInput(f"unknown strategy {default_strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not kgs and default_strategy != "cot":
         raise BadInput("at least one knowledge graph is needed")
+    model_seen: dict[str, str] = {}
     if solver_factory is None:  # one embedder (RwT's critical model, loaded on first use) for every request
         embedder = embedder or open_embedder(defaults.embedder)
         # so are the value model and the prompts' templates
-        solver_factory = functools.partial(build_solver, embedder=embedder, value_model=load_value_model(defaults),
+        value_model = load_value_model(defaults)
+        solver_factory = functools.partial(build_solver, embedder=embedder, value_model=value_model,
                                            prompts=load_prompts(defaults.prompts))
+        if value_model is not None:  # which model is served: retrained in place, the path alone would not tell
+            model_seen = {"value_model_sha256": value_model.sha256, "value_model_digest": value_model.digest}
         # a default out of range (--threshold nan) fails here, not as a 400 to every request
         try:  # and the default strategy's (--max-hops 4 is no default of retrieve's)
             for strategy in dict.fromkeys(("tree", default_strategy) if kgs else ("cot",)):
@@ -386,6 +390,7 @@ def create_app(
             "strategies": list(STRATEGIES),
             "default_strategy": default_strategy,
             "defaults": dataclasses.asdict(defaults),
+            **model_seen,
             "limits": dataclasses.asdict(limits),
         }))
 

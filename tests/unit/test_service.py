@@ -263,6 +263,21 @@ async def test_info_and_health():
     assert info["strategies"] == ["tree", "chain", "cot", "mcts", "beam", "retrieve"] and info["limits"]["max_concurrency"] == 1
 
 
+async def test_info_names_the_value_model_served_by_its_digest(tmp_path):
+    """`/v1/info` showed the --value-model path as typed: after a retrain in place, which model the
+    server had read could not be told."""
+    from traversals.kg.factory import open_kgs
+    from traversals.search.rwt import ValueModel
+
+    path = ValueModel({"stop|bias": 1.0}, {"features": 1}).save(tmp_path / "m.json")
+    model = ValueModel.load(path)
+    app = create_app(ScriptedLLM([]), open_kgs(["demo"]), defaults=SearchConfig(value_model=str(path)))
+    async with serving(app) as c:
+        info = (await c.get("/v1/info")).json()
+    assert info["defaults"]["value_model"] == str(path)
+    assert (info["value_model_sha256"], info["value_model_digest"]) == (model.sha256, model.digest)
+
+
 async def test_startup_prepares_the_llm_and_shutdown_closes_llm_and_kgs():
     prepared = []
 
