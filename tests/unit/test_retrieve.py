@@ -464,3 +464,26 @@ async def test_the_mcp_answer_question_tool_runs_retrieve():
     out = r.structured_content
     assert not r.is_error and out["answer"] == "Beatrice Stone" and out["strategy"] == "retrieve"
     assert {(e["subject"]["label"], e["relation"]["label"]) for e in out["supporting_edges"]} == {("Bob Dylan", "mother")}
+
+
+async def test_supporting_facts_are_the_walks_to_the_answer_only():
+    """--max-hops 2: the director's other films (hop 2, gathered from the answer) were support of
+    "Christopher Nolan"; "The Dark Knight Rises" was supported by the edge to "The Dark Knight" too."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import DictKG
+
+    kg = DictKG([("inception", "directed_by", "nolan"), ("nolan", "born_in", "london"), ("tdk", "directed_by", "nolan"),
+                 ("tdkr", "directed_by", "nolan")],
+                labels={"inception": "Inception", "nolan": "Christopher Nolan", "london": "London",
+                        "tdk": "The Dark Knight", "tdkr": "The Dark Knight Rises"})
+    for final, question, hops, support in (
+            ("Christopher Nolan", "who directed [Inception]", 2, [("Inception", "Christopher Nolan")]),
+            ("The Dark Knight Rises", "which film of [Christopher Nolan] came out in 2012", 1,
+             [("The Dark Knight Rises", "Christopher Nolan")])):
+        llm = ScriptedLLM(rules=[("", f"ANSWER: {final}")])
+        answer = await build_solver("retrieve", llm, [kg], SearchConfig(embedder="lexical", max_hops=hops,
+                                                                        top_facts=20)).ask(question)
+        assert answer.text == final
+        assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == support, final

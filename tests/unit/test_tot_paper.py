@@ -162,3 +162,34 @@ async def test_an_answer_forced_at_the_budget_and_rated_over_the_threshold_stopp
     solver_ = build_solver("chain", llm, [dylan_kg()], SearchConfig(decoding="sampled", max_expansions=6))
     answer = await solver_.ask("Who is Bob Dylan's maternal grandmother?")
     assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 1.0, "threshold")
+
+
+async def test_an_answer_that_only_contains_a_reached_title_is_not_confirmed_by_it():
+    """"The Dark Knight Rises", a film the KG lacks, named "The Dark Knight" as whole words: rated
+    1.0 as confirmed by the KG (no × 0.7), with the edge to The Dark Knight as its support."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.search.machine import names_entity
+
+    from .kgdouble import DictKG
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    kg = DictKG([("tdk", "directed_by", "nolan"), ("memento", "directed_by", "nolan")],
+                labels={"tdk": "The Dark Knight", "memento": "Memento", "nolan": "Christopher Nolan"})
+
+    def default(prompt, *_):
+        walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
+        return f"ANSWER: {final}" if walked else "EXPAND_KG: his films"
+
+    # an answer naming no entity is supported by the facts its path added (both films), as a count is
+    walk = [("Memento", "Christopher Nolan"), ("The Dark Knight", "Christopher Nolan")]
+    for final, value, support in (("The Dark Knight Rises", 0.7, walk),
+                                  ("The Dark Knight", 1.0, [("The Dark Knight", "Christopher Nolan")])):
+        llm = ScriptedLLM(rules=[("Find the names in a text", "Christopher Nolan"),
+                                 (ANSWER_EVAL, "So the score for the provided answer should be 1.0"), (RATING, "0.6"),
+                                 (RELATION, "~directed_by"), (ENTITIES, "E1"), (DEFAULT, default)])
+        answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(
+            "which film that [Christopher Nolan] directed came out in 2012")
+        assert (answer.text, answer.value) == (final, value)
+        assert sorted((e.subject.label, e.object.label) for e in answer.supporting_edges) == support
+    assert names_entity("[Frankenstein, Young Frankenstein]", "Frankenstein")
+    assert not names_entity("Rocky II", "Rocky") and names_entity("It was directed by Christopher Nolan.", "Christopher Nolan")

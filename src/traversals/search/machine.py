@@ -316,6 +316,27 @@ def mentions_label(text: str, label: str) -> bool:
     return find_label(text, label) is not None
 
 
+#: a capitalised word or a number right after a label, or a capitalised word right before it:
+#: the label is part of a longer name there ("The Dark Knight" in "The Dark Knight Rises",
+#: "Rocky" in "Rocky II", "Frankenstein" in "Young Frankenstein")
+_NAME_GOES_ON = re.compile(r" [A-Z0-9]")
+_NAME_CAME_BEFORE = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]* \Z")
+
+
+def names_entity(text: str, label: str) -> bool:
+    """Does ``text`` name the entity labelled ``label`` as itself: an occurrence of the label as
+    whole words (:func:`find_label`) that is not part of a longer name, a capitalised word or a
+    number joined to it by one space. "The Dark Knight Rises", a film the KG lacks, named "The
+    Dark Knight" and was taken as confirmed by its edges; "Nolan directed it" still names
+    "Nolan"."""
+    if not label:
+        return False
+    for m in re.finditer(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE):
+        if not _NAME_GOES_ON.match(text, m.end()) and not _NAME_CAME_BEFORE.search(text, 0, m.start()):
+            return True
+    return False
+
+
 class Machine:
     """Builds prompts, parses outputs, lists options and applies transitions."""
 

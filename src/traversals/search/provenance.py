@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..kg.base import Edge, Entity
-from .machine import Node, mentions_label
+from .machine import Node, names_entity
 from .subgraph import Fact, Subgraph, shown
 
 
@@ -125,7 +125,8 @@ class _FirstWalks:
 def named_entities(node: Node) -> list[Entity]:
     """The subgraph's entities whose labels the node's answer text holds."""
     text = node.answer or ""
-    return [e for e in node.subgraph.entities if mentions_label(text, e.label)]  # whole words: "Go" is not in "Gone Girl"
+    # whole words ("Go" is not in "Gone Girl"), not inside a longer name ("The Dark Knight Rises")
+    return [e for e in node.subgraph.entities if names_entity(text, e.label)]
 
 
 def answer_paths(node: Node) -> list[list[Fact]]:

@@ -44,7 +44,7 @@ from .cot import extract_answer
 from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker, without_brackets
-from .machine import normalise_label
+from .machine import find_label, names_entity, normalise_label
 from .result import NO_ANSWER, Answer
 from .subgraph import shown
 from .templates import PromptSet, default_prompts
@@ -135,22 +135,27 @@ def _interleaved(lists: Sequence[Sequence[T]]) -> list[T]:
 
 
 def _names(label: str, answer: str) -> bool:
-    """Whether ``answer`` names ``label``: its normalised words appear there as a whole."""
+    """Whether ``answer`` names ``label``: as written, not inside a longer name
+    (:func:`~.machine.names_entity`: "The Dark Knight Rises" does not name "The Dark Knight");
+    written otherwise (accents, case, punctuation), its normalised words as a whole."""
+    if find_label(answer, label) is not None:
+        return names_entity(answer, label)
     norm = normalise_label(label)
     return bool(norm) and re.search(rf"(?<!\w){re.escape(norm)}(?!\w)", normalise_label(answer)) is not None
 
 
 def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
-    """The edges of ``facts`` whose end other than the question's own entities is named in
-    ``answer`` (a fact of a later hop brings first the facts that reached it, from the
-    question's entity on), each once."""
+    """The edges of ``facts`` whose far end (:attr:`Fact.reached`), not one of the question's
+    own entities, is named in ``answer`` (a fact of a later hop brings first the facts that
+    reached it, from the question's entity on), each once. The end a later hop's fact was
+    gathered from is no answer of it: the answer's other films were support of the director."""
     if answer == NO_ANSWER or not answer.strip():
         return []
     own = {(e.kg, e.id) for e in question_entities}
     out: dict[Edge, None] = {}
     for f in facts:
-        ends = [x for x in (f.edge.subject, f.edge.object) if (x.kg, x.id) not in own]
-        if any(_names(x.label, answer) for x in ends):
+        end = f.reached
+        if (end.kg, end.id) not in own and _names(end.label, answer):
             for step in f.walk:
                 out.setdefault(step.edge)
     return list(out)
