@@ -122,6 +122,10 @@ def answer_notes(answer, args: argparse.Namespace) -> list[str]:
                      f"stand-in); this answer, rated {answer.value or 0.0:.2f}, under the threshold "
                      f"{args.threshold:g}, may be wrong (RwT is meant to run with a trained value: "
                      f"traversals train-value, docs/rwt.md)")
+    left_out = (answer.trace or {}).get("answer_entities_left_out") or 0
+    if left_out:  # RwT lists the first max_answer_entities of its best state's entities
+        notes.append(f"the answer lists the first {len(answer.text.split(', '))} entities its best state reached; "
+                     f"{left_out} more are in the trace (--trace FILE, its answer_node)")
     if answer.strategy == "cot" and (unused := unopened_kgs_note(args)):  # accepted with cot, never opened
         notes.append(unused)
     if answer.linked_entities == []:

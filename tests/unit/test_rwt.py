@@ -350,3 +350,37 @@ async def test_the_trace_keeps_both_parts_of_each_value():
         assert n["entity_count"] == len(n["entities"])
         assert n["value"] == pytest.approx(0.85 * n["rollout"] + 0.15 * n["critical"], abs=2e-4)
         assert 0.0 <= n["rollout"] <= 1.0 and 0.0 <= n["critical"] <= 1.0
+
+
+async def test_an_answer_cut_to_its_first_entities_says_so_and_supports_only_those():
+    """A state reaching 15 entities answered with its first 10, without a word, while its
+    supporting edges led to all 15."""
+    import re
+
+    from traversals.api import SearchConfig, build_solver
+    from traversals.llm.scripted import ScriptedLLM
+
+    from .kgdouble import DictKG
+
+    kg = DictKG([("hub", "has", f"e{i:02d}") for i in range(15)],
+                labels={"hub": "Hub", **{f"e{i:02d}": f"Item {i:02d}" for i in range(15)}})
+
+    def score(prompt, options, prefix):
+        if prefix.startswith("RATING"):
+            return [0.0 if o == "1.0" else -9.0 for o in options]
+        return [0.0 if o.endswith(": has") else -5.0 for o in options]
+
+    llm = ScriptedLLM(rules=[("three most likely answers", "Item 00, B: x, C: y]")], score=score)
+    for strategy in ("beam", "mcts"):
+        answer = await build_solver(strategy, llm, [kg], SearchConfig(embedder="lexical", max_hops=1)).ask(
+            "what does [Hub] have")
+        listed = answer.text.split(", ")
+        assert len(listed) == 10 and answer.trace["answer_entities_left_out"] == 5, strategy
+        assert sorted(e.object.label for e in answer.supporting_edges) == sorted(listed)
+        assert re.fullmatch(r"Item \d\d", listed[0])
+        import argparse
+
+        from traversals.cli import answer_notes
+
+        notes = answer_notes(answer, argparse.Namespace(threshold=0.8, max_expansions=20, value_model="m.json"))
+        assert any("lists the first 10 entities its best state reached; 5 more are in the trace" in n for n in notes)

@@ -168,7 +168,8 @@ class RwTSearch:
         text = ", ".join(e.label for e in shown) if shown else NO_ANSWER
         answer = Answer(
             question=question, text=text, value=self.answer_score(best) if best else None,
-            supporting_edges=best.supporting_edges() if best else [], usage=usage,
+            # the edges to the entities the answer shows, not to those past max_answer_entities
+            supporting_edges=best.supporting_edges(shown) if best else [], usage=usage,
             seconds=time.perf_counter() - started, decoding="constrained" if self.constrained else "sampled",
             strategy=self.name, linked_entities=list(nodes[0].entities), stopped=stopped,
         )
@@ -179,6 +180,8 @@ class RwTSearch:
             "embedder": getattr(self.critical.embedder, "name", type(self.critical.embedder).__name__),
             "guesses": guesses, "linked_entities": [e.ref() for e in nodes[0].entities],
             "usage": usage.to_json(), "answer_node": best.id if best else None,
-            "nodes": [n.to_trace() for n in nodes], "stopped": stopped, **extra,
+            "nodes": [n.to_trace() for n in nodes], "stopped": stopped,
+            # the best state's entities past max_answer_entities, which the answer does not list
+            "answer_entities_left_out": len(best.entities) - len(shown) if best else 0, **extra,
         }
         return answer

@@ -72,11 +72,12 @@ class PathNode:
         """(kg, id) of every entity on the path, this state's included."""
         return {(e.kg, e.id) for n in self.path() for e in n.entities}
 
-    def supporting_edges(self) -> list[Edge]:
-        """The edges from the question's entities to this node's, last hop first (only the
-        edges that lead to the entities kept at each step)."""
+    def supporting_edges(self, entities: Sequence[Entity] | None = None) -> list[Edge]:
+        """The edges from the question's entities to this node's (or to ``entities`` of them:
+        those an answer shows), last hop first (only the edges that lead to the entities kept
+        at each step)."""
         out: list[Edge] = []
-        keep = {(e.kg, e.id) for e in self.entities}
+        keep = {(e.kg, e.id) for e in (self.entities if entities is None else entities)}
         node: PathNode | None = self
         while node is not None and node.parent is not None:
             step = [e for e in node.edges if (e.subject.kg, e.subject.id) in keep or (e.object.kg, e.object.id) in keep]
