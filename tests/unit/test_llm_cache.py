@@ -264,3 +264,47 @@ async def test_a_wrapped_llm_with_a_plain_close_or_none_is_closed(tmp_path):
     await CachedLLM(Plain(["x"]), tmp_path / "a.sqlite3").close()
     await CachedLLM(NoClose(), tmp_path / "b.sqlite3").close()  # type: ignore[arg-type]
     assert closed == [True]
+
+
+async def test_a_reply_paid_for_is_counted_when_a_sibling_call_fails(tmp_path):
+    """The write of a reply was awaited: a sibling's failure cancelled the call there (aio.gather),
+    and the eval's error row counted 1 of the 3 calls the model had answered (3 without the cache)."""
+    from traversals.aio import gather
+    from traversals.llm.base import spending
+
+    class Failing:
+        name, can_score = "failing", False
+
+        def __init__(self) -> None:
+            self.answered = 0
+
+        async def generate(self, prompt, **kw):
+            if prompt == "boom":
+                for _ in range(3):
+                    await asyncio.sleep(0)  # the siblings' replies arrive first
+                raise LLMError("boom")
+            self.answered += 1
+            return Generation([f"re {prompt}"], prompt_tokens=10, completion_tokens=1)
+
+        async def score(self, prompt, options, **kw):
+            raise NotImplementedError
+
+        async def close(self):
+            pass
+
+    inner = Failing()
+    cached = CachedLLM(inner, tmp_path / "c.sqlite3")
+
+    async def call(prompt: str) -> None:
+        gen = await cached.generate(prompt)
+        usage.add_generation(gen)
+
+    usage = Usage()
+    with spending():
+        with pytest.raises(LLMError, match="boom"):
+            await gather(call("a"), call("b"), call("boom"))
+    assert inner.answered == 2 and usage.llm_calls == 2 and usage.prompt_tokens == 20
+    await cached.close()
+    again = CachedLLM(Failing(), tmp_path / "c.sqlite3")
+    assert (await again.generate("a")).cached  # written in the background, kept at close
+    await again.close()

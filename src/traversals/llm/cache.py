@@ -70,6 +70,10 @@ class CachedLLM:
         self._warned = False
         self._lock = threading.Lock()
         self._db = _open(self.path)
+        #: replies being written: not awaited by the call that got them (see :meth:`_put`), and
+        #: read from here until they are in the file
+        self._writing: set[asyncio.Task[None]] = set()
+        self._unwritten: dict[str, dict] = {}
         self.hits = 0
         self.misses = 0
 
@@ -89,7 +93,7 @@ class CachedLLM:
         reply = await self.llm.generate(prompt, prefix=prefix, n=n, temperature=temperature, max_tokens=max_tokens,
                                         stop=stop, seed=seed)
         if key is not None and _strings(texts := getattr(reply, "texts", None)):
-            await self._put(key, {"texts": texts})
+            self._put(key, {"texts": texts})
         return reply
 
     async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False) -> Scores:
@@ -102,12 +106,14 @@ class CachedLLM:
         logprobs = getattr(reply, "logprobs", None)
         if _numbers(logprobs, len(options)):
             counts = getattr(reply, "token_counts", None)
-            await self._put(key, {"logprobs": [float(x) for x in logprobs],  # type: ignore[union-attr]
+            self._put(key, {"logprobs": [float(x) for x in logprobs],  # type: ignore[union-attr]
                                   "token_counts": [int(c) for c in counts] if _numbers(counts, len(options))
                                   else None})
         return reply
 
     async def close(self) -> None:
+        if self._writing:  # the replies still being written are kept
+            await asyncio.gather(*self._writing, return_exceptions=True)
         try:
             close = getattr(self.llm, "close", None)  # a user's LLM may close with a plain method, or none
             pending = close() if callable(close) else None
@@ -130,7 +136,7 @@ class CachedLLM:
             return json.loads(row[0]) if row else None
 
         try:
-            got = await asyncio.to_thread(read)
+            got = self._unwritten.get(key) or await asyncio.to_thread(read)
         except (sqlite3.Error, ValueError) as exc:  # a file broken under a running process: ask the model
             self._warn_once(f"--llm-cache {self.path}: cannot read a reply ({exc}); asking the model")
             got = None
@@ -140,17 +146,30 @@ class CachedLLM:
         self.misses += 1
         return None
 
-    async def _put(self, key: str, reply: dict) -> None:
+    def _put(self, key: str, reply: dict) -> None:
+        """Store a reply in the background. The call that got it returns it at once: awaited
+        here, the write was one more point where a sibling's failure cancelled the call (``aio.
+        gather``), and a reply the model had been paid for never reached the question's usage."""
         def write() -> None:
             with self._lock, self._db:
                 self._db.execute("INSERT OR REPLACE INTO replies (key, reply) VALUES (?, ?)",
                                  (key, json.dumps(reply, ensure_ascii=False)))
 
-        try:
-            await asyncio.to_thread(write)
-        except sqlite3.Error as exc:  # a full disk: the reply is used, only not kept
-            self._warn_once(f"--llm-cache {self.path}: cannot store a reply ({exc}); the run goes on without "
-                            "storing replies it cannot write")
+        async def store() -> None:
+            try:
+                await asyncio.to_thread(write)
+            except sqlite3.Error as exc:  # a full disk: the reply is used, only not kept
+                self._warn_once(f"--llm-cache {self.path}: cannot store a reply ({exc}); the run goes on without "
+                                "storing replies it cannot write")
+            finally:
+                if self._unwritten.get(key) is reply:
+                    del self._unwritten[key]
+
+        self._unwritten[key] = reply
+
+        task = asyncio.get_running_loop().create_task(store())
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
 
     def _warn_once(self, message: str) -> None:
         if not self._warned:
