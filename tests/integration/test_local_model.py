@@ -314,6 +314,7 @@ async def test_the_reply_cache_gives_back_the_real_models_replies(local_llm, def
     g = await cached.generate(QUESTION, max_tokens=8)
     s = await cached.score(QUESTION, [" Paris", " Lyon"], prefix="Answer:")
     assert "paris" in g.texts[0].lower() and s.logprobs[0] > s.logprobs[1] and not (g.cached or s.cached)
+    await cached.flush()  # the replies are written in the background
     cached._db.close()  # the file only: close() would close the session's model too
     again = CachedLLM(_Unreachable(), path, identity=identity)
     g2 = await again.generate(QUESTION, max_tokens=8)

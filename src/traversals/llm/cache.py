@@ -111,9 +111,13 @@ class CachedLLM:
                                   else None})
         return reply
 
-    async def close(self) -> None:
-        if self._writing:  # the replies still being written are kept
+    async def flush(self) -> None:
+        """Wait for the replies still being written (:meth:`_put`) to be in the file."""
+        if self._writing:
             await asyncio.gather(*self._writing, return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.flush()  # the replies still being written are kept
         try:
             close = getattr(self.llm, "close", None)  # a user's LLM may close with a plain method, or none
             pending = close() if callable(close) else None
