@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import json
 import os
 import shlex
 import sys
@@ -279,22 +278,17 @@ def _check_trained_on(args: argparse.Namespace, dataset: Dataset, meta: dict, co
     """A warning, and ``value_model_trained_questions`` in run.json, when questions this run
     evaluates are among those ``--value-model`` was trained on (with their gold answers): their
     scores are not held out. Not refused: a user may mean it (a check of what training learnt)."""
+    from .runfiles import RESULTS, read_results
     from .training import trained_among
 
     evaluated = sample_questions(dataset.questions, args.limit, args.sample_seed, skip=args.skip)
     # the rows a folder already holds count too: the report's n covers them (a resume to a
     # smaller --limit keeps an earlier, larger sample's rows)
-    results = Path(args.out) / "results.jsonl"
-    if results.is_file():
-        by_id, asked = dataset.by_id(), {q.id for q in evaluated}
-        for line in results.read_text("utf-8", errors="replace").splitlines():
-            try:
-                qid = json.loads(line).get("id")
-            except (ValueError, AttributeError):
-                continue  # a torn last line: the resume drops it
-            if qid in by_id and qid not in asked:
-                asked.add(qid)
-                evaluated.append(by_id[qid])
+    by_id, asked = dataset.by_id(), {q.id for q in evaluated}
+    for row in read_results(Path(args.out) / RESULTS):  # a torn last line left out, as the resume does
+        if row.get("id") in by_id and row["id"] not in asked:
+            asked.add(row["id"])
+            evaluated.append(by_id[row["id"]])
     seen = trained_among(meta, dataset, evaluated, data=args.data, split=args.split,
                          answerable_only=args.answerable_only)
     if seen is None:  # not trained on this benchmark, or its meta does not say how: nothing to compare

@@ -308,7 +308,12 @@ def normalise_label(text: str) -> str:
 def find_label(text: str, label: str) -> re.Match[str] | None:
     """Where ``text`` names ``label``, as whole words in any case (None: it does not). "Go"
     is not named by "Gone Girl", nor "M" by "movie"."""
-    return re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE) if label else None
+    return _whole_words(label).search(text) if label else None
+
+
+def _whole_words(label: str) -> re.Pattern[str]:
+    """``label`` as whole words, in any case (:func:`find_label`, :func:`names_entity`)."""
+    return re.compile(rf"(?<!\w){re.escape(label)}(?!\w)", re.IGNORECASE)
 
 
 def mentions_label(text: str, label: str) -> bool:
@@ -331,7 +336,7 @@ def names_entity(text: str, label: str) -> bool:
     "Nolan"."""
     if not label:
         return False
-    for m in re.finditer(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE):
+    for m in _whole_words(label).finditer(text):
         if not _NAME_GOES_ON.match(text, m.end()) and not _NAME_CAME_BEFORE.search(text, 0, m.start()):
             return True
     return False
