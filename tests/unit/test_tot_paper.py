@@ -193,3 +193,38 @@ async def test_an_answer_that_only_contains_a_reached_title_is_not_confirmed_by_
         assert sorted((e.subject.label, e.object.label) for e in answer.supporting_edges) == support
     assert names_entity("[Frankenstein, Young Frankenstein]", "Frankenstein")
     assert not names_entity("Rocky II", "Rocky") and names_entity("It was directed by Christopher Nolan.", "Christopher Nolan")
+
+
+async def test_a_role_word_that_starts_the_answer_is_no_part_of_the_name():
+    """"Director Christopher Nolan" was read as a longer name than "Christopher Nolan" (a
+    capitalised word before the label): the right answer was not confirmed by the KG, so rated
+    1.0 it was scaled to 0.7, and its support was every fact the path added."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.search.machine import names_entity
+
+    from .kgdouble import DictKG
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    kg = DictKG([("inception", "directed_by", "nolan"), ("inception", "starred_actors", "dicaprio")],
+                labels={"inception": "Inception", "nolan": "Christopher Nolan", "dicaprio": "Leonardo DiCaprio"})
+
+    def default(prompt, *_):
+        walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
+        return "ANSWER: Director Christopher Nolan" if walked else "EXPAND_KG: its director"
+
+    llm = ScriptedLLM(rules=[("Find the names in a text", "Inception"),
+                             (ANSWER_EVAL, "So the score for the provided answer should be 1.0"), (RATING, "0.6"),
+                             (RELATION, "directed_by"), (ENTITIES, "E1"), (DEFAULT, default)])
+    answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask("who directed [Inception]")
+    assert (answer.text, answer.value) == ("Director Christopher Nolan", 1.0)
+    assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == [("Inception", "Christopher Nolan")]
+    for text, label in (("Actor Tom Hanks starred in it.", "Tom Hanks"), ("Screenwriter Jonathan Nolan", "Jonathan Nolan"),
+                        ("It was him. Film Director Christopher Nolan", "Christopher Nolan"),
+                        ("- Actress Meg Ryan", "Meg Ryan"), ("Both Tom Hanks and Meg Ryan", "Tom Hanks")):
+        assert names_entity(text, label), text
+    # any other capitalised word, or a role word inside a sentence, still makes a longer name
+    for text, label in (("Christopher Nolan", "Nolan"), ("Director Christopher Nolan", "Nolan"),
+                        ("The Dark Knight Rises", "The Dark Knight"), ("Film The Dark Knight Rises", "The Dark Knight"),
+                        ("Famous Director Christopher Nolan", "Christopher Nolan"),
+                        ("It stars Actor Tom Hanks", "Tom Hanks")):
+        assert not names_entity(text, label), text

@@ -326,6 +326,26 @@ def mentions_label(text: str, label: str) -> bool:
 #: "Rocky" in "Rocky II", "Frankenstein" in "Young Frankenstein")
 _NAME_GOES_ON = re.compile(r" [A-Z0-9]")
 _NAME_CAME_BEFORE = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]* \Z")
+#: words that, starting a sentence right before a label, introduce it and begin no longer name:
+#: a role ("Director Christopher Nolan"), what the answer is ("Film Inception", "Answer Tom
+#: Hanks") or how sure or how many ("Only Tom Hanks starred in it"). A short list on purpose:
+#: any other capitalised word there ("Christopher Nolan" for "Nolan") still makes a longer name.
+_INTRODUCING_WORDS = frozenset({
+    "director", "directors", "actor", "actors", "actress", "actresses", "writer", "writers",
+    "screenwriter", "screenwriters", "producer", "producers", "composer", "composers", "singer",
+    "singers", "author", "authors", "artist", "artists", "answer", "film", "films", "movie",
+    "movies", "both", "only", "probably",
+})
+#: capitalised words that start the text or a sentence (after ". ", ": ", a line break, an
+#: opening quote, bracket or list mark) and run up to the end: the words before a label
+_SENTENCE_LEAD = re.compile(r"(?:\A|[.!?:;]\s|\n)[\s\"'“‘(\[*-]*((?:[A-Z][A-Za-z]* )+)\Z")
+
+
+def _introduced(text: str, start: int) -> bool:
+    """Are the words before ``start`` (where a label begins) a sentence's first words, each one
+    of :data:`_INTRODUCING_WORDS` ("Director", "Film Director")?"""
+    lead = _SENTENCE_LEAD.search(text, 0, start)
+    return lead is not None and all(w.casefold() in _INTRODUCING_WORDS for w in lead.group(1).split())
 
 
 def names_entity(text: str, label: str) -> bool:
@@ -333,11 +353,14 @@ def names_entity(text: str, label: str) -> bool:
     whole words (:func:`find_label`) that is not part of a longer name, a capitalised word or a
     number joined to it by one space. "The Dark Knight Rises", a film the KG lacks, named "The
     Dark Knight" and was taken as confirmed by its edges; "Nolan directed it" still names
-    "Nolan"."""
+    "Nolan". A role or answer word that starts the sentence (:data:`_INTRODUCING_WORDS`) is no
+    part of the name: "Director Christopher Nolan" names "Christopher Nolan"."""
     if not label:
         return False
     for m in _whole_words(label).finditer(text):
-        if not _NAME_GOES_ON.match(text, m.end()) and not _NAME_CAME_BEFORE.search(text, 0, m.start()):
+        if _NAME_GOES_ON.match(text, m.end()):
+            continue
+        if not _NAME_CAME_BEFORE.search(text, 0, m.start()) or _introduced(text, m.start()):
             return True
     return False
 
