@@ -145,6 +145,48 @@ async def test_a_yes_or_a_count_is_not_scaled_as_an_unreached_entity():
         assert not names_no_entity(question, reply), reply
 
 
+async def test_a_comparison_answered_with_one_of_its_entities_is_not_scaled_as_unreached():
+    """"Which was released first, [Heat] or [Thief]?" answered "Thief" after both films' years
+    were expanded: no walk reaches a question's own entity, so the right answer rated 1.0 was
+    scaled to 0.7 and its rating prompt showed "(no path in the knowledge graph)"."""
+    from traversals.api import SearchConfig, build_solver
+
+    from .kgdouble import DictKG
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    kg = DictKG([("heat", "release_year", "y1995"), ("thief", "release_year", "y1981"),
+                 ("heat", "directed_by", "mann"), ("thief", "directed_by", "mann")],
+                labels={"heat": "Heat", "thief": "Thief", "y1995": "1995", "y1981": "1981", "mann": "Michael Mann"})
+
+    async def ask(question: str, names: str, final: str) -> tuple[float, str]:
+        shown: list[str] = []
+
+        def default(prompt, *_):
+            walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
+            return f"ANSWER: {final}" if walked else "EXPAND_KG: their release years"
+
+        def rate(prompt, *_):
+            shown.append(prompt.split("Knowledge graph path to the answer:\n")[1].split("\n\n")[0])
+            return "So the score for the provided answer should be 1.0"
+
+        llm = ScriptedLLM(rules=[("Find the names in a text", names), (ANSWER_EVAL, rate), (RATING, "0.6"),
+                                 (RELATION, "release_year"), (ENTITIES, "E1, E2"), (DEFAULT, default)])
+        answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(question)
+        assert answer.text == final
+        return answer.value, shown[-1]
+
+    facts = "  Heat -> release_year -> 1995\n  Thief -> release_year -> 1981"
+    for question in ("Which was released first, [Heat] or [Thief]?", "Which of [Heat] and [Thief] is older?",
+                     "Which film came out earlier: [Heat], [Thief]?"):
+        assert await ask(question, "Heat, Thief", "Thief") == (1.0, facts), question
+    # an answer the walks never reached, a question's entity that answers no choice, a choice
+    # offered with one entity linked: scaled as before
+    no_path = "  (no path in the knowledge graph)"
+    assert await ask("Which was released first, [Heat] or [Thief]?", "Heat, Thief", "Collateral") == (0.7, no_path)
+    assert await ask("What did the director of [Heat] and [Thief] make?", "Heat, Thief", "Heat") == (0.7, no_path)
+    assert await ask("Which was released first, [Heat] or Ronin?", "Heat", "Heat") == (0.7, no_path)
+
+
 async def test_an_answer_forced_at_the_budget_and_rated_over_the_threshold_stopped_there():
     """The answer forced when the expansions ran out, rated 1.0, said "max_expansions", and
     `ask` noted that no answer was rated over the threshold."""

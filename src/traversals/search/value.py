@@ -16,7 +16,7 @@ from typing import Protocol
 from ..errors import BadInput
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
-from .machine import Action, Machine, Node, State
+from .machine import Action, Machine, Node, State, names_entity
 from .policy import YES_NO, is_yes_no_question, shown_answer
 from .templates import PromptSet
 from .provenance import answer_paths, reached_back, render_paths, render_walk
@@ -37,6 +37,14 @@ UNCONFIRMED_SCALE = 0.7
 #: and an answer that is one ("3", "about 12", "1,200")
 _COUNT_QUESTION = re.compile(r"\b(?:how many|how much|number of)\b", re.IGNORECASE)
 _COUNT = re.compile(r"\s*(?:about |around |approximately )?\d[\d,]*(?:\.\d+)?\b", re.IGNORECASE)
+#: a question that offers a choice between entities: "[A] or [B]", "which of", "which … first",
+#: "which … older" (a comparative or superlative word after "which")
+_CHOICE_QUESTION = re.compile(
+    r"\bor\b|\bwhich (?:one )?of\b|\bwhich\b.*\b(?:first|last|earlier|earliest|later|latest|older|oldest|younger|"
+    r"youngest|longer|longest|shorter|shortest|more|most|less|fewer|bigger|biggest|larger|largest|smaller|smallest|"
+    r"higher|highest|lower|lowest|taller|tallest)\b",
+    re.IGNORECASE,
+)
 
 
 def names_no_entity(query: str, answer: str) -> bool:
@@ -46,6 +54,27 @@ def names_no_entity(query: str, answer: str) -> bool:
     if is_yes_no_question(query):  # "No one in the graph…", "No Country for Old Men" answer other questions
         return bool(YES_NO.match(answer))
     return bool(_COUNT_QUESTION.search(query) and _COUNT.match(answer))
+
+
+def names_a_choice(query: str, node: Node) -> bool:
+    """Does the answer name (:func:`~.machine.names_entity`) one of the question's own
+    entities, in the subgraph, where the question offers a choice between two or more of
+    them ("Which was released first, [A] or [B]?" answered "A")? No walk reaches a question's
+    own entity, yet the facts that decide between them are the ones the expansions gathered
+    from them, so "not among the entities reached" says nothing about it either."""
+    question_entities = node.path()[0].subgraph.entities
+    if len(question_entities) < 2 or not _CHOICE_QUESTION.search(query):
+        return False
+    answer = node.answer or ""
+    return any(e in node.subgraph and names_entity(answer, e.label) for e in question_entities)
+
+
+def names_no_reached_entity(query: str, node: Node) -> bool:
+    """Is the answer one no walk reaches by its kind: a yes/no or a count
+    (:func:`names_no_entity`), or one of the question's entities it chose between
+    (:func:`names_a_choice`)? Its rating is not scaled as unconfirmed, and its rating prompt
+    shows the facts its path added instead of a path to it."""
+    return names_no_entity(query, node.answer or "") or names_a_choice(query, node)
 
 
 def confirmed_by_kg(node: Node) -> bool:
@@ -171,7 +200,7 @@ class ValueFunction:
             return self.machine.prompts.render(
                 "evaluate_answer", **{**self.machine.parts(query, node), "preamble": self._answer_head},
                 answer=shown_answer(node.answer or ""), instruction=instruction,
-                path=render_walk(node) if names_no_entity(query, node.answer or "") and not answer_paths(node)
+                path=render_walk(node) if names_no_reached_entity(query, node) and not answer_paths(node)
                 else render_paths(node),
             )
         return self.machine.prompts.render("evaluate", **self.machine.parts(query, node))
@@ -188,11 +217,12 @@ class ValueFunction:
         if node.invalid:
             return 0.0
         value = await self._rate(query, node, usage)
-        if node.state is State.DONE and not confirmed_by_kg(node) and not names_no_entity(query, node.answer or ""):
+        if node.state is State.DONE and not confirmed_by_kg(node) and not names_no_reached_entity(query, node):
             # F.5's rubric puts answers not confirmed in the KG at 0.7 at most; small
             # models do not apply it, so it is applied here, deterministically. Not to a
-            # yes/no or a count: scaled, the right one could never pass τ = 0.8, and a wrong
-            # entity rated 0.75 beat it (its facts are shown to the rating instead of a path).
+            # yes/no, a count, or the question's entity a comparison chose: scaled, the right
+            # one could never pass τ = 0.8, and a wrong entity rated 0.75 beat it (its facts
+            # are shown to the rating instead of a path).
             node.add_note(f"answer not among the entities reached: value × {UNCONFIRMED_SCALE}")
             value = round(value * UNCONFIRMED_SCALE, 4)
         return value
