@@ -197,8 +197,9 @@ async def _ask(args: argparse.Namespace) -> int:
         value = "-" if answer.value is None else f"{answer.value:.2f}"
         print(terminal_text(answer.text))  # labels and replies are text from elsewhere: no control character acts
         hits = f" (+{answer.usage.llm_cache_hits} from --llm-cache)" if answer.usage.llm_cache_hits else ""
+        embedded = (f"{answer.usage.embedder_calls} embedder calls · " if answer.usage.embedder_calls else "")
         print(f"  value {value} · {answer.usage.llm_calls} LLM calls{hits} · {answer.usage.prompt_tokens} prompt + "
-              f"{answer.usage.completion_tokens} completion tokens · {answer.usage.kg_calls} KG calls · "
+              f"{answer.usage.completion_tokens} completion tokens · {answer.usage.kg_calls} KG calls · {embedded}"
               f"{answer.seconds:.1f} s · {answer.decoding} decoding")
         for e in answer.supporting_edges:
             print(terminal_text(f"  ({e.subject.label}) -[{e.relation.label}]-> ({e.object.label})"))

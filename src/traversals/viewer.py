@@ -163,6 +163,7 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
     if n.get("invalid"):
         classes.append("invalid")
     u = n.get("usage") or {}
+    embedded = f', {_e(u["embedder_calls"])} embedder calls' if u.get("embedder_calls") else ""  # the critical model's
     expansion = f' · expanded {_e(n["expansion"])}.' if n.get("expansion") else ""
     stats = _search_stats(n)
     answer_value = ("" if n.get("answer_value") is None
@@ -173,7 +174,7 @@ def _render_node(n: dict, children: dict[int | None, list[dict]], path: set[int]
         f'{answer_value}{" · " + stats if stats else ""}'
         f'<span class="cost">{expansion} · {_e(u.get("llm_calls", 0))} LLM calls, '
         f'{_e(u.get("computed_prompt_tokens", u.get("prompt_tokens", 0)))} tokens computed, '
-        f'{_e(u.get("kg_calls", 0))} KG calls</span></span>'
+        f'{_e(u.get("kg_calls", 0))} KG calls{embedded}</span></span>'
     )
     details = _node_details(n)
     body = line if not details else (
@@ -235,7 +236,10 @@ def render_trace(trace: dict, *, result: dict | None = None, back_link: str | No
     u = trace.get("usage") or {}
     if u:
         meta.append(f'{_e(u.get("llm_calls", 0))} LLM calls · {_e(u.get("prompt_tokens", 0))} prompt tokens sent, '
-                    f'{_e(u.get("computed_prompt_tokens", "–"))} computed · {_e(u.get("kg_calls", 0))} KG calls')
+                    f'{_e(u.get("computed_prompt_tokens", "–"))} computed · {_e(u.get("kg_calls", 0))} KG calls'
+                    + (f' · {_e(u["embedder_calls"])} embedder calls ({_e(u.get("embedded_texts", 0))} texts'
+                       + (f', {_e(u["embedding_tokens"])} tokens' if u.get("embedding_tokens") else "") + ")"
+                       if u.get("embedder_calls") else ""))
     parts.append('<p class="meta">' + "<br>".join(meta) + "</p>")
     error = trace.get("error") or (result or {}).get("error")
     if error:  # an error row's trace: what failed, and where (an unexpected exception's traceback)

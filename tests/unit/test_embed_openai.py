@@ -135,6 +135,43 @@ async def test_long_inputs_are_batched_and_reassembled_in_order():
     await emb.aclose()
 
 
+async def test_the_tokens_an_endpoint_reports_count_in_the_searchs_usage():
+    """An endpoint's embeddings cost money: each reply's ``usage`` counts in the search's
+    ``embedding_tokens``, the calls and texts in ``embedder_calls`` and ``embedded_texts``."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.embed import embed_counted
+    from traversals.kg.factory import open_kgs
+    from traversals.llm.base import Usage
+
+    from .test_rwt import QUESTION, llm
+
+    def respond(request, body):
+        got = reply(body["input"])
+        got["usage"] = {"prompt_tokens": 10 * len(body["input"]), "total_tokens": 10 * len(body["input"])}
+        return httpx.Response(200, json=got)
+
+    server = FakeServer(respond)
+    emb, _ = make(server, batch_size=2)
+    usage = Usage()
+    await embed_counted(emb, ["a", "b", "c"], usage)  # two requests: 2 texts and 1
+    assert (usage.embedder_calls, usage.embedded_texts, usage.embedding_tokens) == (1, 3, 30)
+    assert usage.to_json()["embedding_tokens"] == 30
+    await emb.embed(["d"])  # outside a search's call: counted nowhere
+    answer = await build_solver("beam", llm(), open_kgs(["demo"]), SearchConfig(max_hops=2), embedder=emb).ask(
+        QUESTION, topic_entities=["Bob Dylan"])
+    sent = sum(len(b["input"]) for b in server.requests[3:])  # the search's requests (after 2 + 1)
+    assert answer.text == "Florence Stone" and answer.usage.embedding_tokens == 10 * sent > 0
+    assert answer.usage.embedded_texts == sent  # no empty label here
+    # a server that reports no usage counts calls and texts, no token
+    plain, _ = make(FakeServer(lambda r, b: httpx.Response(200, json={"data": reply(b["input"])["data"]})))
+    usage = Usage()
+    await embed_counted(plain, ["a", "b"], usage)
+    assert (usage.embedder_calls, usage.embedded_texts, usage.embedding_tokens) == (1, 2, 0)
+    assert "embedding_tokens" not in usage.to_json()
+    await emb.aclose()
+    await plain.aclose()
+
+
 async def test_empty_texts_are_not_sent_and_get_zero_vectors():
     server = FakeServer()
     emb, _ = make(server)

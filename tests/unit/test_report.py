@@ -9,7 +9,7 @@ import pytest
 
 from traversals.errors import BadInput
 from traversals.eval.datasets import Dataset, Gold, Question
-from traversals.eval.report import backtracking_case, load_run, value_points, write_report
+from traversals.eval.report import Prices, backtracking_case, load_run, value_points, write_report
 from traversals.eval.runner import run_eval
 from traversals.llm.base import Usage
 from traversals.search.result import Answer
@@ -463,6 +463,33 @@ def test_the_cost_of_each_run_at_given_prices(tmp_path):
     assert main(["report", str(run), "--price", "0.15,0.60", "--out", str(tmp_path / "r.md")]) == 0
     assert "## Cost at $0.15 prompt / $0.6 completion per million tokens" in (tmp_path / "r.md").read_text()
     assert main(["report", str(run), "--price", "cheap"]) == 2
+
+
+def test_the_embedders_calls_are_reported_only_for_runs_that_counted_them(tmp_path):
+    """RwT's critical model and retrieve's ranking call an embedder (at an endpoint: money and
+    time); rows written before its calls were counted read as a search that made none."""
+    from traversals.eval.runfiles import summarize
+
+    run, old = tmp_path / "mcts", tmp_path / "old"
+    for d in (run, old):
+        d.mkdir()
+        (d / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "mcts", "llm": "m", "selected": 2}))
+    (run / "results.jsonl").write_text(
+        _row("x:0", "A", "A", 1.0, embedder_calls=3, embedded_texts=20, embedding_tokens=60)
+        + json.dumps({"id": "x:1", "question": "x:1", "answer": "", "gold": [["B"]], "hits@1": 0.0,
+                      "error": "EmbedderError: boom", "embedder_calls": 1, "embedded_texts": 4}) + "\n")
+    (old / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:1", "B", "B", 1.0))
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    summary = summarize(rows).to_json()
+    assert (summary["mean_embedder_calls"], summary["mean_embedded_texts"], summary["total_embedding_tokens"]) == (2, 12, 60)
+    assert "embedder: 2.0 calls, 12 texts per question, 60 tokens in all" in summarize(rows).format()
+    text = write_report([run, old], prices=Prices.parse("1,10")).read_text()
+    lines = [line for line in text.splitlines() if "embedder calls" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"`{run}` (")  # the old run counted nothing: no line
+    assert lines[0].endswith("2.0 embedder calls and 12 texts embedded per question, 60 tokens in all as its "
+                             "endpoint reported them; not in the LLM's calls or tokens, nor in the cost below.")
+    old_rows = [json.loads(line) for line in (old / "results.jsonl").read_text().splitlines()]
+    assert not {"mean_embedder_calls", "total_embedding_tokens"} & set(summarize(old_rows).to_json())
 
 
 def test_rows_of_questions_outside_the_selection_do_not_make_a_run_complete(tmp_path):

@@ -122,6 +122,31 @@ async def test_usage_counts_every_llm_and_kg_call(tmp_path):
     assert again.usage.kg_calls == answer.usage.kg_calls
 
 
+class CountingEmbedder:
+    """Lexical vectors, recording every batch of texts it is asked to embed."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    async def embed(self, texts):
+        self.batches.append(list(texts))
+        return await open_embedder("lexical").embed(texts)
+
+
+async def test_usage_counts_the_embedders_calls_and_texts(tmp_path):
+    """Ranking the facts embeds the question and each hop's facts: an endpoint's cost that
+    no count showed."""
+    embedder = CountingEmbedder()
+    ask = build_solver("retrieve", ScriptedLLM(["ANSWER: The Gumball Rally"]), [open_kg(str(kb(tmp_path)))],
+                       SearchConfig(), embedder=embedder)
+    answer = await ask.ask(QUESTION)
+    assert embedder.batches[0] == ["what films did Charles Bail direct"] and len(embedder.batches) == 2
+    assert (answer.usage.embedder_calls, answer.usage.embedded_texts) == (2, 1 + answer.trace["retrieved"]) == (2, 5)
+    assert answer.trace["usage"] == answer.usage.to_json() and answer.to_json()["embedded_texts"] == 5
+
+
 async def test_two_hops_expand_the_entities_the_best_facts_reach(tmp_path):
     llm = ScriptedLLM(["ANSWER: Canada"])
     ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))],
@@ -346,10 +371,12 @@ def test_ask_prints_the_answer_and_its_facts(tmp_path, monkeypatch, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == "The Gumball Rally" and out["strategy"] == "retrieve" and out["stopped"] is None
     assert len(out["supporting_edges"]) == 2 and out["llm_calls"] == 1
+    assert (out["embedder_calls"], out["embedded_texts"]) == (2, 5)  # the question, then the 4 facts
     assert main(["view", str(trace)]) == 0
     page = trace.with_suffix(".html").read_text("utf-8")
     assert "facts given to the LLM of the 4 retrieved" in page and "The Gumball Rally | directed by | Charles Bail" in page
     assert "ranks the KG's facts" in page and "ANSWER: The Gumball Rally" in page
+    assert "KG calls · 2 embedder calls (5 texts)" in page
     capsys.readouterr()
 
 
@@ -387,6 +414,11 @@ def test_eval_with_retrieve_writes_a_run_that_report_and_view_read(tmp_path, mon
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["hits@1"] for r in rows] == [1, 0] and {r["strategy"] for r in rows} == {"retrieve"}
     assert not any(r.get("error") for r in rows)
+    # the embedder's calls are a row's costs too (the question, then its 4 facts), and the summary's
+    assert (rows[0]["embedder_calls"], rows[0]["embedded_texts"]) == (2, 5)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_embedded_texts"] == sum(r["embedded_texts"] for r in rows) / 2
+    assert summary["mean_embedder_calls"] == sum(r["embedder_calls"] for r in rows) / 2
     run = json.loads((out / "run.json").read_text())
     assert run["strategy"] == "retrieve" and run["max_hops"] == 1 and run["top_facts"] == 10
     assert run["embedder"] == "lexical" and run["kg"] == [str(kb(tmp_path))]
@@ -394,7 +426,7 @@ def test_eval_with_retrieve_writes_a_run_that_report_and_view_read(tmp_path, mon
     assert main([*argv, "--resume"]) == 0  # the same settings: resumed, nothing asked again
     assert main(["report", str(out)]) == 0
     report = (out / "report.md").read_text("utf-8")
-    assert "retrieve" in report
+    assert "retrieve" in report and f"{summary['mean_embedder_calls']:.1f} embedder calls and " in report
     assert main(["view", str(out)]) == 0
     index = (out / "view" / "index.html").read_text("utf-8")
     assert index.count(".html\"") == 2

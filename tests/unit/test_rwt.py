@@ -194,6 +194,28 @@ async def test_critical_model_embeds_each_text_once():
     assert await crit.value(guesses, first) == v1 and len(embedder.batches) == 2
 
 
+@pytest.mark.parametrize("strategy", ["mcts", "beam"])
+async def test_the_critical_models_embedder_calls_are_counted_where_the_llm_calls_are(strategy):
+    """An embedder at a paid endpoint costs money and time: its calls were counted nowhere."""
+    embedder = CountingEmbedder()
+    solver = build_solver(strategy, llm(), open_kgs(["demo"]), SearchConfig(simulations=6, max_hops=2),
+                          embedder=embedder)
+    answer = await solver.ask(QUESTION, topic_entities=["Bob Dylan"])
+    usage, texts = answer.usage, sum(map(len, embedder.batches))
+    assert answer.text == "Florence Stone" and embedder.batches
+    assert (usage.embedder_calls, usage.embedded_texts, usage.embedding_tokens) == (len(embedder.batches), texts, 0)
+    shown = answer.to_json()  # what ask --json, the service and an eval row show
+    assert (shown["embedder_calls"], shown["embedded_texts"]) == (len(embedder.batches), texts)
+    assert "embedding_tokens" not in shown  # no endpoint reported any
+    assert answer.trace["usage"] == usage.to_json()
+    # each node counts what valuing it embedded
+    assert sum(n["usage"].get("embedded_texts", 0) for n in answer.trace["nodes"]) == texts
+    # asked again: every text is kept by the critical model, so nothing is embedded or counted
+    again = await solver.ask(QUESTION, topic_entities=["Bob Dylan"])
+    assert again.usage.embedder_calls == 0 and len(embedder.batches) == usage.embedder_calls
+    assert "embedder_calls" not in again.to_json()
+
+
 async def test_a_full_embedding_cache_loses_no_vector_of_the_call_that_clears_it():
     """Cleared for the new texts, the cache lost the guesses looked up after: a KeyError one
     question in every few thousand labels of an eval (one critical model for all)."""

@@ -67,3 +67,5 @@ async def test_the_meter_agrees_with_every_strategys_own_account(strategy):
     with spending() as spent:
         answer = await solver.ask(QUESTION, topic_entities=topics)
     assert spent.to_json() == answer.usage.to_json() and spent.llm_calls > 0
+    # the embedder's calls too (RwT's critical model, retrieve's ranking): an error row counts them
+    assert (spent.embedder_calls > 0) == (strategy != "cot") and spent.embedded_texts >= spent.embedder_calls

@@ -1,10 +1,15 @@
-"""The embedder protocol and the cosine similarity of its vectors."""
+"""The embedder protocol, the cosine similarity of its vectors, and how its calls are
+counted (:func:`embed_counted`)."""
 
 from __future__ import annotations
 
 import inspect
 import math
-from typing import Protocol, Sequence, Union
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Protocol, Sequence, Union
+
+if TYPE_CHECKING:
+    from ..llm.base import Usage
 
 #: a dense vector, or a sparse one (feature -> weight)
 Vector = Union[list[float], dict[str, float]]
@@ -16,6 +21,35 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Sequence[Vector]:
         """One vector per text, for cosine similarity."""
         ...
+
+
+#: the tokens the embedder call running in this task (and the tasks it starts) was charged
+#: for, as its endpoint reported them (:func:`count_embedding_tokens`)
+_TOKENS: ContextVar[list[int] | None] = ContextVar("traversals_embedding_tokens", default=None)
+
+
+def count_embedding_tokens(n: int) -> None:
+    """Called by an embedder with the tokens a request was charged for (an embeddings
+    endpoint's ``usage``): they count in the ``embedding_tokens`` of the search's call.
+    Outside :func:`embed_counted` it does nothing."""
+    tokens = _TOKENS.get()
+    if tokens is not None:
+        tokens.append(n)
+
+
+async def embed_counted(embedder: Embedder, texts: Sequence[str], usage: Usage | None) -> Sequence[Vector]:
+    """``embedder.embed(texts)``, counted in ``usage`` as one embedder call of ``len(texts)``
+    texts with the tokens its endpoint reported (an embedder at a paid endpoint costs money
+    and time that an answer's LLM and KG counts did not show). ``usage`` None: not counted."""
+    spent: list[int] = []
+    token = _TOKENS.set(spent)  # the requests of this call (its tasks share the list), none of another's
+    try:
+        vectors = await embedder.embed(texts)
+    finally:
+        _TOKENS.reset(token)
+        if usage is not None:  # a call that failed was still paid for
+            usage.add_embedding(len(texts), sum(spent))
+    return vectors
 
 
 async def close_embedder(embedder: object) -> None:

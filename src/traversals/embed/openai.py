@@ -17,6 +17,9 @@ true``.
   sentence-transformers pools). That server (0.3.x) also misplaces the token vectors of
   every input but the first of a request, so once a reply holds token vectors the texts go
   one a request (:attr:`OpenAIEmbedder.one_per_request`).
+- **tokens**: the ``usage`` of each reply (``prompt_tokens``, else ``total_tokens``) counts
+  in the search's ``embedding_tokens`` (:func:`~.base.count_embedding_tokens`); a server
+  that reports none counts 0.
 - **empty texts** (which OpenAI's API refuses) are not sent: their vector is zeros, whose
   cosine with anything is 0.
 - **failures**: :class:`EmbedderUnavailable` when the endpoint cannot be reached or
@@ -36,6 +39,7 @@ from typing import Any, Self
 import httpx
 
 from ..errors import EmbedderError, EmbedderUnavailable
+from .base import count_embedding_tokens
 from ..http_json import JsonPoster, api_root
 from ..tokens import CommandToken
 from ..aio import gather
@@ -49,6 +53,17 @@ def _preview(value: Any) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _tokens(usage: Any) -> int:
+    """The tokens a reply's ``usage`` says the request cost (0 when it says nothing usable)."""
+    if not isinstance(usage, dict):
+        return 0
+    for key in ("prompt_tokens", "total_tokens"):
+        n = usage.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            return n
+    return 0
 
 
 class OpenAIEmbedder:
@@ -148,6 +163,7 @@ class OpenAIEmbedder:
             "/embeddings", {"model": self.model, "input": texts}
         )
         where = f"{self.name}: {self._http.shown('/embeddings')}"
+        count_embedding_tokens(_tokens(reply.get("usage")))  # paid for whatever the reply holds
         data = reply.get("data")
         if not isinstance(data, list):
             raise EmbedderError(

@@ -797,6 +797,13 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
         if hits := int(sum(as_number(row.get("llm_cache_hits")) for row in r.rows)):
             lines += [f"`{r.dir}` ({r.label}): {hits} LLM replies came from `--llm-cache`. They are not counted as "
                       "LLM calls or tokens, and its seconds are not the model's: time a run without the cache.", ""]
+    for r in runs:  # RwT's critical model, retrieve's ranking: an endpoint's embeddings cost too
+        if r.summary.mean_embedder_calls:
+            tokens = (f", {r.summary.total_embedding_tokens} tokens in all as its endpoint reported them"
+                      if r.summary.total_embedding_tokens else "")
+            lines += [f"`{r.dir}` ({r.label}): {r.summary.mean_embedder_calls:.1f} embedder calls and "
+                      f"{r.summary.mean_embedded_texts:.0f} texts embedded per question{tokens}; not in the LLM's "
+                      "calls or tokens" + (", nor in the cost below." if prices is not None else "."), ""]
     if prices is not None:
         lines += [f"## Cost at {prices}", ""]
         money = [(r, cost(r, prices)) for r in runs]

@@ -52,6 +52,13 @@ TRACES = "traces"
 LOCK = ".lock"
 
 USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "computed_prompt_tokens", "kg_calls")
+#: the embedder's counts (mcts, beam, retrieve): in a row only when it was called, so rows
+#: written before they were counted read as rows of a search that called none
+EMBEDDING_KEYS = ("embedder_calls", "embedded_texts", "embedding_tokens")
+
+
+def _embedding(usage_json: Mapping) -> dict:
+    return {k: int(usage_json[k]) for k in EMBEDDING_KEYS if usage_json.get(k)}
 
 
 # --------------------------------------------------------------------------- summary
@@ -77,6 +84,11 @@ class Summary:
     total_seconds: float = 0.0
     #: replies served by --llm-cache, not the model (their seconds are not the model's)
     total_llm_cache_hits: int = 0
+    #: the embedder's calls and texts a question (mcts, beam, retrieve; 0 in rows without them)
+    mean_embedder_calls: float = 0.0
+    mean_embedded_texts: float = 0.0
+    #: the tokens embeddings endpoints reported, all questions'
+    total_embedding_tokens: int = 0
     selected: int | None = None  # how many questions the run selected
     #: how many of the selected questions have no row yet (None: not known, as in a report,
     #: which does not know the selected ids); rows outside the selection (an earlier, larger
@@ -119,6 +131,9 @@ class Summary:
             "total_completion_tokens": self.total_completion_tokens,
             "total_seconds": round(self.total_seconds, 3),
             **({"total_llm_cache_hits": self.total_llm_cache_hits} if self.total_llm_cache_hits else {}),
+            **({"mean_embedder_calls": r(self.mean_embedder_calls), "mean_embedded_texts": r(self.mean_embedded_texts)}
+               if self.mean_embedder_calls else {}),
+            **({"total_embedding_tokens": self.total_embedding_tokens} if self.total_embedding_tokens else {}),
             **({"unanswered": self.unanswered} if self.unanswered is not None else {}),
             **self.extra,
         }
@@ -136,6 +151,9 @@ class Summary:
             f"  per question: {self.mean_llm_calls:.1f} LLM calls, {self.mean_prompt_tokens:.0f} prompt + "
             f"{self.mean_completion_tokens:.0f} completion tokens, {self.mean_kg_calls:.1f} KG calls, "
             f"{self.mean_seconds:.2f} s"
+            + (f"\n  embedder: {self.mean_embedder_calls:.1f} calls, {self.mean_embedded_texts:.0f} texts per question"
+               + (f", {self.total_embedding_tokens} tokens in all" if self.total_embedding_tokens else "")
+               if self.mean_embedder_calls else "")
             + (f"\n  {self.total_llm_cache_hits} LLM replies came from --llm-cache (not counted as LLM calls or "
                "tokens; the seconds are not the model's)" if self.total_llm_cache_hits else "")
         )
@@ -178,6 +196,9 @@ def summarize(rows: Sequence[Mapping], **info: Any) -> Summary:
         total_completion_tokens=int(sum(as_number(r.get("completion_tokens")) for r in uniq)),
         total_seconds=sum(as_number(r.get("seconds")) for r in uniq),
         total_llm_cache_hits=int(sum(as_number(r.get("llm_cache_hits")) for r in uniq)),
+        mean_embedder_calls=mean("embedder_calls"),
+        mean_embedded_texts=mean("embedded_texts"),
+        total_embedding_tokens=int(sum(as_number(r.get("embedding_tokens")) for r in uniq)),
         **info,
     )
 
@@ -396,6 +417,7 @@ def answer_row(q: Question, answer: Any, elapsed: float, trace_rel: str | None) 
         **{k: int(usage_json.get(k, 0) or 0) for k in USAGE_KEYS},
         # --llm-cache: replies that came from the file, not the model (not in llm_calls, no tokens)
         **({"llm_cache_hits": int(usage_json["llm_cache_hits"])} if usage_json.get("llm_cache_hits") else {}),
+        **_embedding(usage_json),  # RwT's critical model, retrieve's ranking: only when called
         "seconds": round(seconds, 3),
         "strategy": getattr(answer, "strategy", "") or "",
         "decoding": getattr(answer, "decoding", "") or "",
@@ -421,6 +443,7 @@ def error_row(q: Question, exc: BaseException, elapsed: float, strategy: str, tr
         "value": None,
         **{k: int(usage_json.get(k, 0)) for k in USAGE_KEYS},
         **({"llm_cache_hits": int(usage_json["llm_cache_hits"])} if usage_json.get("llm_cache_hits") else {}),
+        **_embedding(usage_json),
         "seconds": round(elapsed, 3),
         "strategy": strategy,
         "decoding": "",

@@ -61,8 +61,9 @@ class Scores:
 
 @dataclass
 class Usage:
-    """Costs of one question (or one node): LLM and KG calls and tokens. A reply from a
-    reply cache counts in ``llm_cache_hits``, not as a call, and costs no token."""
+    """Costs of one question (or one node): LLM and KG calls and tokens, and the embedder's
+    calls (RwT's critical model, retrieve's fact ranking). A reply from a reply cache counts
+    in ``llm_cache_hits``, not as a call, and costs no token."""
 
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -70,6 +71,13 @@ class Usage:
     computed_prompt_tokens: int = 0
     kg_calls: int = 0
     llm_cache_hits: int = 0
+    #: ``embed()`` calls the search made (an ``openai:`` embedder sends one as requests of
+    #: at most 64 texts); texts already embedded and kept by the critical model are not sent
+    embedder_calls: int = 0
+    #: texts those calls embedded
+    embedded_texts: int = 0
+    #: tokens an embeddings endpoint reported (its reply's ``usage``); 0 when none did
+    embedding_tokens: int = 0
     extra: dict = field(default_factory=dict)
 
     def add_generation(self, g: Generation) -> None:
@@ -104,6 +112,17 @@ class Usage:
         if spent := _metered(self, None):
             spent.kg_calls += 1
 
+    def add_embedding(self, texts: int, tokens: int = 0) -> None:
+        """One embedder call of ``texts`` texts, ``tokens`` of them as its endpoint counted."""
+        self._add_embedding(texts, tokens)
+        if spent := _metered(self, None):
+            spent._add_embedding(texts, tokens)
+
+    def _add_embedding(self, texts: int, tokens: int) -> None:
+        self.embedder_calls += 1
+        self.embedded_texts += texts
+        self.embedding_tokens += tokens
+
     def merge(self, other: "Usage") -> None:
         self.llm_calls += other.llm_calls
         self.prompt_tokens += other.prompt_tokens
@@ -111,6 +130,9 @@ class Usage:
         self.computed_prompt_tokens += other.computed_prompt_tokens
         self.kg_calls += other.kg_calls
         self.llm_cache_hits += other.llm_cache_hits
+        self.embedder_calls += other.embedder_calls
+        self.embedded_texts += other.embedded_texts
+        self.embedding_tokens += other.embedding_tokens
 
     def to_json(self) -> dict:
         return {
@@ -120,7 +142,16 @@ class Usage:
             "computed_prompt_tokens": self.computed_prompt_tokens,
             "kg_calls": self.kg_calls,
             **({"llm_cache_hits": self.llm_cache_hits} if self.llm_cache_hits else {}),  # with --llm-cache only
+            **self.embedding_json(),
         }
+
+    def embedding_json(self) -> dict:
+        """The embedder's counts, when the search called one (mcts, beam, retrieve): absent
+        otherwise, as in what was written before they were counted."""
+        if not self.embedder_calls:
+            return {}
+        return {"embedder_calls": self.embedder_calls, "embedded_texts": self.embedded_texts,
+                **({"embedding_tokens": self.embedding_tokens} if self.embedding_tokens else {})}
 
 
 #: the meter of :func:`spending` in this task (and the tasks it starts): its Usage, and the

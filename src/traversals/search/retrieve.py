@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Sequence, TypeVar
 
-from ..embed.base import Embedder, Vector, cosine
+from ..embed.base import Embedder, Vector, cosine, embed_counted
 from ..kg.base import Edge, Entity, Relation
 from ..llm.base import LLM, Usage
 from . import events
@@ -327,7 +327,7 @@ class RetrieveThenRead:
             out.kg_requests += min(n, left)
             return min(n, left)
 
-        [question_vector] = await self.embedder.embed([query])
+        [question_vector] = await embed_counted(self.embedder, [query], usage)
         for hop in range(1, self.hops + 1):
             asked = frontier[: budget(len(frontier))]
             relations = await gather(*(bounded(kgs.get_relations([e], usage)) for e, _ in asked))
@@ -346,7 +346,7 @@ class RetrieveThenRead:
                     continue
                 known[edge] = Fact(edge, hop, e, via)
                 new.append(known[edge])
-            await self._score(new, question_vector)
+            await self._score(new, question_vector, usage)
             out.facts.extend(new)
             if hop == self.hops:
                 break
@@ -359,9 +359,9 @@ class RetrieveThenRead:
                     frontier.append((far, fact))
         return out
 
-    async def _score(self, facts: Sequence[Fact], question: Vector) -> None:
+    async def _score(self, facts: Sequence[Fact], question: Vector, usage: Usage) -> None:
         if not facts:
             return
-        vectors = await self.embedder.embed([f.sentence for f in facts])
+        vectors = await embed_counted(self.embedder, [f.sentence for f in facts], usage)
         for f, v in zip(facts, vectors):
             f.score = cosine(question, v)

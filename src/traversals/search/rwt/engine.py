@@ -126,7 +126,7 @@ class RwTSearch:
         else:
             hops_left = self.config.max_hops - node.depth
             node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
-            node.critical = await self.critical.value(guesses, node)
+            node.critical = await self.critical.value(guesses, node, node.usage)
             node.value = mix(node.rollout, node.critical, lam=self.config.lam)
             as_answer = self.rollout.answer_value(question, node)
             if as_answer is not None:  # a trained model values "answer here" on its own head

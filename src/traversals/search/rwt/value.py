@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from ...embed import Embedder, LexicalEmbedder, Vector, cosine
+from ...embed import Embedder, LexicalEmbedder, Vector, cosine, embed_counted
 from ...llm.base import LLM, Usage
 from ..choices import expected_rating
 from ..templates import PromptSet, default_prompts
@@ -31,7 +31,8 @@ from .state import PathNode, labels
 class CriticalModel:
     """How well a state's entities fit the LLM's guesses: for each guess the best cosine
     among the state's first ``max_entities`` labels, averaged over the guesses. Vectors
-    are cached by text (a search meets the same labels at many states)."""
+    are cached by text (a search meets the same labels at many states): only the texts not
+    kept are embedded, and counted in the ``usage`` a call is given."""
 
     def __init__(self, embedder: Embedder | None = None, *, max_entities: int = 50, cache_size: int = 20_000) -> None:
         self.embedder: Embedder = embedder or LexicalEmbedder()
@@ -39,21 +40,21 @@ class CriticalModel:
         self.cache_size = cache_size
         self._vectors: dict[str, Vector] = {}
 
-    async def value(self, guesses: Sequence[str], node: PathNode) -> float:
+    async def value(self, guesses: Sequence[str], node: PathNode, usage: Usage | None = None) -> float:
         names = [e.label for e in node.entities[: self.max_entities]]
         if not guesses or not names:
             return 0.0
-        vectors = await self._embed([*guesses, *names])
+        vectors = await self._embed([*guesses, *names], usage)
         g, n = vectors[: len(guesses)], vectors[len(guesses) :]
         return sum(max(max(0.0, cosine(x, y)) for y in n) for x in g) / len(g)
 
-    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def _embed(self, texts: Sequence[str], usage: Usage | None) -> list[Vector]:
         # this call's vectors are its own: a full cache cleared here (or by a call running
         # beside it while this one awaits the embedder) loses none of them
         known = {t: self._vectors[t] for t in texts if t in self._vectors}
         missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            got = list(zip(missing, await self.embedder.embed(missing)))
+            got = list(zip(missing, await embed_counted(self.embedder, missing, usage)))
             known.update(got)
             if len(self._vectors) + len(missing) > self.cache_size:
                 self._vectors.clear()
