@@ -74,6 +74,26 @@ async def test_a_named_kg_keeps_its_name_when_it_moves(tmp_path):
     assert (await resume(out, f"movies={moved}", 3)).n == 3
 
 
+async def test_a_renamed_kg_file_given_the_old_name_with_name_equals_is_the_same_kg(tmp_path):
+    """kb.txt was the KG "kb": ``kb=other.txt`` of the same content names it so again (it was
+    refused, the NAME= compared with the spec recorded without one)."""
+    from traversals.eval.resume import kg_changes, kg_paths
+
+    kb, out = await first_run(tmp_path)
+    moved = tmp_path / "b" / "other.txt"
+    moved.parent.mkdir()
+    os.replace(kb, moved)
+    recorded = json.loads((out / "run.json").read_text())
+    now = {"kg": [f"kb={moved}"], "kg_sha256": kg_digests([f"kb={moved}"]), "kg_paths": kg_paths([f"kb={moved}"])}
+    differ, why, [found] = kg_changes(recorded, now)
+    assert not differ and not why and str(found) == f"{kb} -> {moved}"
+    assert (found.old_name, found.new_name, found.renamed, found.option()) == ("kb", "kb", False, f"--kg kb={moved}")
+    differ, why, [found] = kg_changes(recorded, {**now, "kg": [f"films={moved}"]})  # another name: another KG
+    assert differ and found.renamed and why == [f"KG file {moved} holds the triples of {kb}, but is named 'films' "
+                                                f"where the run named it 'kb': give it as --kg kb={moved}"]
+    assert (await resume(out, f"kb={moved}", 3)).n == 3
+
+
 async def test_a_run_recorded_without_kg_hashes_compares_paths(tmp_path):
     kb, out = await first_run(tmp_path)
     run = json.loads((out / "run.json").read_text())

@@ -518,6 +518,35 @@ def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch
     assert main([*train, "--rounds", "2", "--kg", str(tmp_path / "films.txt"), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "the KG file was renamed" in err and "give the file its old name" in err
+    assert f"--kg kb={tmp_path / 'films.txt'}" in err  # the option that keeps the KG's name
+
+
+def test_a_renamed_kg_file_given_its_old_name_with_name_equals_resumes(tmp_path, capsys, monkeypatch):
+    """--kg kb=films.txt names the KG "kb" as kb.txt did: the same KG, and the resume goes on
+    (it was refused as --kg differing, the NAME= compared with the spec trained without one)."""
+    import traversals.eval.training as training
+    from traversals.cli import main
+    from traversals.search.rwt import ValueModel
+
+    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
+    (tmp_path / "kb.txt").write_text(FILMS)
+    (tmp_path / "q.jsonl").write_text('{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\n'
+                                      '{"question": "who directed [Alien]", "answers": ["Ridley Scott"]}\n')
+    train = ["train-value", "questions", "--data", str(tmp_path / "q.jsonl"), "--skip", "0", "--heldout", "0",
+             "--out", str(tmp_path / "m.json")]
+    assert main([*train, "--rounds", "1", "--kg", str(tmp_path / "kb.txt")]) == 0
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (tmp_path / "kb.txt").rename(moved / "films.txt")
+    capsys.readouterr()
+    assert main([*train, "--rounds", "2", "--kg", f"kb={moved / 'films.txt'}", "--resume"]) == 0
+    assert len(ValueModel.load(tmp_path / "m.json").meta["rounds"]) == 2
+    # another name is another KG still: the questions' entities carry the name
+    (moved / "films.txt").rename(moved / "kb.txt")
+    capsys.readouterr()
+    assert main([*train, "--rounds", "3", "--kg", f"films={moved / 'kb.txt'}", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"is named 'films' where the run named it 'kb': give it as --kg kb={moved / 'kb.txt'}" in err
 
 
 def test_a_resume_of_a_damaged_model_file_says_what_this_command_needs(tmp_path):

@@ -21,12 +21,13 @@ from __future__ import annotations
 import hashlib
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..errors import BadInput
 from ..kg.factory import check_kg_spec
-from ..kg.specs import split_name
+from ..kg.specs import file_kg_name, is_kg_name, split_name
 from ..kg.iris import DEFAULT_LABEL_PREDICATES
 from ..llm.models import file_sha256, recorded_sha256
 from .datasets.base import Question
@@ -320,11 +321,57 @@ def _kg_where(spec: Any, recorded: str | None = None) -> str:
     return _resolved(spec) or split_name(str(spec))[1]
 
 
-def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
+@dataclass(frozen=True)
+class MovedKG:
+    """A KG file this run reads at another path, or under another name, with the recorded
+    content (:func:`kg_changes`). Shown as ``OLD -> NEW``."""
+
+    old: str  #: where the recorded run read it (absolute when it recorded ``kg_paths``)
+    new: str  #: where this run reads it
+    old_name: str  #: the KG's name then: its ``NAME=``, else the file's (films.txt is "films")
+    new_name: str  #: the KG's name now
+    spec: str  #: this run's spec without its ``NAME=``: what ``--kg OLD_NAME=SPEC`` takes
+
+    def __str__(self) -> str:
+        return f"{self.old} -> {self.new}"
+
+    @property
+    def renamed(self) -> bool:
+        """The KG has another name now: the entities it gives carry another ``kg``."""
+        return self.old_name != self.new_name
+
+    def option(self) -> str | None:
+        """The ``--kg`` that reads this file under its recorded name (None when that name
+        cannot be given as ``NAME=``)."""
+        return f"--kg {shlex.quote(f'{self.old_name}={self.spec}')}" if is_kg_name(self.old_name) else None
+
+
+class KGChanges(NamedTuple):
+    """What :func:`kg_changes` found: whether the KGs differ, why (a phrase per KG), and the
+    files moved or renamed with the same content."""
+
+    differ: bool
+    why: list[str]
+    moved: list[MovedKG]
+
+
+def _kg_name(name: str | None, path: str, digest: str | None) -> str | None:
+    """A KG's name from its spec's parts: its ``NAME=``, else for a KG file (one with a
+    recorded SHA-256) the file's name; None for another spec without ``NAME=``."""
+    if name is not None:
+        return name
+    return file_kg_name(path) if digest is not None else None
+
+
+def kg_changes(old: Mapping, new: Mapping) -> KGChanges:
     """How the KGs of this run (``new``) compare with the recorded ones (``old``): whether
     they differ, a phrase per KG file whose content differs (both paths, or the one path of
-    a file edited in place, and both hashes), and each KG file found at another path with
-    the same content (``OLD -> NEW``). The recorded side is where ``old`` says each file was
+    a file edited in place, and both hashes), and each KG file found at another path, or
+    under another name, with the same content (:class:`MovedKG`). A KG file's name is its
+    ``NAME=``, else the file's: ``--kg films=/new/other.txt`` is the KG ``films.txt`` was,
+    and a file renamed without ``NAME=`` is the same KG to an evaluation (whose answers do
+    not depend on the name), though its entities carry another name (what a training's
+    resume checks). The recorded side is where ``old`` says each file was
     (``kg_paths``, absolute), this run's side what each spec names from the current working
     directory: the same ``--kg kb.txt`` from another directory may name another file. A spec
     is the same KG when it names the same file by any path, or the same text, with the same
@@ -335,20 +382,30 @@ def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
     hashes compares paths only."""
     a, b = old.get("kg"), new.get("kg")
     if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
-        return a != b, [], []
+        return KGChanges(a != b, [], [])
     differ = False
     why: list[str] = []
-    moved: list[str] = []
+    moved: list[MovedKG] = []
     for x, y, hx, hy, rx in zip(a, b, _per_kg(old, "kg_sha256"), _per_kg(new, "kg_sha256"), _per_kg(old, "kg_paths")):
         (nx, px), (ny, py) = split_name(str(x)), split_name(str(y))
         wx, wy = _kg_where(x, rx), _kg_where(y)
-        if (nx, wx) == (ny, wy):
+        kx, ky = _kg_name(nx, px, hx), _kg_name(ny, py, hy)
+        named_alike = nx == ny or (kx is not None and kx == ky)  # films.txt and films=other.txt: "films"
+        if named_alike and wx == wy:
             if hx is not None and hy is not None and hx != hy:
                 differ = True
                 why.append(f"KG file {wy} has sha256 {hx} (recorded), {hy} (now): the file was edited")
             continue
-        if hx is not None and hx == hy and nx == ny:
-            moved.append(f"{wx} -> {wy}")
+        if hx is not None and hx == hy:
+            assert kx is not None and ky is not None  # a file's: named by NAME= or by the file
+            found = MovedKG(wx, wy, kx, ky, py)
+            moved.append(found)
+            if named_alike:
+                continue
+            differ = True  # NAME= gave the same triples another name than the run read them by
+            hint = f": give it as {found.option()}" if found.option() else ""
+            where = f"KG file {wy} is" if wx == wy else f"KG file {wy} holds the triples of {wx}, but is"
+            why.append(f"{where} named {ky!r} where the run named it {kx!r}{hint}")
             continue
         differ = True
         # the same text typed in another working directory: another file
@@ -360,7 +417,7 @@ def kg_changes(old: Mapping, new: Mapping) -> tuple[bool, list[str], list[str]]:
             why.append(f"KG file {wy} does not exist or cannot be read")
         elif elsewhere:
             why.append(f"the run read {wx}{elsewhere} ({wy})")
-    return differ, why, moved
+    return KGChanges(differ, why, moved)
 
 
 def _same_setting(key: str, old: Mapping, new: Mapping, environ: Mapping[str, str]) -> bool:

@@ -257,7 +257,7 @@ async def run_eval(
                   + (f" ({len(retried)} error row(s) removed, to be answered again)" if retried else "")
                   + (f" ({regolded} answer(s) scored against the edited gold)" if regolded else "")
                   + (f" ({rescored} answer(s) scored again with the current metrics)" if rescored else "")
-                  + (f" (KG file moved, same content: {', '.join(moved)})" if moved else ""),
+                  + (f" (KG file moved, same content: {', '.join(map(str, moved))})" if moved else ""),
                   file=sys.stderr)
 
         info = {

@@ -473,13 +473,16 @@ def _refuse_other(out: Path, old: dict, new: dict) -> None:
                        "trained on)")
     why = _settings_differ(old, new)
     if why is not None:
-        # a KG file moved under another name: same triples, but the KG is named by its file
+        # a KG file renamed: the same triples, but a KG without NAME= is named by its file
         # (films.txt is "films"), and the questions' linked entities carry that name
-        renamed = [m for m in kg_changes(old, new)[2] if Path(m.split(" -> ")[0]).stem != Path(m.split(" -> ")[1]).stem]
+        renamed = [m for m in kg_changes(old, new).moved if m.renamed]
         if renamed and why.startswith(_SETTING_FLAGS["questions_sha256"]):
-            raise BadInput(f"cannot resume {out}: the KG file was renamed ({', '.join(renamed)}): a KG is named by "
-                           "its file, and the training questions' entities carry the name; give the file its old "
-                           "name (in any directory), or train again without --resume")
+            options = [m.option() for m in renamed]
+            give = (f"give it its old name as {' '.join(o for o in options if o)} (or give the file its old name, "
+                    "in any directory)" if all(options) else "give the file its old name (in any directory)")
+            raise BadInput(f"cannot resume {out}: the KG file was renamed ({', '.join(map(str, renamed))}): a KG is "
+                           f"named by its file, and the training questions' entities carry the name; {give}, or train "
+                           "again without --resume")
         raise BadInput(f"cannot resume {out}: {why}; give the settings it was trained with (only --rounds may "
                        "differ), or train again without --resume")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["endpoint_parts", "split_name"]
+__all__ = ["endpoint_parts", "file_kg_name", "is_kg_name", "split_name"]
 
 #: a KG's name given as ``NAME=SPEC``
 _NAME = r"[A-Za-z][A-Za-z0-9_.-]*"
@@ -23,6 +23,20 @@ def split_name(spec: str) -> tuple[str | None, str]:
     spec = (spec or "").strip()
     m = _NAME_PREFIX.match(spec)
     return (m.group(1), m.group(2).strip()) if m and not Path(spec).exists() else (None, spec)
+
+
+def is_kg_name(name: str) -> bool:
+    """Whether ``name`` can be given as ``NAME=`` (a letter, then letters, digits, ``_.-``)."""
+    return re.fullmatch(_NAME, name) is not None
+
+
+def file_kg_name(path: str | Path) -> str:
+    """The name of a KG read from the file ``path`` without ``NAME=``: the file's name
+    without its extension (and ``.gz``): ``films.txt`` and ``films.nt.gz`` are "films"."""
+    name = Path(path).name
+    if name.lower().endswith(".gz"):
+        name = name[:-3]
+    return Path(name).stem or name
 
 
 def endpoint_parts(spec: str) -> tuple[str, str] | None:

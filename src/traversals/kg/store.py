@@ -115,6 +115,7 @@ from . import formats, iris
 from .iris import RDF, SCHEMA_NAME, SKOS, WIKIBASE, WIKIBASE_DIRECT_CLAIM, XSD  # noqa: F401
 from .iris import WIKIDATA_DIRECT as WD_DIRECT, WIKIDATA_ENTITY as WD_ENTITY
 from . import sparql_text as st
+from .specs import file_kg_name
 from .text import fold_accents, normalise  # noqa: F401 (part of this module's API: tests, the index)
 from .base import (
     DEFAULT_MAX_EDGES,
@@ -337,7 +338,7 @@ class OxigraphKG:
                 + " ".join(formats.ACCEPTED_EXTENSIONS)
                 + " (optionally .gz)"
             )
-        kg_name = name or _stem(p)
+        kg_name = name or file_kg_name(p)
         created_dir = False
         if store_dir is not None:
             sd = Path(store_dir)
@@ -934,13 +935,6 @@ class OxigraphKG:
                     found[key] = (rank, text)
         for n in nodes:
             self._descriptions[n.value] = found.get(n.value, (0, ""))[1]
-
-
-def _stem(p: Path) -> str:
-    name = p.name
-    if name.lower().endswith(".gz"):
-        name = name[:-3]
-    return Path(name).stem or name
 
 
 def is_store_dir(directory: str | os.PathLike[str]) -> bool:
