@@ -5,6 +5,7 @@ tests/integration/test_train_value.py)."""
 from __future__ import annotations
 
 import math
+import random
 import types
 
 import pytest
@@ -22,7 +23,7 @@ from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
-from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion
+from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion, Tree
 from traversals.search.rwt.valuemodel import (
     ENT, FEATURES, Example, ListedWords, features, fit, names, normalise, question_words, relation_lexicon, singular,
     synonym_lexicon,
@@ -295,6 +296,31 @@ async def test_training_from_trees_learns_the_path_and_where_to_stop():
     words2 = question_words("who starred in the films directed by [Director 7]")
     assert model.predict(words2, ["~directed_by"])["go"] > 0.5 > model.predict(words2, ["~directed_by"])["stop"]
     assert model.predict(words2, ["~directed_by", "starred_actors"])["stop"] > 0.5
+
+
+async def test_training_trees_walk_a_relation_key_two_kgs_share_in_each():
+    """Two KGs that both have a relation keyed ``genre``: each is a state of its own, walked
+    and rewarded (the tree had keyed its states by relation key only, so the one drawn first
+    stood for both and the right path got reward 0 by the draw); the model reads a path by
+    its keys, so the two states give the path two targets, and the id's lexicon has the
+    words of both labels whichever KG offered it last."""
+    films = DictKG([("f-hz", "genre", "film music"), ("f-hz", "award", "Academy Award")],
+                   labels={"f-hz": "Hans Zimmer"}, name="films")
+    music = DictKG([("m-hz", "genre", "soundtrack"), ("m-hz", "genre", "electronic"), ("m-hz", "born", "Frankfurt")],
+                   labels={"m-hz": "Hans Zimmer"}, relation_labels={"genre": ("musical genre", "")}, name="music")
+    kgs = KGSet([films, music])
+    q = TrainingQuestion("q", "what genre of film does [Hans Zimmer] score", (films.entities["f-hz"], music.entities["m-hz"]),
+                         gold_reward(["film music"]))
+    trainer = Trainer(kgs, TrainConfig(max_hops=1, branch=10, width=10))
+    for seed in range(6):
+        tree = Tree(q)
+        await trainer.grow(q, None, random.Random(seed), tree)
+        assert tree.rewards == {(("films", "genre"),): 1.0, (("music", "genre"),): 0.0, (("films", "award"),): 0.0,
+                                (("music", "born"),): 0.0}
+        assert [e.label for e in tree.nodes[(("films", "genre"),)].entities] == ["film music"]
+        assert sorted(trainer.targets(tree, random.Random(0))) == [
+            ("stop", ("award",), 0.0), ("stop", ("born",), 0.0), ("stop", ("genre",), 0.0), ("stop", ("genre",), 1.0)]
+    assert trainer.lexicon()["genre"] == ["genre", "musical"]
 
 
 async def test_beam_search_answers_from_the_trained_stop_head(tmp_path):

@@ -51,6 +51,9 @@ from .valuemodel import (HEADS, Example, ListedWords, ValueModel, features, fit,
                          relation_lexicon, synonym_lexicon)
 
 Reward = Callable[[Sequence[Entity]], float]
+#: a tree's path to a state: the (KG, relation key) of each hop. Two KGs can both have a
+#: relation keyed ``genre``: each is its own state (the model reads them alike, by key)
+TreePath = tuple[tuple[str, str], ...]
 #: one training target: the head, the relation path and the value to predict
 Target = tuple[str, tuple[str, ...], float]
 
@@ -144,15 +147,26 @@ class RoundReport:
                 f"{100 * self.reached:.1f} %, train reward {self.train_reward:.3f}{held}, {self.seconds:.0f} s")
 
 
+def tree_path(node: PathNode) -> TreePath:
+    """The (KG, relation key) of each hop from the root to ``node``."""
+    return tuple((n.relation.kg, n.relation.key) for n in node.path() if n.relation is not None)
+
+
+def keys_of(path: TreePath) -> tuple[str, ...]:
+    """The relation keys of a tree path: what the model reads (:func:`.valuemodel.path_keys`)."""
+    return tuple(key for _, key in path)
+
+
 @dataclass
 class Tree:
-    """One question's explored states (all trees of a round merged by path)."""
+    """One question's explored states (all trees of a round merged by path), keyed by their
+    :data:`TreePath`: a relation key two KGs share is walked in each."""
 
     question: TrainingQuestion
-    nodes: dict[tuple[str, ...], PathNode] = field(default_factory=dict)
-    rewards: dict[tuple[str, ...], float] = field(default_factory=dict)
+    nodes: dict[TreePath, PathNode] = field(default_factory=dict)
+    rewards: dict[TreePath, float] = field(default_factory=dict)
 
-    def best_below(self, path: tuple[str, ...]) -> float | None:
+    def best_below(self, path: TreePath) -> float | None:
         """The best reward of a state strictly below ``path`` (None: nothing explored there)."""
         below = [r for p, r in self.rewards.items() if len(p) > len(path) and p[: len(path)] == path]
         return max(below) if below else None
@@ -165,7 +179,8 @@ class Trainer:
         self.listed = synonyms  # the LLM's words for the relations, filtered once the lexicon is known
         self._relations: dict[tuple[tuple[str, str], ...], list[Relation]] = {}
         self._edges = MemoEdges(kgs)  # every tree of every round walks the same relations again
-        self.labels: dict[str, str] = {}  # relation id -> forward label, of every relation offered
+        #: (KG, relation id) -> forward label, of every relation offered (:meth:`relation_labels`)
+        self.labels: dict[tuple[str, str], str] = {}
         self.state: TrainState | None = None  # after each round, what a resumed training needs
 
     def _value(self, model: ValueModel | None, words: list[str], path: tuple[str, ...]) -> float:
@@ -175,8 +190,29 @@ class Trainer:
         key = tuple(sorted((e.kg, e.id) for e in node.entities))
         if key not in self._relations:
             self._relations[key] = list((await self.kgs.get_relations(list(node.entities), usage)).items)
-            self.labels.update((r.id, r.label or r.id) for r in self._relations[key])
+            self.labels.update(((r.kg, r.id), r.label or r.id) for r in self._relations[key])
         return await offered_relations(self._edges, node, self._relations[key], usage, self.config.max_actions)
+
+    def _labels_by_id(self) -> dict[str, list[str]]:
+        merged: dict[str, list[str]] = {}
+        for (_, rid), label in self.labels.items():
+            if label not in merged.setdefault(rid, []):
+                merged[rid].append(label)
+        return merged
+
+    def relation_labels(self) -> dict[str, str]:
+        """Relation id -> forward label, of every relation offered: what the lexicon is made
+        from. The model reads a relation by its id alone, so an id several KGs have stands
+        for each of them: its label is their different labels joined (sorted, the same whichever
+        KG offered it first)."""
+        return {rid: " ".join(sorted(labels)) for rid, labels in self._labels_by_id().items()}
+
+    def lexicon(self) -> dict[str, list[str]]:
+        """:func:`.valuemodel.relation_lexicon` of :meth:`relation_labels`; a word the labels
+        of one id in several KGs share is listed once."""
+        joined = {rid for rid, labels in self._labels_by_id().items() if len(labels) > 1}
+        return {rid: list(dict.fromkeys(words)) if rid in joined else words
+                for rid, words in relation_lexicon(self.relation_labels()).items()}
 
     async def grow(self, q: TrainingQuestion, model: ValueModel | None, rng: random.Random, tree: Tree) -> None:
         """One tree: a hop-level beam over the KG, guided by ``model`` (random without one)."""
@@ -189,7 +225,8 @@ class Trainer:
             children: list[tuple[float, float, PathNode]] = []
             for state in beam:
                 rels = await self._relations_of(state, usage)
-                base = tuple(path_keys(state))
+                base = tuple(path_keys(state))  # what the model reads
+                where = tree_path(state)  # what tells the states apart
                 if model is None:
                     chosen = rng.sample(rels, min(cfg.branch, len(rels)))
                 else:
@@ -199,7 +236,7 @@ class Trainer:
                     rest = ranked[cfg.branch - n_random:]
                     chosen += rng.sample(rest, min(n_random, len(rest)))
                 for rel in chosen:
-                    path = base + (rel.key,)
+                    path = where + ((rel.kg, rel.key),)
                     node = tree.nodes.get(path)
                     if node is None:
                         node = PathNode(id=len(tree.nodes) + 1, entities=(), parent=state, relation=rel,
@@ -208,19 +245,21 @@ class Trainer:
                         tree.nodes[path] = node
                         tree.rewards[path] = q.reward(node.entities) if node.entities else 0.0
                     if node.entities:
-                        children.append((self._value(model, words, path), rng.random(), node))
+                        children.append((self._value(model, words, base + (rel.key,)), rng.random(), node))
             children.sort(key=lambda c: (-c[0], c[1]))
             beam = [c[2] for c in children[: cfg.width]]
             if not beam:
                 break
 
     def targets(self, tree: Tree, rng: random.Random) -> list[Target]:
-        """Solution paths of a tree as training targets (deduplicated by head and path)."""
+        """Solution paths of a tree as training targets (deduplicated by head and tree path;
+        a target's path is the relation keys the model reads: with several KGs, two states
+        can give one path two targets)."""
         cfg = self.config
         good = [p for p, r in tree.rewards.items() if r >= cfg.correct]
         bad = [p for p, r in tree.rewards.items() if r < cfg.correct and tree.nodes[p].entities]
         ends = rng.sample(good, min(cfg.positives, len(good))) + rng.sample(bad, min(cfg.negatives, len(bad)))
-        targets: dict[tuple[str, tuple[str, ...]], float] = {}
+        targets: dict[tuple[str, TreePath], float] = {}
         for end in ends:
             for t in range(1, len(end) + 1):
                 path = end[:t]
@@ -228,7 +267,7 @@ class Trainer:
                 below = tree.best_below(path)
                 if below is not None and t < cfg.max_hops:
                     targets[("go", path)] = below
-        return [(head, path, target) for (head, path), target in targets.items()]
+        return [(head, keys_of(path), target) for (head, path), target in targets.items()]
 
     @staticmethod
     def featurise(question: TrainingQuestion, targets: Sequence[Target], lexicon: dict[str, list[str]] | None = None,
@@ -246,10 +285,10 @@ class Trainer:
         return self.featurise(tree.question, self.targets(tree, rng), lexicon, synonyms)
 
     @staticmethod
-    def _chosen_path(tree: Tree, model: ValueModel) -> tuple[str, ...] | None:
+    def _chosen_path(tree: Tree, model: ValueModel) -> TreePath | None:
         words = question_words(tree.question.text, [e.label for e in tree.question.entities])
         reached = [p for p, node in tree.nodes.items() if node.entities]
-        return max(reached, key=lambda p: (model.stop_value(words, p), -len(p)), default=None)
+        return max(reached, key=lambda p: (model.stop_value(words, keys_of(p)), -len(p)), default=None)
 
     def chosen(self, tree: Tree, model: ValueModel) -> PathNode | None:
         """The state the model would answer with among the tree's states (best *stop* value,
@@ -328,7 +367,7 @@ class Trainer:
                 if on_question:
                     on_question(i + 1, len(questions))
             if lexicon is None:  # the first round's relations; every round's data reads the same
-                lexicon = relation_lexicon(self.labels)
+                lexicon = self.lexicon()
                 synonyms = synonym_lexicon(lexicon, self.listed) if self.listed else {}
             for i, tree in enumerate(trees):
                 got = self.targets(tree, rng)
