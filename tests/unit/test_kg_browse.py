@@ -132,3 +132,31 @@ def test_a_label_many_entities_share_says_at_least_and_one_id_in_two_kgs_asks_fo
     (tmp_path / "b.txt").write_text("Alice|likes|Carol\n")
     code, _, err = run(capsys, "kg", "relations", "Alice", "--kg", str(tmp_path / "a.txt"), "--kg", str(tmp_path / "b.txt"))
     assert code == 2 and "2 entities are labelled 'Alice', in several KGs: give --in-kg NAME" in err
+
+
+def test_with_several_kgs_an_id_is_looked_up_in_each_and_an_id_of_two_asks_for_the_kg(kg, tmp_path, capsys):
+    """An id of the second KG without --in-kg was looked up in the first KG only: "no entity
+    has the id or the label"."""
+    music = tmp_path / "music.ttl"
+    music.write_text('@prefix m: <http://music.example/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+                     'm:hz rdfs:label "Hans Zimmer" ; m:born m:frankfurt .\nm:frankfurt rdfs:label "Frankfurt" .\n')
+    two = ["--kg", kg, "--kg", str(music)]
+    code, out, _ = run(capsys, "kg", "relations", "http://music.example/frankfurt", *two)
+    assert code == 0 and out.splitlines() == ["Frankfurt  http://music.example/frankfurt  (music): 1 relation(s)",
+                                              "  ~born  is born of"]
+    code, out, _ = run(capsys, "kg", "edges", "http://music.example/frankfurt", "~born", *two)
+    assert code == 0 and out.splitlines()[1] == "  Hans Zimmer  http://music.example/hz  (music)"
+    code, out, _ = run(capsys, "kg", "relations", "http://example.org/heat", *two)  # the first KG's, as before
+    assert code == 0 and out.splitlines()[0] == "Heat  http://example.org/heat  (films): 1 relation(s)"
+    code, _, err = run(capsys, "kg", "relations", "http://music.example/nowhere", *two)
+    assert code == 2 and ("no entity has the id or the label 'http://music.example/nowhere' in any of the KGs films, "
+                          "music (--in-kg NAME looks in one)") in err
+    # two triple files mint one IRI for "Alice": the id alone names neither
+    (tmp_path / "a.txt").write_text("Alice|knows|Bob\n")
+    (tmp_path / "b.txt").write_text("Alice|likes|Carol\n")
+    ab = ["--kg", str(tmp_path / "a.txt"), "--kg", str(tmp_path / "b.txt")]
+    alice = "http://traversals.local/entity/Alice"
+    code, _, err = run(capsys, "kg", "relations", alice, *ab)
+    assert code == 2 and f"'{alice}' is an entity of 2 KGs (a, b): give --in-kg NAME" in err
+    code, out, _ = run(capsys, "kg", "relations", alice, *ab, "--in-kg", "b")
+    assert code == 0 and out.splitlines()[0] == f"Alice  {alice}  (b): 2 relation(s)"

@@ -11,7 +11,8 @@
 ``traversals kg search TEXT``, ``kg relations ENTITY``, ``kg edges ENTITY RELATION`` (each with ``--kg SPEC``)
     Browse a KG as the search sees it (:mod:`traversals.search.browse`): the entities a
     mention links to, an entity's relations with their keys, the edges along one. ENTITY is
-    an id, or a label that names one entity. ``--json`` prints the JSON the MCP tools return.
+    an id (of any ``--kg``; ``--in-kg NAME`` names the KG), or a label that names one entity.
+    ``--json`` prints the JSON the MCP tools return.
 
 Extending: write ``_add_<name>(kg_sub)`` that adds a parser to the ``kg``
 sub-parsers and sets ``func`` (a callable taking the parsed args and returning an exit
@@ -119,21 +120,33 @@ def _entity_line(e: dict) -> str:
 
 
 async def _resolve(kgset, text: str, kg: str | None):
-    """The entity ``text`` names: an id the KG has relations for, else the one entity whose
-    label it is (case and spacing aside); several or none is a :class:`BadInput` listing them."""
+    """The entity ``text`` names: an id a KG has relations for (with several KGs and no
+    ``kg``, each KG is asked: an id of two is a :class:`BadInput` asking for ``--in-kg``),
+    else the one entity whose label it is (case and spacing aside); several or none is a
+    :class:`BadInput` listing them."""
     from ..errors import BadInput
     from ..llm.base import Usage
     from ..search import browse
     from ..search.machine import normalise_label
 
-    entity = browse.entity_ref(kgset, text, kg)
-    try:
-        # relations from its own KG: with several KGs, those of another KG's entity of that
-        # label come too (its copy), and would make any label of it pass for an id here
-        if any(r.kg == entity.kg for r in (await kgset.get_relations([entity], Usage())).items):
-            return await kgset.described(entity, Usage())  # shown by its label
-    except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
-        pass
+    names = [k.name for k in kgset.kgs]
+    ids: list = []
+    for name in names if kg is None else [kg]:
+        entity = browse.entity_ref(kgset, text, name)
+        try:
+            # relations from its own KG: with several KGs, those of another KG's entity of that
+            # label come too (its copy), and would make any label of it pass for an id here.
+            # Asked of a fresh set: what asking one KG linked must not change what the next
+            # KG, or the command's own listing, sees
+            if any(r.kg == entity.kg for r in (await kgset.fresh().get_relations([entity], Usage())).items):
+                ids.append(entity)
+        except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
+            pass
+    if len(ids) > 1:
+        raise BadInput(f"{text!r} is an entity of {len(ids)} KGs ({', '.join(e.kg for e in ids)}): "
+                       "give --in-kg NAME")
+    if ids:
+        return await kgset.described(ids[0], Usage())  # shown by its label
     found = await kgset.search(text, Usage(), limit=20)
     exact = [e for e in found if normalise_label(e.label) == normalise_label(text) and (kg is None or e.kg == kg)]
     if len(exact) == 1:
@@ -145,7 +158,9 @@ async def _resolve(kgset, text: str, kg: str | None):
             raise BadInput(f"{count} entities are labelled {text!r}, in several KGs: give --in-kg NAME ({listed})")
         raise BadInput(f"{count} entities are labelled {text!r}: give one's id ({listed})")
     hint = f"; near: {', '.join(e.label for e in found[:5])}" if found else ""
-    raise BadInput(f"no entity has the id or the label {text!r}, or it has no relation{hint} "
+    where = (f" in kg {kg}" if kg is not None else
+             f" in any of the KGs {', '.join(names)} (--in-kg NAME looks in one)" if len(names) > 1 else "")
+    raise BadInput(f"no entity has the id or the label {text!r}{where}, or it has no relation{hint} "
                    "(traversals kg search TEXT lists candidates)")
 
 
@@ -167,7 +182,9 @@ def _add_browse(kg_sub: argparse._SubParsersAction) -> None:
                               "cut where the search cuts them.")
     for p in (relations, edges):
         p.add_argument("entity", metavar="ENTITY", help="an entity id, or a label that names one entity")
-        p.add_argument("--in-kg", default=None, metavar="NAME", help="with several --kg: the KG the entity is in")
+        p.add_argument("--in-kg", default=None, metavar="NAME",
+                       help="with several --kg: the KG the entity is in (default: the one whose id it is, "
+                       "asking each KG)")
     edges.add_argument("relation", metavar="RELATION", help="a relation key from `traversals kg relations`")
     for p in (search, relations, edges):
         _browse_flags(p)
