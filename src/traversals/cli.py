@@ -103,6 +103,14 @@ def _strategy(args: argparse.Namespace) -> str:
     return args.strategy or ("chain" if args.k == 1 else "tree")
 
 
+def _server_k(args: argparse.Namespace) -> int | None:
+    """The k of ``serve``'s and ``mcp``'s defaults, which tree requests search with (chain
+    requests always run k = 1). A ``--k 1`` that made chain the default (no ``--strategy``,
+    or ``--strategy chain``) only picked it: tree requests keep their own k (None: 3). Beside
+    ``--strategy tree`` (or another) ``--k 1`` is tree's k, as ``ask`` reads it."""
+    return None if args.k == 1 and _strategy(args) == "chain" else args.k
+
+
 #: how a search that returned an answer under τ stopped (:attr:`Answer.stopped`)
 UNSURE = {"max_expansions": "used its {} expansions", "frontier_empty": "had nothing left to expand"}
 
@@ -248,7 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     refuse_unused_llm_flags(args)
     load_prompts(args.prompts)  # a directory's templates checked before the model loads (and read again by the app)
     # chain requests always run k = 1, tree requests this k (3 when --k 1 made chain the default)
-    defaults = _search_config(args, k=None if args.k == 1 else args.k)
+    defaults = _search_config(args, k=_server_k(args))
     embedder = open_embedder_from_args(args)  # any request may ask for mcts/beam
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
@@ -324,7 +332,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     kgs = open_kgs(args.kg or [], **remote_kg_options(args))
     llm = open_llm_from_args(args)
     _ready(args, llm)
-    server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=None if args.k == 1 else args.k),
+    server = create_mcp_server(llm, kgs, defaults=_search_config(args, k=_server_k(args)),
                                default_strategy=_strategy(args), embedder=embedder, timeout=args.timeout,
                                max_concurrency=args.concurrency, max_queue=args.max_queue)
     # the MCP SDK logs at INFO on stderr, where httpx would add a line per KG/LLM request

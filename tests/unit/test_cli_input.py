@@ -338,6 +338,47 @@ def test_serve_and_mcp_refuse_flags_one_another_makes_pointless_before_a_model_l
     assert "model file not found" in capsys.readouterr().err  # past the flag checks, to the model
 
 
+def served_defaults(command: str, flags: list[str], monkeypatch) -> tuple[int | None, str]:
+    """``traversals serve|mcp FLAGS`` with a scripted LLM and no server started: the k of its
+    default SearchConfig and its default strategy."""
+    import traversals.llm.factory
+    import traversals.mcp_server
+    import traversals.service
+    from traversals.llm.scripted import ScriptedLLM
+
+    built: list[tuple[int | None, str]] = []
+
+    class Server:
+        def run(self, transport: str) -> None:
+            pass
+
+    def create(llm, kgs, *, defaults, default_strategy, **kw):
+        built.append((defaults.k, default_strategy))
+        return Server()
+
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda spec="local", **kw: ScriptedLLM([]))
+    monkeypatch.setattr(traversals.service, "create_app", create)
+    monkeypatch.setattr(traversals.mcp_server, "create_mcp_server", create)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: None)
+    port = ["--port", "0"] if command == "serve" else []
+    assert main([command, "--kg", "demo", "--embedder", "lexical", *port, *flags]) == 0
+    return built[0]
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+@pytest.mark.parametrize("flags, k, strategy", [
+    (["--k", "1"], None, "chain"),  # --k 1 picked chain: tree requests search with their own k (3)
+    (["--strategy", "chain", "--k", "1"], None, "chain"),
+    (["--strategy", "tree", "--k", "1"], 1, "tree"),  # was searched with k = 3 in silence
+    (["--strategy", "mcts", "--k", "1"], 1, "mcts"),  # tree requests' k
+    (["--k", "4"], 4, "tree"),
+])
+def test_serve_and_mcp_drop_k_1_only_where_it_picked_chain(command, flags, k, strategy, monkeypatch):
+    """`serve --strategy tree --k 1` served tree requests with k = 3 (69 LLM calls where `ask
+    --strategy tree --k 1` spends 12): a --k 1 beside an explicit tree is tree's k."""
+    assert served_defaults(command, flags, monkeypatch) == (k, strategy)
+
+
 def test_a_model_fetched_on_first_use_reports_on_stderr(monkeypatch, capsys):
     """On a fresh machine the first ask fetches 1.1 GB: the fetch's steps are printed on
     stderr (stdout stays the answer's, --json's or MCP's), not minutes of silence."""
