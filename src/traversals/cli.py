@@ -31,8 +31,8 @@ from .mcp_server import MAX_QUEUE as MCP_MAX_QUEUE
 from .llm.commands import add_model_commands
 from .options import (
     add_decoding_flag, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags, add_tree_flags, add_value_flags, check_kg_specs,
-    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_scoring_flags_when_sampled, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number, decoding_settings,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, refuse_contradicting_flags, refuse_scoring_flags_when_sampled, refuse_unread_prompts,
+    refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note, whole_number, decoding_settings,
 )
 from .interrupt import run_interruptible
 from .search.templates import load_prompts
@@ -162,6 +162,7 @@ async def _ask(args: argparse.Namespace) -> int:
     refuse_unused_flags(strategy, args)
     refuse_unused_llm_flags(args)  # before a KG loads
     prompts = load_prompts(args.prompts)  # a directory's templates checked before anything loads
+    refuse_unread_prompts(strategy, args.prompts, prompts)
     # RwT's critical model, retrieve's fact ranking
     embedder = open_embedder_from_args(args) if strategy in ("mcts", "beam", "retrieve") else None
     # cot reads no KG: a --kg is not opened (a note says so), nor is the demo KG without one, but a

@@ -230,8 +230,26 @@ SEARCH_FLAG_STRATEGIES: dict[str, tuple[str, ...]] = {
     "--embedder-url": RWT + RETRIEVE,
     "--embedder-api-key": RWT + RETRIEVE,
     "--embedder-header": RWT + RETRIEVE,
-    # add_prompts_flag: every strategy renders its prompts from the set (paper's differ for tree/chain only)
+    # add_prompts_flag: every strategy renders its prompts from the set; a set that replaces none
+    # of the prompts the strategy sends (paper's are tree/chain's) is refused by refuse_unread_prompts
     "--prompts": TREE_SEARCH + ("cot",) + RWT + RETRIEVE,
+}
+#: the prompts of entity linking (``search/linking.py``), sent by every strategy that reads a KG
+_LINKING = frozenset({"extract_entities", "link_entity"})
+#: the Action State Machine's prompts and its value's (Appendix F: ``search/machine.py``,
+#: ``policy.py``, ``value.py``), the prompts ``--prompts paper`` replaces
+_ASM = frozenset({"preamble", "context", "default", "selecting_entities", "selecting_relation", "answer_only",
+                  "evaluate", "evaluate_answer", "answer_value_examples", "compare_answers"})
+#: the prompts (:data:`~traversals.search.templates.VARIABLES`) each strategy renders from
+#: its prompt set: a set that replaces none of them changes nothing it sends
+#: (:func:`refuse_unread_prompts`)
+PROMPTS_READ: dict[str, frozenset[str]] = {
+    "tree": _ASM | _LINKING,
+    "chain": _ASM | _LINKING,
+    "cot": frozenset({"cot"}),
+    "mcts": frozenset({"rwt_guess", "rwt_relations", "rwt_value"}) | _LINKING,
+    "beam": frozenset({"rwt_guess", "rwt_relations", "rwt_value"}) | _LINKING,
+    "retrieve": frozenset({"retrieve"}) | _LINKING,
 }
 #: :class:`~traversals.api.SearchConfig` fields no flag sets, and the strategies that read
 #: them: with the flags' table, what an eval's run.json records for each strategy
@@ -316,6 +334,24 @@ def refuse_unused_flags(strategy: str, args: argparse.Namespace) -> None:
     pick = f"pick {'/'.join(next(iter(unused)))}" if len(unused) == 1 else "pick a strategy that reads them"
     raise BadInput(f"{', '.join(clauses)} ({STRATEGY_NATURE[strategy]}); drop {'them' if several else 'it'} "
                    f"or {pick}")
+
+
+def refuse_unread_prompts(strategy: str, given: str | None, prompts: Any) -> None:
+    """:class:`~traversals.errors.BadInput` when the prompt set ``prompts`` (loaded from
+    ``--prompts given``) replaces default prompts but none that ``strategy`` sends
+    (:data:`PROMPTS_READ`): ``--prompts paper`` with cot, mcts, beam or retrieve, a folder of
+    ``cot.txt`` alone with tree. Ignored, it would change nothing while a run's run.json
+    records the set and its digest as used. The default set replaces nothing: never refused."""
+    from .api import STRATEGIES
+    from .errors import BadInput
+
+    replaced = set(prompts.replaced)
+    if not replaced or replaced & PROMPTS_READ[strategy]:
+        return
+    readers = "/".join(s for s in STRATEGIES if replaced & PROMPTS_READ[s])
+    names = ", ".join(sorted(replaced))
+    raise BadInput(f"--prompts {given} replaces prompts only {readers} send ({names}), none that --strategy "
+                   f"{strategy} sends; drop it or pick {readers}")
 
 
 #: flag settings that make other flags pointless, each with what it does instead: only

@@ -277,3 +277,73 @@ def test_prompts_exported_to_a_folder_named_like_a_built_in_set_are_told_apart(t
         assert load_prompts("default").name == "default"
     (tmp_path / "default" / "cot.txt").write_text("\ufeffAnswer: $query", encoding="utf-8")
     assert load_prompts("./default").text("cot") == "Answer: $query"
+
+
+@pytest.mark.parametrize("strategy", ["tree", "chain", "cot", "mcts", "beam", "retrieve"])
+async def test_a_strategy_sends_no_prompt_but_those_it_is_said_to_read(strategy, tmp_path):
+    """PROMPTS_READ, which refuses a set that changes nothing a strategy sends, leaves none
+    out: every other prompt replaced by a marked one, no marked prompt is sent."""
+    from traversals.options import PROMPTS_READ
+
+    assert set().union(*PROMPTS_READ.values()) == set(VARIABLES)  # each prompt is some strategy's
+    for name in set(VARIABLES) - PROMPTS_READ[strategy]:
+        (tmp_path / f"{name}.txt").write_text("UNREAD " + default_prompts().text(name))
+    llm = ScriptedLLM(lambda prompt, prefix, n, t: ["ANSWER: Beatrice Stone"] * n,
+                      score=lambda prompt, options, prefix: [0.0] * len(options))
+    config = SearchConfig(prompts=str(tmp_path), embedder="lexical", **({"k": 1} if strategy == "chain" else {}))
+    await build_solver(strategy, llm, [dylan_kg()], config).ask("Who is [Bob Dylan]'s mother?")
+    assert llm.calls and not [c.prompt for c in llm.calls if "UNREAD" in c.prompt + (c.prefix or "")]
+
+
+@pytest.mark.parametrize("strategy, files, refused", [
+    ("cot", {}, "--prompts paper replaces prompts only tree/chain send (context, default, evaluate, evaluate_answer, "
+                "preamble, selecting_entities, selecting_relation), none that --strategy cot sends; drop it or "
+                "pick tree/chain"),
+    ("mcts", {}, "none that --strategy mcts sends"),
+    ("beam", {}, "none that --strategy beam sends"),
+    ("retrieve", {}, "none that --strategy retrieve sends"),
+    ("tree", {"cot.txt": "Mine: $query"}, "replaces prompts only cot send (cot), none that --strategy tree sends"),
+    ("cot", {"link_entity.txt": "$mention $options"},
+     "replaces prompts only tree/chain/mcts/beam/retrieve send (link_entity), none that --strategy cot sends"),
+])
+def test_a_prompt_set_a_strategy_sends_nothing_of_is_refused(strategy, files, refused, tmp_path, capsys, monkeypatch):
+    """`--prompts paper` with cot, mcts, beam or retrieve was accepted and changed nothing,
+    while run.json recorded the set and its digest as used."""
+    from traversals.llm import factory as llm_factory
+
+    monkeypatch.setattr(llm_factory, "open_llm", lambda *a, **k: pytest.fail("the LLM was opened"))
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    given = str(tmp_path) if files else "paper"
+    embedder = ["--embedder", "lexical"] if strategy in ("mcts", "beam", "retrieve") else []
+    assert main(["ask", "q?", "--strategy", strategy, "--prompts", given, *embedder]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: --prompts {given} " in err and refused in err
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "q?", "answers": ["x"]}\n')
+    assert main(["eval", "questions", "--data", str(questions), "--kg", "demo", "--strategy", strategy,
+                 "--prompts", given, *embedder, "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert refused in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("strategy, files", [
+    ("tree", {}), ("chain", {}),  # paper: Appendix F's
+    ("cot", {"cot.txt": "Mine: $query", "rwt_guess.txt": "$question"}),  # one prompt of its own is enough
+    ("mcts", {"link_entity.txt": "$mention $options"}),  # entity linking is every KG strategy's
+])
+def test_a_prompt_set_that_replaces_a_prompt_the_strategy_sends_is_accepted(strategy, files, tmp_path, capsys,
+                                                                              monkeypatch):
+    from traversals.llm import factory as llm_factory
+
+    class Opened(Exception):
+        pass
+
+    def opened(*a, **k):
+        raise Opened
+
+    monkeypatch.setattr(llm_factory, "open_llm", opened)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(Opened):  # past every check, to the LLM
+        main(["ask", "q?", "--strategy", strategy, "--prompts", str(tmp_path) if files else "paper",
+              *(["--embedder", "lexical"] if strategy == "mcts" else [])])

@@ -20,8 +20,8 @@ from ..validate import shown_url
 from ..options import (
     SEARCH_FLAG_STRATEGIES, SEARCH_SETTING_STRATEGIES, add_decoding_flag, decoding_settings, add_kg_flags, add_llm_flags, add_prompts_flag, add_rwt_flags,
     add_tree_flags, add_value_flags, check_kg_specs, flag_dest, kg_headers_from_args, label_predicates_from_args,
-    open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_scoring_flags_when_sampled, refuse_unused_flags,
-    refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
+    open_embedder_from_args, open_llm_from_args, prepare_llm, redact_secrets, refuse_scoring_flags_when_sampled, refuse_unread_prompts,
+    refuse_unused_flags, refuse_unused_llm_flags, remote_kg_options, unopened_kgs_note,
 )
 from .datasets import DATASETS, DEFAULT_SEED, Dataset, load_dataset, sample_questions
 from ..llm.local import DEFAULT_N_CTX
@@ -198,6 +198,7 @@ async def _eval(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     # run.json, so a resume after the file was retrained in place is refused
     value_model = load_value_model(search)
     prompts = load_prompts(search.prompts)  # a directory's templates checked, and hashed for run.json
+    refuse_unread_prompts(strategy, args.prompts, prompts)
     url = args.llm_url or environ.get("OPENAI_BASE_URL")
     config: dict[str, Any] = {
         "strategy": strategy,
