@@ -246,7 +246,8 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
         raise BadInput(f"the server's max_hops ({defaults.max_hops}, its --max-hops) is more than retrieve's "
                        f"1 to {RETRIEVE_MAX_HOPS}: give 'max_hops' 1 to {RETRIEVE_MAX_HOPS} with a retrieve question")
     if strategy == "chain":
-        if changes.get("k") not in (None, 1):
+        # the server's own k (tree requests', as /v1/info shows it) sent back is no k asked for
+        if changes.get("k") not in (None, 1, defaults.k):
             raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
         changes["k"] = 1
     config = dataclasses.replace(defaults, **changes)

@@ -10,6 +10,7 @@ mcp = pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
+from traversals.api import SearchConfig  # noqa: E402
 from traversals.embed.lexical import LexicalEmbedder  # noqa: E402
 from traversals.kg.factory import open_kgs  # noqa: E402
 from traversals.llm.scripted import ScriptedLLM  # noqa: E402
@@ -124,6 +125,19 @@ async def test_answer_question_takes_the_search_sizes_a_strategy_reads(monkeypat
     assert wide.is_error and "'k' must be between 1 and 8" in wide.content[0].text
     assert chain.is_error and "'chain' is the k = 1 search" in chain.content[0].text
     assert len(built) == 2  # the refused calls built no solver
+
+
+async def test_answer_question_for_chain_with_the_servers_own_k_runs_k_1(monkeypatch):
+    """`mcp --k 5`: k 5 is the server's own (tree calls'), so a chain call passing it back is not
+    refused as asking for k > 1; another k still is."""
+    built = recorded_builds(monkeypatch)
+    async with Client(server(ScriptedLLM(lambda *a: "ANSWER: x"), defaults=SearchConfig(k=5),
+                             embedder=LexicalEmbedder())) as c:
+        same = await c.call_tool("answer_question", {"question": "q", "strategy": "chain", "k": 5})
+        other = await c.call_tool("answer_question", {"question": "q", "strategy": "chain", "k": 4})
+    assert not same.is_error, same.content[0].text
+    assert built[-1][0] == "chain" and built[-1][1].k == 1
+    assert other.is_error and "'chain' is the k = 1 search" in other.content[0].text
 
 
 @pytest.mark.parametrize("tool, args", [

@@ -693,6 +693,22 @@ async def test_what_v1_info_shows_is_accepted_back_and_odd_numbers_are_400s():
     assert [(s.name, s.config.k) for s in factory.built] == [("tree", None), ("chain", 1)]
 
 
+async def test_a_chain_request_sending_back_the_servers_k_is_not_refused():
+    """`serve --k 5`: /v1/info shows k 5; a client sending those defaults back with "strategy":
+    "chain" got 400 "'chain' is the k = 1 search". It runs k = 1; another k is still refused."""
+    from traversals.service import OVERRIDES
+
+    factory = Factory()
+    async with client(factory, defaults=SearchConfig(k=5)) as c:
+        shown = (await c.get("/v1/info")).json()["defaults"]
+        body = {"question": "q", "strategy": "chain", **{name: shown[name] for name in OVERRIDES}}
+        r = await c.post("/v1/ask", json=body)
+        assert r.status_code == 200, r.text
+        other = await c.post("/v1/ask", json={**body, "k": 4})
+        assert other.status_code == 400 and "'chain' is the k = 1 search" in other.json()["error"]["message"]
+    assert [(s.name, s.config.k) for s in factory.built] == [("chain", 1)]
+
+
 async def test_a_server_max_hops_beyond_retrieves_is_said_to_retrieve_requests():
     async with client(Factory(), defaults=SearchConfig(k=None, max_hops=4)) as c:
         r = await c.post("/v1/ask", json={"question": "q", "strategy": "retrieve"})
