@@ -41,6 +41,8 @@ from .validate import terminal_text, unicode_text
 
 #: ``--port``: a TCP port number (uvicorn would fail with a traceback on 99999)
 _port = whole_number(0, 65535, "a port number")
+#: where ``mcp --transport streamable-http`` listens unless ``--host`` / ``--port`` say
+MCP_HOST, MCP_PORT = "127.0.0.1", 8001
 
 
 def _add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -323,6 +325,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.transport == "stdio" and args.api_key_file is not None:
         raise BadInput("--api-key-file guards the streamable-http transport; with stdio only the host that "
                        "started this command talks to it")
+    if args.transport == "stdio" and (given := [f"--{n}" for n in ("host", "port") if getattr(args, n) is not None]):
+        several = len(given) > 1
+        raise BadInput(f"{' and '.join(given)} {'set' if several else 'sets'} where the streamable-http transport "
+                       f"listens; stdio (the default) listens nowhere: add --transport streamable-http or drop "
+                       f"{'them' if several else 'it'}")
+    # None in the parser, to tell a flag given with stdio: the documented defaults for HTTP
+    args.host = MCP_HOST if args.host is None else args.host
+    args.port = MCP_PORT if args.port is None else args.port
     api_keys = _api_keys(args, "the MCP server") if args.transport != "stdio" else []
     if args.transport != "stdio":
         _check_listen(args.host, args.port)
@@ -466,8 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(default: chain when --k 1, else tree)")
     mcp.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
                      help="stdio (default: the host starts this command) or streamable-http")
-    mcp.add_argument("--host", default="127.0.0.1", help="streamable-http: address (default 127.0.0.1)")
-    mcp.add_argument("--port", type=_port, default=8001, help="streamable-http: port (default 8001)")
+    mcp.add_argument("--host", default=None, help=f"streamable-http: address (default {MCP_HOST})")
+    mcp.add_argument("--port", type=_port, default=None, help=f"streamable-http: port (default {MCP_PORT})")
     mcp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="answer_question gives up a search after this long (default: no limit)")
     mcp.add_argument("--concurrency", type=int, default=1,

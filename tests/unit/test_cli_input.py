@@ -59,6 +59,40 @@ def test_mcp_limits_out_of_range_are_one_line_before_a_model_loads(flags, capsys
     assert err.startswith("traversals: error:") and flags[0] in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("flags, named", [
+    (["--port", "18777"], "--port sets"), (["--host", "0.0.0.0"], "--host sets"),
+    (["--port", "8001", "--host", "127.0.0.1"], "--host and --port set"),  # the defaults typed out, too
+])
+def test_mcp_refuses_host_and_port_without_streamable_http(flags, named, capsys):
+    """`mcp --port N` without --transport silently ran a stdio server, listening nowhere."""
+    assert main(["mcp", "--llm", "local:/nonexistent.gguf", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: {named} where the streamable-http transport listens" in err
+    assert "add --transport streamable-http or drop" in err
+
+
+@pytest.mark.parametrize("flags, where", [([], ("127.0.0.1", 8001)), (["--port", "0", "--host", "localhost"],
+                                                                       ("localhost", 0))])
+def test_mcp_over_streamable_http_listens_where_told_or_at_the_documented_defaults(flags, where, monkeypatch):
+    import traversals.cli
+    import traversals.llm.factory
+    import traversals.mcp_server
+    from traversals.llm.scripted import ScriptedLLM
+
+    listened: list[tuple[str, int]] = []
+
+    class Server:
+        def streamable_http_app(self, host: str):
+            return object()
+
+    monkeypatch.setattr(traversals.llm.factory, "open_llm", lambda spec="local", **kw: ScriptedLLM([]))
+    monkeypatch.setattr(traversals.mcp_server, "create_mcp_server", lambda *a, **kw: Server())
+    monkeypatch.setattr(traversals.cli, "_check_listen", lambda host, port: listened.append((host, port)))
+    monkeypatch.setattr("uvicorn.run", lambda app, host, port, **kw: listened.append((host, port)))
+    assert main(["mcp", "--kg", "demo", "--embedder", "lexical", "--transport", "streamable-http", *flags]) == 0
+    assert listened == [where, where]
+
+
 def test_an_rwt_answer_rated_low_without_a_value_model_is_flagged():
     """mcts/beam always answer their best path; without a trained value it is rated by the
     LLM stand-in, and a low rating is said as the tree's is."""
