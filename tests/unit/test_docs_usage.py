@@ -44,3 +44,23 @@ def test_the_eval_synopsis_in_docs_evaluation_names_every_eval_flag():
     synopsis = doc.split("```\ntraversals eval DATASET", 1)[1].split("```", 1)[0]
     shown = set(re.findall(r"--[a-z][a-z-]*", synopsis))
     assert flags == shown, (sorted(flags - shown), sorted(shown - flags))
+
+
+def test_the_readme_flags_table_says_where_evals_defaults_differ():
+    """The table of `ask`'s flags is also eval's: a default eval does not have (it requires
+    --strategy; its KG is the dataset's) is said in the row, not left false for eval."""
+    from traversals.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("### Flags of `ask`", 1)[1].split("\n#", 1)[0]
+    defaults = {}
+    for line in table.splitlines():
+        cells = re.split(r"(?<!\\)\|", line)
+        if len(cells) > 3 and (flag := re.match(r"\s*`(--[a-z-]+)", cells[1])):
+            defaults[flag.group(1)] = cells[-2]
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["eval"]
+    required = {s for a in sub._actions if a.required for s in a.option_strings if s in defaults}
+    assert required == {"--strategy"}
+    for flag in required:
+        assert "eval: required" in defaults[flag], defaults[flag]
+    assert "eval: the dataset's KG" in defaults["--kg"], defaults["--kg"]
