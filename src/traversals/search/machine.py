@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from ..kg.base import Entity, Relation, Relations
 from ..kg.iris import relation_name_label
+from ..kg.text import fold_accents
 from ..llm.base import Usage
 from .kgset import KGSet
 from .subgraph import Fact, Subgraph, omitted_marks, shown
@@ -305,15 +306,39 @@ def normalise_label(text: str) -> str:
     return " ".join(re.sub(r"[\"'`]", "", text).replace("_", " ").casefold().split())
 
 
+#: typographic apostrophes, quotes and dashes, as the plain ones a KG label writes
+#: ("Dan O’Brien, Jr." is the KG's "Dan O'Brien, Jr.")
+_TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "‛": "'", "ʼ": "'", "“": '"', "”": '"', "„": '"', "‟": '"',
+                              "‐": "-", "‒": "-", "–": "-", "—": "-", "―": "-", "−": "-"})  # fmt: skip
+_SPACE_RUN = re.compile(r"\s+")
+
+
+def folded_text(text: str) -> str:
+    """``text`` as an answer and a label are compared in (:func:`find_label`,
+    :func:`names_entity`): compatibility forms and accents folded
+    (:func:`~traversals.kg.text.fold_accents`, which keeps the marks of other scripts:
+    "हिन्दी" is not "हिन्दू"), typographic quotes and dashes plain, every run of spaces one
+    space, or one line break when it holds one (a line break still ends a sentence and a
+    name). Case is kept: the longer-name rules read capitals."""
+    plain = fold_accents(text).translate(_TYPOGRAPHIC)
+    return _SPACE_RUN.sub(lambda m: "\n" if "\n" in m.group() or "\r" in m.group() else " ", plain)
+
+
 def find_label(text: str, label: str) -> re.Match[str] | None:
     """Where ``text`` names ``label``, as whole words in any case (None: it does not). "Go"
-    is not named by "Gone Girl", nor "M" by "movie"."""
-    return _whole_words(label).search(text) if label else None
+    is not named by "Gone Girl", nor "M" by "movie". Both are compared folded
+    (:func:`folded_text`: "Eve Angstrom" names "Éve Ångström", "O’Brien" "O'Brien"), so the
+    match is one in the folded text: its positions are not the text's."""
+    pattern = _whole_words(label)
+    return pattern.search(folded_text(text)) if pattern else None
 
 
-def _whole_words(label: str) -> re.Pattern[str]:
-    """``label`` as whole words, in any case (:func:`find_label`, :func:`names_entity`)."""
-    return re.compile(rf"(?<!\w){re.escape(label)}(?!\w)", re.IGNORECASE)
+def _whole_words(label: str) -> re.Pattern[str] | None:
+    """``label`` folded (:func:`folded_text`) as whole words, in any case, to search a folded
+    text with (:func:`find_label`, :func:`names_entity`); None for a label that folds to no
+    word (one of combining marks alone matched between any two characters)."""
+    words = folded_text(label).split()
+    return re.compile(rf"(?<!\w){re.escape(' '.join(words))}(?!\w)", re.IGNORECASE) if words else None
 
 
 def mentions_label(text: str, label: str) -> bool:
@@ -354,10 +379,13 @@ def names_entity(text: str, label: str) -> bool:
     number joined to it by one space. "The Dark Knight Rises", a film the KG lacks, named "The
     Dark Knight" and was taken as confirmed by its edges; "Nolan directed it" still names
     "Nolan". A role or answer word that starts the sentence (:data:`_INTRODUCING_WORDS`) is no
-    part of the name: "Director Christopher Nolan" names "Christopher Nolan"."""
-    if not label:
+    part of the name: "Director Christopher Nolan" names "Christopher Nolan". Text and label
+    are read folded (:func:`folded_text`): "Eve Angstrom" names "Éve Ångström"."""
+    pattern = _whole_words(label)
+    if pattern is None:
         return False
-    for m in _whole_words(label).finditer(text):
+    text = folded_text(text)  # the label is folded alike: "Dan O’Brien" names "Dan O'Brien"
+    for m in pattern.finditer(text):
         if _NAME_GOES_ON.match(text, m.end()):
             continue
         if not _NAME_CAME_BEFORE.search(text, 0, m.start()) or _introduced(text, m.start()):
