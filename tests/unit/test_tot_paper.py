@@ -222,9 +222,8 @@ async def test_an_answer_that_only_contains_a_reached_title_is_not_confirmed_by_
         walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
         return f"ANSWER: {final}" if walked else "EXPAND_KG: his films"
 
-    # an answer naming no entity is supported by the facts its path added (both films), as a count is
-    walk = [("Memento", "Christopher Nolan"), ("The Dark Knight", "Christopher Nolan")]
-    for final, value, support in (("The Dark Knight Rises", 0.7, walk),
+    # an answer naming no entity the walks reached has no support (a count's is the facts its path added)
+    for final, value, support in (("The Dark Knight Rises", 0.7, []),
                                   ("The Dark Knight", 1.0, [("The Dark Knight", "Christopher Nolan")])):
         llm = ScriptedLLM(rules=[("Find the names in a text", "Christopher Nolan"),
                                  (ANSWER_EVAL, "So the score for the provided answer should be 1.0"), (RATING, "0.6"),
@@ -315,3 +314,34 @@ async def test_an_answer_spelled_with_a_curly_apostrophe_or_without_accents_name
                         ("हिन्दू", "हिन्दी"), ("हिन्दी", "हिन्दू"), ("Heat", "\u0301")):
         assert not names_entity(text, label), text
     assert find_label("हिन्दू", "हिन्दी") is None and names_entity("भाषा: हिन्दी", "हिन्दी")
+
+
+async def test_an_answer_that_names_no_reached_entity_has_no_supporting_edges():
+    """"Carol Double Space", never reached, was "supported" by every edge the path walked (the
+    two people who live in Berlin), as a yes or a count is; it names neither, so it has none."""
+    from traversals.api import SearchConfig, build_solver
+
+    from .kgdouble import DictKG
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    kg = DictKG([("dan", "lives_in", "berlin"), ("eve", "lives_in", "berlin")],
+                labels={"dan": "Dan O'Brien, Jr.", "eve": "Éve Ångström", "berlin": "Berlin"})
+
+    async def ask(question: str, final: str) -> tuple[float, list[tuple[str, str]]]:
+        def default(prompt, *_):
+            walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
+            return f"ANSWER: {final}" if walked else "EXPAND_KG: who lives there"
+
+        llm = ScriptedLLM(rules=[("Find the names in a text", "Berlin"),
+                                 (ANSWER_EVAL, "So the score for the provided answer should be 1.0"), (RATING, "0.6"),
+                                 (RELATION, "~lives_in"), (ENTITIES, "E1"), (DEFAULT, default)])
+        answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(question)
+        assert answer.text == final
+        return answer.value, sorted((e.subject.label, e.object.label) for e in answer.supporting_edges)
+
+    walk = [("Dan O'Brien, Jr.", "Berlin"), ("Éve Ångström", "Berlin")]
+    assert await ask("Who lives in [Berlin]?", "Carol Double Space") == (0.7, [])
+    assert await ask("Who lives in [Berlin]?", "Dan O'Brien, Jr.") == (1.0, walk[:1])
+    # a yes or a count names no entity by its kind: the facts its path added support it
+    assert await ask("Does Éve Ångström live in [Berlin]?", "Yes") == (1.0, walk)
+    assert await ask("How many people live in [Berlin]?", "2") == (1.0, walk)

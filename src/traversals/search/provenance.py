@@ -160,13 +160,17 @@ def render_walk(node: Node, limit: int = 10) -> str:
     return "\n".join(lines) or "  (no path in the knowledge graph)"
 
 
-def supporting_edges(node: Node) -> list[Edge]:
+def supporting_edges(node: Node, *, names_no_reached: bool = False) -> list[Edge]:
     """The subgraph edges on every walk from the query entities to the entities the answer
     names (:func:`reaching_paths`: an actor reached as the question's director's protégé
     and again as an actor of his films shows both walks, whichever the question asked
-    for), each walk from the answer back; or, if the answer names none, the edges its path
-    added."""
+    for), each walk from the answer back. An answer no walk reaches by its kind
+    (``names_no_reached``: a yes/no, a count, the question's own entity a comparison chose,
+    :func:`~.value.names_no_reached_entity`) is supported by the edges its path added, as
+    its rating shows them (:func:`render_walk`); any other answer that names no entity the
+    walks reached has none: "Carol Double Space", never reached, was "supported" by every
+    edge to the question's city."""
     out = [f.edge() for path in answer_reaching_paths(node) for f in reversed(path)]
-    if not out:
+    if not out and names_no_reached:
         out = [f.edge() for n in node.path() for f in n.new_facts]
     return list(dict.fromkeys(out))

@@ -22,7 +22,10 @@ class Answer:
     #: how sure the search is, in [0, 1] (the value function's rating); None: not rated (cot, retrieve)
     value: float | None = None
     #: provenance: the KG edges on every walk from the question's entities to the entities
-    #: the answer names, each stored as its KG states it (subject, forward relation, object)
+    #: the answer names, each stored as its KG states it (subject, forward relation, object);
+    #: tree and chain support a yes/no, a count or a comparison's chosen question entity by
+    #: the edges its path walked (:func:`~.provenance.supporting_edges`); [] when the answer
+    #: names no entity the search reached
     supporting_edges: list[Edge] = field(default_factory=list)
     #: LLM calls and tokens, KG calls, spent on this question
     usage: Usage = field(default_factory=Usage)

@@ -51,7 +51,7 @@ from .provenance import supporting_edges
 from .result import NO_ANSWER, Answer
 from .subgraph import Subgraph
 from .templates import PromptSet, default_prompts
-from .value import NodeValue, ValueFunction
+from .value import NodeValue, ValueFunction, names_no_reached_entity
 from ..aio import gather
 
 
@@ -479,7 +479,8 @@ class TreeOfTraversals:
             question=question,
             text=text,
             value=best.value if best is not None else None,
-            supporting_edges=supporting_edges(best) if best is not None else [],
+            supporting_edges=supporting_edges(best, names_no_reached=names_no_reached_entity(question, best))
+            if best is not None else [],
             usage=usage,
             seconds=time.perf_counter() - started,
             decoding="constrained" if self.constrained else "sampled",
