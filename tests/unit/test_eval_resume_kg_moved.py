@@ -94,6 +94,30 @@ async def test_a_renamed_kg_file_given_the_old_name_with_name_equals_is_the_same
     assert (await resume(out, f"kb={moved}", 3)).n == 3
 
 
+async def test_a_kg_file_renamed_without_name_equals_is_refused_naming_the_option(tmp_path, capsys):
+    """kb.txt renamed films.txt (the same triples) renames the KG "kb" to "films" -- in each
+    row's supporting_edges[].kg, in a relation key two KGs share, so in the prompts: the
+    resume went on, changing the KG's name halfway through the run. It is refused as
+    train-value --resume refuses it; ``kb=films.txt``, or the file's old name in another
+    directory, goes on."""
+    kb, out = await first_run(tmp_path)
+    renamed = tmp_path / "a" / "films.txt"
+    os.replace(kb, renamed)
+    with pytest.raises(BadInput) as e:
+        await resume(out, str(renamed), 3)
+    msg = str(e.value)
+    assert (f"the KG file was renamed ({kb} -> {renamed}): a KG is named by its file, so it is named 'films' where "
+            f"the run named it 'kb'; give it its old name as --kg kb={renamed} (or give the file its old name, in "
+            "any directory)") in msg
+    assert json.loads((out / "run.json").read_text())["kg"] == [str(kb)]  # nothing written
+    assert (await resume(out, f"kb={renamed}", 3, progress=True)).n == 3
+    assert f"KG file moved, same content: {kb} -> {renamed}" in capsys.readouterr().err
+    elsewhere = tmp_path / "b" / "kb.txt"  # the old file name in another directory: the same name
+    elsewhere.parent.mkdir()
+    os.replace(renamed, elsewhere)
+    assert (await resume(out, str(elsewhere), 4)).n == 4
+
+
 async def test_a_run_recorded_without_kg_hashes_compares_paths(tmp_path):
     kb, out = await first_run(tmp_path)
     run = json.loads((out / "run.json").read_text())

@@ -6,7 +6,8 @@ of each question file read (:func:`dataset_digests`), of each KG file
 (:func:`llm_identity`). A resume (:func:`~.runner.run_eval` with ``resume=True``) is
 refused when a setting of :data:`RESUME_MUST_MATCH` differs (:func:`check_resume`; two
 local specs of one model file are one model, :func:`_same_llm`; a KG file moved with the
-same content is the same KG and one edited in place is another, :func:`kg_changes`), when
+same content is the same KG if it keeps its name, and one edited in place is another,
+:func:`kg_changes`), when
 ``--limit`` or ``--skip`` would draw another sample (:func:`_resampled`), or when an answered question
 is gone or reads differently now (:func:`check_questions`). :func:`resume_hint` says how
 to continue an interrupted run.
@@ -346,6 +347,15 @@ class MovedKG:
         return f"--kg {shlex.quote(f'{self.old_name}={self.spec}')}" if is_kg_name(self.old_name) else None
 
 
+def rename_advice(moved: MovedKG) -> str:
+    """How to read a KG file renamed since a run (:attr:`MovedKG.renamed`) under its recorded
+    name: its ``--kg OLD_NAME=PATH``, else (a name ``NAME=`` cannot give) the file's old name."""
+    option = moved.option()
+    if option:
+        return f"give it its old name as {option} (or give the file its old name, in any directory)"
+    return "give the file its old name (in any directory)"
+
+
 class KGChanges(NamedTuple):
     """What :func:`kg_changes` found: whether the KGs differ, why (a phrase per KG), and the
     files moved or renamed with the same content."""
@@ -369,9 +379,10 @@ def kg_changes(old: Mapping, new: Mapping) -> KGChanges:
     a file edited in place, and both hashes), and each KG file found at another path, or
     under another name, with the same content (:class:`MovedKG`). A KG file's name is its
     ``NAME=``, else the file's: ``--kg films=/new/other.txt`` is the KG ``films.txt`` was,
-    and a file renamed without ``NAME=`` is the same KG to an evaluation (whose answers do
-    not depend on the name), though its entities carry another name (what a training's
-    resume checks). The recorded side is where ``old`` says each file was
+    and ``movies.txt`` renamed from ``films.txt`` (no ``NAME=``) is another KG: its entities
+    and edges carry another name (a row's ``supporting_edges[].kg``, a relation key two KGs
+    share, so the prompts), and the refusal says which ``--kg OLD_NAME=PATH`` keeps the
+    name (:func:`rename_advice`). The recorded side is where ``old`` says each file was
     (``kg_paths``, absolute), this run's side what each spec names from the current working
     directory: the same ``--kg kb.txt`` from another directory may name another file. A spec
     is the same KG when it names the same file by any path, or the same text, with the same
@@ -390,7 +401,9 @@ def kg_changes(old: Mapping, new: Mapping) -> KGChanges:
         (nx, px), (ny, py) = split_name(str(x)), split_name(str(y))
         wx, wy = _kg_where(x, rx), _kg_where(y)
         kx, ky = _kg_name(nx, px, hx), _kg_name(ny, py, hy)
-        named_alike = nx == ny or (kx is not None and kx == ky)  # films.txt and films=other.txt: "films"
+        # films.txt and films=other.txt are "films", movies.txt (renamed from films.txt) is "movies";
+        # a name not known on one side (a run recorded without hashes) compares the NAME= given
+        named_alike = kx == ky if kx is not None and ky is not None else nx == ny
         if named_alike and wx == wy:
             if hx is not None and hy is not None and hx != hy:
                 differ = True
@@ -402,7 +415,11 @@ def kg_changes(old: Mapping, new: Mapping) -> KGChanges:
             moved.append(found)
             if named_alike:
                 continue
-            differ = True  # NAME= gave the same triples another name than the run read them by
+            differ = True  # the same triples under another name than the run read them by
+            if nx is None and ny is None:  # the file renamed: a KG without NAME= is named by its file
+                why.append(f"the KG file was renamed ({found}): a KG is named by its file, so it is named {ky!r} "
+                           f"where the run named it {kx!r}; {rename_advice(found)}")
+                continue
             hint = f": give it as {found.option()}" if found.option() else ""
             where = f"KG file {wy} is" if wx == wy else f"KG file {wy} holds the triples of {wx}, but is"
             why.append(f"{where} named {ky!r} where the run named it {kx!r}{hint}")

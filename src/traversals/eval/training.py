@@ -453,7 +453,9 @@ def _kg_differs(old: dict, new: dict) -> str | None:
     """How the KGs of ``new`` differ from those ``old`` (a model's ``meta``) was trained on,
     in words, or None: the rule of an evaluation's resume (:func:`.resume.kg_changes`) -- the
     same file by any path is the same KG unless its SHA-256 (``kg_sha256``) changed, and a
-    file found at another path with the same content is the same KG; the model's side is
+    file found at another path with the same content is the same KG if it keeps its KG name
+    (a file renamed is refused as such: the training questions' entities carry the name,
+    :func:`.resume.rename_advice`); the model's side is
     where its meta says each file was (``kg_paths``, absolute; a model without them resolves
     its ``kg`` from the current directory). Other triples can
     leave the questions' linking alone (``questions_sha256``), and the examples of two KGs
@@ -473,16 +475,6 @@ def _refuse_other(out: Path, old: dict, new: dict) -> None:
                        "trained on)")
     why = _settings_differ(old, new)
     if why is not None:
-        # a KG file renamed: the same triples, but a KG without NAME= is named by its file
-        # (films.txt is "films"), and the questions' linked entities carry that name
-        renamed = [m for m in kg_changes(old, new).moved if m.renamed]
-        if renamed and why.startswith(_SETTING_FLAGS["questions_sha256"]):
-            options = [m.option() for m in renamed]
-            give = (f"give it its old name as {' '.join(o for o in options if o)} (or give the file its old name, "
-                    "in any directory)" if all(options) else "give the file its old name (in any directory)")
-            raise BadInput(f"cannot resume {out}: the KG file was renamed ({', '.join(map(str, renamed))}): a KG is "
-                           f"named by its file, and the training questions' entities carry the name; {give}, or train "
-                           "again without --resume")
         raise BadInput(f"cannot resume {out}: {why}; give the settings it was trained with (only --rounds may "
                        "differ), or train again without --resume")
 
