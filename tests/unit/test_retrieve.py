@@ -147,6 +147,41 @@ async def test_usage_counts_the_embedders_calls_and_texts(tmp_path):
     assert answer.trace["usage"] == answer.usage.to_json() and answer.to_json()["embedded_texts"] == 5
 
 
+async def test_a_fact_two_kgs_state_is_one_line_and_each_kgs_edge_supports_the_answer(tmp_path):
+    """films.txt and movies.txt both state "Inception | directed_by | Christopher Nolan": the
+    prompt listed it twice, in two of --top-facts' places, and pushed the other fact out."""
+    from traversals.llm.base import Usage
+
+    from .kgdouble import DictKG
+
+    films = kb(tmp_path, "Inception|directed_by|Christopher Nolan\nInception|starred_actors|Leonardo DiCaprio\n"
+                         "Leonardo DiCaprio|born_in|Los Angeles\n", "films.txt")
+    movies = kb(tmp_path, "Inception|directed_by|Christopher Nolan\n", "movies.txt")
+    llm = ScriptedLLM(rules=[("", "ANSWER: Christopher Nolan")])
+    ask = build_solver("retrieve", llm, [open_kg(str(films)), open_kg(str(movies))],
+                       SearchConfig(embedder="lexical", top_facts=2))
+    answer = await ask.ask("who directed [Inception]")
+    assert facts_of(llm.calls[-1].prompt) == ["- Inception | directed by | Christopher Nolan",
+                                              "- Inception | starred actors | Leonardo DiCaprio"]
+    # the answer is supported by the fact in each KG that states it
+    assert sorted((e.relation.kg, e.subject.label, e.object.label) for e in answer.supporting_edges) == [
+        ("films", "Inception", "Christopher Nolan"), ("movies", "Inception", "Christopher Nolan")]
+    best = answer.trace["facts"][0]
+    assert [best["edge"]["kg"], *(t["kg"] for t in best["twins"])] == ["films", "movies"]
+    assert "twins" not in answer.trace["facts"][1] and answer.trace["retrieved"] == 3
+    # KGs whose ids differ (the set reads both ids of a label as one entity): the line is ranked once still
+    first = DictKG([("inception", "directed_by", "nolan"), ("inception", "starred_actors", "leo")], name="films",
+                   labels={"inception": "Inception", "nolan": "Christopher Nolan", "leo": "Leonardo DiCaprio"})
+    second = DictKG([("m1", "directed_by", "m2")], labels={"m1": "Inception", "m2": "Christopher Nolan"}, name="movies")
+    two = build_solver("retrieve", ScriptedLLM([]), [first, second], SearchConfig(embedder="lexical"))
+    gathered = await two.gather(two.kgs.fresh(), [first.entities["inception"], second.entities["m1"]],
+                                "who directed Inception", Usage())
+    best = gathered.best(2)
+    assert [f.line for f in best] == ["Inception | directed_by | Christopher Nolan",
+                                      "Inception | starred_actors | Leonardo DiCaprio"]
+    assert {t.edge.relation.kg for t in best[0].twins} == {"films", "movies"} and best[1].twins
+
+
 async def test_two_hops_expand_the_entities_the_best_facts_reach(tmp_path):
     llm = ScriptedLLM(["ANSWER: Canada"])
     ask = build_solver("retrieve", llm, [open_kg(str(kb(tmp_path)))],

@@ -19,11 +19,14 @@ each call's first edge before any call's second. With ``hops`` 2 or 3 the entiti
 best-ranked facts of one hop reach (at most ``top_facts`` of them) are expanded at the next,
 and a fact of a later hop is ranked as its walk's relation path from the question's entity
 (:attr:`Fact.sentence`) and listed after the facts of that walk (:func:`with_walks`): the
-``top_facts`` best facts may then bring up to ``hops`` lines each.
+``top_facts`` best facts may then bring up to ``hops`` lines each. A line is ranked and
+listed once however many facts show as it (:func:`distinct`: the same fact stated by two
+KGs), and each of them supports an answer that names its end.
 
 The answer's ``supporting_edges`` are the facts given to the LLM whose end other than the
 question's own entities is named in the answer (and, for a fact of a later hop, the facts
-that reached it, back to the question's entity). An answer that lists the question's own
+that reached it, back to the question's entity), the edge of every KG that states a
+line listed once. An answer that lists the question's own
 entity among others is given without it (:func:`leave_out_own`, the tree's rule). ``value``
 is None (nothing is rated) and ``stopped`` None (nothing stops early). See docs/decisions.md, "A retrieval baseline (KAPING-style)".
 """
@@ -33,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Sequence, TypeVar
 
 from ..embed.base import Embedder, Vector, cosine, embed_counted
@@ -89,6 +92,9 @@ class Fact:
     #: hop 2 or 3: the fact of the hop before whose far end this edge was gathered from
     via: Fact | None = None
     score: float = 0.0
+    #: the facts ranked below this one that the prompt shows as the same line (the same fact
+    #: stated by another KG): not lines of their own, but support as this one is (:func:`distinct`)
+    twins: tuple[Fact, ...] = ()
 
     @property
     def line(self) -> str:
@@ -122,8 +128,26 @@ class Fact:
                          _words(self.reached.label)])
 
     def to_trace(self, rank: int) -> dict:
-        return {"rank": rank, "fact": self.line, "score": round(self.score, 4), "hop": self.hop,
-                "edge": self.edge.to_json()}
+        out = {"rank": rank, "fact": self.line, "score": round(self.score, 4), "hop": self.hop,
+               "edge": self.edge.to_json()}
+        if self.twins:  # the other KGs' edges of this line
+            out["twins"] = [t.edge.to_json() for t in self.twins]
+        return out
+
+
+def distinct(facts: Sequence[Fact]) -> list[Fact]:
+    """``facts`` in their order, one per line the prompt would show (:attr:`Fact.line`): a
+    fact whose line an earlier one shows is among that one's :attr:`~Fact.twins`. Two KGs
+    stating ``Inception | directed_by | Christopher Nolan`` gave the line twice, in two of
+    ``top_facts``' places; the KG is not shown, so the lines read alike whatever their ids."""
+    first: dict[str, Fact] = {}
+    twins: dict[str, list[Fact]] = {}
+    for f in facts:
+        if f.line in first:
+            twins[f.line].append(f)
+        else:
+            first[f.line], twins[f.line] = f, []
+    return [replace(f, twins=(*f.twins, *twins[line])) if twins[line] else f for line, f in first.items()]
 
 
 def _interleaved(lists: Sequence[Sequence[T]]) -> list[T]:
@@ -145,15 +169,16 @@ def _names(label: str, answer: str) -> bool:
 
 
 def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
-    """The edges of ``facts`` whose far end (:attr:`Fact.reached`), not one of the question's
-    own entities, is named in ``answer`` (a fact of a later hop brings first the facts that
-    reached it, from the question's entity on), each once. The end a later hop's fact was
-    gathered from is no answer of it: the answer's other films were support of the director."""
+    """The edges of ``facts`` and their :attr:`~Fact.twins` (each KG's edge of a line) whose far
+    end (:attr:`Fact.reached`), not one of the question's own entities, is named in ``answer``
+    (a fact of a later hop brings first the facts that reached it, from the question's entity
+    on), each once. The end a later hop's fact was gathered from is no answer of it: the
+    answer's other films were support of the director."""
     if answer == NO_ANSWER or not answer.strip():
         return []
     own = {(e.kg, e.id) for e in question_entities}
     out: dict[Edge, None] = {}
-    for f in facts:
+    for f in (g for listed in facts for g in (listed, *listed.twins)):
         end = f.reached
         if (end.kg, end.id) not in own and _names(end.label, answer):
             for step in f.walk:
@@ -177,11 +202,11 @@ def leave_out_own(answer: str, question_entities: Sequence[Entity]) -> str:
 def with_walks(facts: Sequence[Fact]) -> list[Fact]:
     """``facts`` in their order, each after the facts of its walk not listed yet: what the
     prompt lists, so that a later hop's fact is read with the facts that connect it to the
-    question's entity."""
-    out: dict[Edge, Fact] = {}
+    question's entity. A line is listed once (a walk's step another KG states too)."""
+    out: dict[str, Fact] = {}
     for f in facts:
         for step in f.walk:
-            out.setdefault(step.edge, step)
+            out.setdefault(step.line, step)
     return list(out.values())
 
 
@@ -200,8 +225,9 @@ class Gathered:
     edges_omitted: int = 0
 
     def best(self, n: int) -> list[Fact]:
-        """The ``n`` facts of the highest score, best first (ties keep the KG's order)."""
-        return sorted(self.facts, key=lambda f: -f.score)[:n]
+        """The ``n`` distinct lines of the highest score, best first (ties keep the KG's
+        order), each with the facts of other KGs that read alike as its twins (:func:`distinct`)."""
+        return distinct(sorted(self.facts, key=lambda f: -f.score))[:n]
 
 
 class RetrieveThenRead:
