@@ -5,7 +5,8 @@ gets four tools:
 
 - ``kg_search(text, limit)`` -- entities whose label matches, in every KG;
 - ``kg_relations(entity_id, kg)`` -- the relations of an entity, both directions, with
-  the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards);
+  the key to pass to ``kg_edges`` (``P25``, ``~P25`` walks it backwards); without ``kg``,
+  the KG whose id it is (:func:`~.search.browse.entity_of_id`);
 - ``kg_edges(entity_id, relation, kg)`` -- the edges along a relation and the entities
   they reach;
 - ``answer_question(question, strategy, max_hops, k, max_expansions, simulations,
@@ -120,13 +121,24 @@ def create_mcp_server(
         except BadInput as exc:
             raise ToolError(str(exc)) from None
 
-    def entity(entity_id: str, kg: str | None) -> Entity:
+    async def entity(entity_id: str, kg: str | None) -> Entity:
+        """The entity ``entity_id`` names in ``kg``, else in the KG whose id it is (each KG
+        asked, as ``traversals kg relations|edges`` asks them: an id of a later KG was looked
+        up in the first only); an id of several KGs, or of none, is a tool error."""
         if not entity_id or not entity_id.strip():
             raise ToolError("entity_id must be an entity id from kg_search, kg_relations or kg_edges")
+        text = text_arg(entity_id, "entity_id")
         try:
-            return browse.entity_ref(kgset, text_arg(entity_id, "entity_id"), kg)
-        except BadInput as exc:  # a KG this server does not have
+            named = browse.entity_ref(kgset, text, kg)  # a KG this server does not have: refused here
+        except BadInput as exc:
             raise ToolError(str(exc)) from None
+        if kg is not None or len(kgset.kgs) == 1:  # the one KG to ask: its relations say whether it is an id
+            return named
+        found = await call(browse.entity_of_id(kgset, text, give="its kg"))
+        if found is None:
+            raise ToolError(f"no KG has relations for {text!r} (each of {', '.join(k.name for k in kgset.kgs)} "
+                            "was asked): is it an id, not a label? Search its label for its id (kg_search)")
+        return found
 
     async def call(coro: Any) -> Any:
         try:
@@ -159,12 +171,12 @@ def create_mcp_server(
         """Relations of an entity in both directions, the most frequent first; `omitted` counts
         those past the list (kg_edges takes their keys too). Pass a relation's `key` to kg_edges;
         a key starting with ~ walks the relation backwards (who has this entity as its value)."""
-        return await call(browse.relations(kgset, entity(entity_id, kg)))
+        return await call(browse.relations(kgset, await entity(entity_id, kg)))
 
     @server.tool(structured_output=True)
     async def kg_edges(entity_id: str, relation: str, kg: str | None = None) -> dict[str, Any]:
         """Edges along `relation` (a key from kg_relations) from the entity, and the entities they reach."""
-        return await call(browse.edges(kgset, entity(entity_id, kg), relation))
+        return await call(browse.edges(kgset, await entity(entity_id, kg), relation))
 
     @server.tool(structured_output=True)
     async def answer_question(question: str, strategy: str | None = None, max_hops: StrictInt | None = None,

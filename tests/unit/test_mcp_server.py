@@ -306,3 +306,38 @@ async def test_a_max_hops_beyond_retrieves_is_refused_at_start_or_told_to_the_ag
     async with Client(server(defaults=SearchConfig(max_hops=4, embedder="lexical"))) as c:  # tree's default
         r = await c.call_tool("answer_question", {"question": "who is Bob Dylan's mother", "strategy": "retrieve"})
     assert r.is_error and "give 'max_hops' 1 to 3 with a retrieve question" in r.content[0].text
+
+
+async def test_with_several_kgs_an_id_is_looked_up_in_each_kg_as_traversals_kg_looks_it_up(tmp_path):
+    """Without `kg`, kg_relations and kg_edges took an id for the first KG's: an id of the
+    second was an entity of the first, its edges naming it {"label": ID, "kg": "demo"}; an id
+    of no KG was "no relations in kg demo"; an id of two was the first's. As `traversals kg
+    relations|edges` now: each KG is asked, an id of two asks for `kg`, an id of none says
+    each KG was asked."""
+    music = tmp_path / "music.ttl"
+    music.write_text('@prefix m: <http://music.example/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+                     'm:hz rdfs:label "Hans Zimmer" ; m:born m:frankfurt .\nm:frankfurt rdfs:label "Frankfurt" .\n')
+    frankfurt = "http://music.example/frankfurt"
+    async with Client(create_mcp_server(ScriptedLLM([]), open_kgs(["demo", str(music)]))) as c:
+        rels = await c.call_tool("kg_relations", {"entity_id": frankfurt})
+        born = await c.call_tool("kg_edges", {"entity_id": frankfurt, "relation": "~born"})
+        dylan = await c.call_tool("kg_relations", {"entity_id": "Q392"})  # the first KG's, as before
+        nowhere = await c.call_tool("kg_relations", {"entity_id": "http://music.example/nowhere"})
+    assert not rels.is_error and rels.structured_content["relations"] == [{"key": "~born", "label": "is born of",
+                                                                           "kg": "music"}]
+    assert not born.is_error and [e["label"] for e in born.structured_content["entities"]] == ["Hans Zimmer"]
+    [edge] = born.structured_content["edges"]
+    assert edge["object"] == {"id": frankfurt, "label": "Frankfurt", "kg": "music"} and edge["kg"] == "music"
+    assert not dylan.is_error and {"key": "P25", "label": "mother", "kg": "demo"} in dylan.structured_content["relations"]
+    assert nowhere.is_error and ("no KG has relations for 'http://music.example/nowhere' (each of demo, music was "
+                                 "asked)") in nowhere.content[0].text
+    # two triple files mint one IRI for "Alice": the id alone names neither, `kg` names one
+    (tmp_path / "a.txt").write_text("Alice|knows|Bob\n")
+    (tmp_path / "b.txt").write_text("Alice|likes|Carol\n")
+    alice = "http://traversals.local/entity/Alice"
+    async with Client(create_mcp_server(ScriptedLLM([]), open_kgs([str(tmp_path / "a.txt"),
+                                                                   str(tmp_path / "b.txt")]))) as c:
+        both = await c.call_tool("kg_relations", {"entity_id": alice})
+        b = await c.call_tool("kg_edges", {"entity_id": alice, "relation": "likes", "kg": "b"})
+    assert both.is_error and f"'{alice}' is an entity of 2 KGs (a, b): give its kg" in both.content[0].text
+    assert not b.is_error and [e["label"] for e in b.structured_content["entities"]] == ["Carol"]

@@ -121,7 +121,8 @@ def _entity_line(e: dict) -> str:
 
 async def _resolve(kgset, text: str, kg: str | None):
     """The entity ``text`` names: an id a KG has relations for (with several KGs and no
-    ``kg``, each KG is asked: an id of two is a :class:`BadInput` asking for ``--in-kg``),
+    ``kg``, each KG is asked, as the MCP tools ask them, :func:`~traversals.search.browse.entity_of_id`:
+    an id of two is a :class:`BadInput` asking for ``--in-kg``),
     else the one entity whose label it is (case and spacing aside); several or none is a
     :class:`BadInput` listing them."""
     from ..errors import BadInput
@@ -130,23 +131,9 @@ async def _resolve(kgset, text: str, kg: str | None):
     from ..search.machine import normalise_label
 
     names = [k.name for k in kgset.kgs]
-    ids: list = []
-    for name in names if kg is None else [kg]:
-        entity = browse.entity_ref(kgset, text, name)
-        try:
-            # relations from its own KG: with several KGs, those of another KG's entity of that
-            # label come too (its copy), and would make any label of it pass for an id here.
-            # Asked of a fresh set: what asking one KG linked must not change what the next
-            # KG, or the command's own listing, sees
-            if any(r.kg == entity.kg for r in (await kgset.fresh().get_relations([entity], Usage())).items):
-                ids.append(entity)
-        except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI): a label then
-            pass
-    if len(ids) > 1:
-        raise BadInput(f"{text!r} is an entity of {len(ids)} KGs ({', '.join(e.kg for e in ids)}): "
-                       "give --in-kg NAME")
-    if ids:
-        return await kgset.described(ids[0], Usage())  # shown by its label
+    entity = await browse.entity_of_id(kgset, text, kg, give="--in-kg NAME")
+    if entity is not None:
+        return await kgset.described(entity, Usage())  # shown by its label
     found = await kgset.search(text, Usage(), limit=20)
     exact = [e for e in found if normalise_label(e.label) == normalise_label(text) and (kg is None or e.kg == kg)]
     if len(exact) == 1:

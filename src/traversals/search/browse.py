@@ -39,6 +39,31 @@ def entity_ref(kgset: KGSet, entity_id: str, kg: str | None = None) -> Entity:
     return Entity(id=ident, label=ident, kg=name)
 
 
+async def entity_of_id(kgset: KGSet, entity_id: str, kg: str | None = None, *, give: str) -> Entity | None:
+    """The entity ``entity_id`` is the id of: in the KG named ``kg``, else in whichever KG of
+    the set has relations for it (each is asked: an id of a later KG is no id of the first);
+    None when none has (a label, a mistyped id). An id of several KGs (two triple files mint
+    one IRI for "Alice") is a :class:`BadInput` asking for the KG as ``give`` (``--in-kg
+    NAME`` of ``traversals kg``, ``its kg`` of the MCP tools). Its label is its id
+    (:meth:`~.kgset.KGSet.described` gives the KG's)."""
+    names = [k.name for k in kgset.kgs]
+    ids: list[Entity] = []
+    for name in names if kg is None else [kg]:
+        entity = entity_ref(kgset, entity_id, name)
+        try:
+            # relations from its own KG: with several KGs, those of another KG's entity of that
+            # label come too (its copy), and would make any label of it pass for an id here.
+            # Asked of a fresh set: what asking one KG linked must not change what the next
+            # KG, or the caller's own listing, sees
+            if any(r.kg == entity.kg for r in (await kgset.fresh().get_relations([entity], Usage())).items):
+                ids.append(entity)
+        except BadInput:  # not an id this KG can take ("Charles Bail" is no IRI)
+            pass
+    if len(ids) > 1:
+        raise BadInput(f"{entity_id!r} is an entity of {len(ids)} KGs ({', '.join(e.kg for e in ids)}): give {give}")
+    return ids[0] if ids else None
+
+
 async def find(kgset: KGSet, text: str, limit: int = 5) -> dict[str, Any]:
     """Entities whose label matches ``text`` (exact, then case-insensitive, then partial), in every KG."""
     found = await kgset.search(text, Usage(), limit=max(1, min(limit, 50)))
