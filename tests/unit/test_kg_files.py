@@ -316,3 +316,37 @@ def test_a_literal_with_line_breaks_is_shown_on_one_line_and_keeps_its_value_in_
     assert edge.object.id == '"first line\\nsecond\\tline"'
     assert iris.literal_label("+1929-01-01T00:00:00Z", iris.XSD + "dateTime") == "1929-01-01"
     assert iris.literal_label("   ") == "   "  # blanks alone: shown as they are, never an empty label
+
+
+STAR_PREFIXES = "@prefix ex: <http://e.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+
+
+@pytest.mark.parametrize("name, text, reifier", [
+    ("star.ttl", STAR_PREFIXES + 'ex:a rdfs:label "Ann" ; ex:knows ex:b ~ ex:r1 {| ex:since "2001" |} .\n'
+                 'ex:b rdfs:label "Ben" .\n', "http://e.org/r1"),  # RDF 1.2: a reifier and an annotation
+    ("star.ttl", STAR_PREFIXES + 'ex:a rdfs:label "Ann" ; ex:knows ex:b .\nex:b rdfs:label "Ben" .\n'
+                 '<< ex:a ex:knows ex:b >> ex:since "2001" .\n', None),  # RDF-star's quoted triple
+    ("star.nt", '<http://e.org/a> <http://www.w3.org/2000/01/rdf-schema#label> "Ann" .\n'
+                '<http://e.org/a> <http://e.org/knows> <http://e.org/b> .\n'
+                '<http://e.org/b> <http://www.w3.org/2000/01/rdf-schema#label> "Ben" .\n'
+                '<http://e.org/r1> <http://www.w3.org/1999/02/22-rdf-syntax-ns#reifies> '
+                '<<( <http://e.org/a> <http://e.org/knows> <http://e.org/b> )>> .\n'
+                '<http://e.org/r1> <http://e.org/since> "2001" .\n', "http://e.org/r1"),
+])
+def test_triple_terms_are_no_entities_and_the_asserted_triples_load(tmp_path, name, text, reifier):
+    """An RDF 1.2 / RDF-star file loaded, then indexing it failed with a traceback (a triple
+    term read as a literal). The asserted triples are the KG; a triple term is no entity,
+    no edge's end and counts for no relation (what it reifies is said of a node, not read)."""
+    import asyncio
+
+    kg = OxigraphKG.from_file(write(tmp_path / name, text))
+    [ann] = kg.search_sync("Ann")
+    assert ann.id == "http://e.org/a"
+    assert [r.key for r in kg.get_relations_sync([ann]).items] == ["knows"]
+    [edge] = asyncio.run(kg.get_edges([ann], kg.relation("knows"))).edges
+    assert edge.object.label == "Ben"
+    if reifier is not None:  # a node: its annotation is its edge, the triple it reifies none
+        node = kg.entity(reifier)
+        assert node is not None and [r.key for r in kg.get_relations_sync([node]).items] == ["since"]
+        assert not asyncio.run(kg.get_edges([node], kg.relation("reifies"))).edges
+    assert all(not e.id.startswith("<<") for e in kg.sample_entities_sync(100))

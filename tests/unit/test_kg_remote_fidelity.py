@@ -267,3 +267,31 @@ def test_a_camelcase_predicate_without_a_label_is_shown_in_words_by_both_back_en
             ("partOf", "part of"),
             ("~headquarteredIn", "inverse of headquartered in"),
         ]
+
+
+def test_a_triple_term_from_an_endpoint_is_no_edges_end(tmp_path) -> None:
+    """An endpoint with RDF 1.2 data binds a triple term (``"type": "triple"``, its value an
+    object): read as an IRI, following ``rdf:reifies`` failed with an AttributeError when
+    the query had no filter that dropped it (``hide_wikidata_statements=False``)."""
+    import pyoxigraph as ox
+
+    path = tmp_path / "star.ttl"
+    path.write_text(
+        '@prefix ex: <http://ex.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+        'ex:a rdfs:label "Ann" ; ex:knows ex:b ~ ex:r1 {| ex:since "2001" |} .\nex:b rdfs:label "Ben" .\n',
+        encoding="utf-8",
+    )
+    store = ox.Store()
+    store.load(path=str(path), format=ox.RdfFormat.TURTLE)
+    transport = _store_endpoint(store)
+    r1 = Entity("http://ex.org/r1", "r1")
+
+    async def run(hide: bool):
+        kg = SparqlKG("http://sparql.test/query", http=HttpClient(transport=transport), hide_wikidata_statements=hide)
+        rels = {r.key: r for r in (await kg.get_relations([r1])).items}
+        return {key: _names(e.object for e in (await kg.get_edges([r1], rel)).edges) for key, rel in rels.items()}
+
+    for hide in (True, False):
+        ends = asyncio.run(run(hide))
+        assert ends["since"] == [('"2001"', "2001", "")]
+        assert ends.get("reifies", []) == []

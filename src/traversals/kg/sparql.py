@@ -179,7 +179,8 @@ class Term:
 
 
 def parse_results(body: str, where: str) -> list[dict[str, Term]]:
-    """Rows of a SPARQL 1.1 JSON results document."""
+    """Rows of a SPARQL 1.1 JSON results document. A triple term (RDF 1.2, RDF-star:
+    ``"type": "triple"``, its value an object) is no node: its variable is left unbound."""
     try:
         doc = scrub_surrogates(json.loads(body))  # a "\ud800" escape: U+FFFD
         bindings = doc["results"]["bindings"]
@@ -188,6 +189,8 @@ def parse_results(body: str, where: str) -> list[dict[str, Term]]:
             row = {}
             for var, t in b.items():
                 kind = t.get("type", "")
+                if kind == "triple":  # read as an IRI, its value (a dict) failed as one
+                    continue
                 if kind == "typed-literal":  # old Virtuoso
                     kind = "literal"
                 row[var] = Term(

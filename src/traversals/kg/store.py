@@ -31,6 +31,12 @@ Literal objects
     it has no forward ones. Blank nodes are entities with id ``_:<id>``: the file's own id,
     or ``_:anon:N`` for the N-th it leaves unnamed (``[ ... ]``), the same at every load.
 
+Triple terms
+    RDF 1.2's ``<<( s p o )>>`` (and RDF-star's quoted ``<< s p o >>``) are no entities:
+    never indexed, no edge's end, counted for no relation. The asserted triples are read as
+    in any file; a reifier (``ex:r1`` of ``ex:a ex:knows ex:b ~ ex:r1 {| ex:since "2001" |}``)
+    is an ordinary node whose annotations are its edges.
+
 Labels
     ``rdfs:label``, ``skos:prefLabel`` and ``schema:name`` (in that order; ``label_predicates=``,
     the ``--label-predicate`` flag, replaces them, e.g. with ``foaf:name``), language
@@ -183,6 +189,14 @@ _Q_RELATION_COUNTS = (
     '{ ?e ?p ?x . BIND("f" AS ?dir) } UNION { ?x ?p ?e . BIND("i" AS ?dir) } '
     "} GROUP BY ?e ?p ?dir"
 )
+# the same without the triple terms, which are no edges' ends; asked only of a store that holds
+# some (the FILTER doubles the count's time on a hub)
+_Q_RELATION_COUNTS_NO_TRIPLE_TERMS = (
+    "SELECT ?e ?p ?dir (COUNT(*) AS ?n) WHERE { "
+    '{ ?e ?p ?x . FILTER(!isTRIPLE(?x)) BIND("f" AS ?dir) } '
+    'UNION { ?x ?p ?e . FILTER(!isTRIPLE(?x)) BIND("i" AS ?dir) } '
+    "} GROUP BY ?e ?p ?dir"
+)
 _Q_DESCRIPTIONS = "SELECT ?s ?d WHERE { VALUES ?s { %s } ?s <" + iris.SCHEMA_DESCRIPTION + "> ?d }"
 
 
@@ -243,6 +257,12 @@ def _select(
     solutions = store.query(query, substitutions=substitutions)
     assert isinstance(solutions, ox.QuerySolutions), "not a SELECT query"
     return solutions
+
+
+def _is_node(term: object) -> bool:
+    """Is the term a node that can be an entity: an IRI or a blank node (not a literal, nor a
+    triple term -- RDF 1.2's ``<<( s p o )>>``, RDF-star's quoted ``<< s p o >>``)?"""
+    return isinstance(term, (ox.NamedNode, ox.BlankNode))
 
 
 def _key(term: Term) -> str:
@@ -548,7 +568,7 @@ class OxigraphKG:
         store = self._check_open()
         counts: Counter[tuple[str, bool]] = Counter()
         for term in self._terms(entities):
-            for sol in _select(store, _Q_RELATION_COUNTS, substitutions={_V("e"): term}):
+            for sol in _select(store, self._q_relation_counts, substitutions={_V("e"): term}):
                 pred = sol["p"].value
                 if pred in self._meta_predicates:
                     continue
@@ -717,7 +737,7 @@ class OxigraphKG:
         pred_rank = {p: i for i, p in enumerate(order)}
         for sol in _select(store, _labels_query(self.label_predicates)):
             s, p, lit = sol["s"], sol["p"], sol["l"]
-            if not isinstance(lit, ox.Literal) or isinstance(s, ox.Literal):
+            if not isinstance(lit, ox.Literal) or not _is_node(s):
                 continue
             value = iris.display_text(lit.value)
             if not value:
@@ -737,19 +757,19 @@ class OxigraphKG:
         predicates = {sol["p"].value for sol in _select(store, _Q_PREDICATES)}
         direct_claims: dict[str, str] = {}
         for sol in _select(store, _Q_DIRECT_CLAIMS):
-            if isinstance(sol["p"], ox.NamedNode):
+            if isinstance(sol["p"], ox.NamedNode) and _is_node(sol["prop"]):
                 direct_claims[sol["p"].value] = _key(sol["prop"])
         inverse_best: dict[str, tuple[int, str]] = {}
         for sol in _select(store, _Q_INVERSE_LABELS):
             lit = sol["l"]
-            if isinstance(lit, ox.Literal) and lit.value.strip():
+            if isinstance(lit, ox.Literal) and lit.value.strip() and _is_node(sol["s"]):
                 key, lang_rank = _key(sol["s"]), _lang_rank(lit.language)
                 if key not in inverse_best or (lang_rank, lit.value) < inverse_best[key]:
                     inverse_best[key] = (lang_rank, lit.value.strip())
         inverse_labels = {k: v for k, (_, v) in inverse_best.items()}
 
         not_entities = set(predicates) | set(direct_claims.values()) | set(inverse_labels)
-        not_entities |= {_key(sol["s"]) for sol in _select(store, _Q_TYPED_PROPERTIES)}
+        not_entities |= {_key(sol["s"]) for sol in _select(store, _Q_TYPED_PROPERTIES) if _is_node(sol["s"])}
 
         def is_entity(key: str) -> bool:
             if key in not_entities:
@@ -758,13 +778,19 @@ class OxigraphKG:
                 return not _QID.fullmatch(key[len(WD_ENTITY):])
             return True
 
-        # Nodes without any label are searchable by their local name.
+        # Nodes without any label are searchable by their local name. A triple term (RDF 1.2,
+        # RDF-star) is no node: what is said of it is not read (its triple, asserted, is).
+        # (A plain file, every node labelled, holds none.)
+        triple_terms = False
         if not all_labelled:
             for q in (_Q_SUBJECTS, _Q_OBJECTS):
                 for sol in _select(store, q):
-                    key = _key(sol["x"])
-                    if key not in names and not isinstance(sol["x"], ox.Literal):
-                        names[key].add(self._label_of_key(key))
+                    x = sol["x"]
+                    if isinstance(x, ox.Triple):
+                        triple_terms = True
+                    elif _is_node(x) and _key(x) not in names:
+                        names[_key(x)].add(self._label_of_key(_key(x)))
+        self._q_relation_counts = _Q_RELATION_COUNTS_NO_TRIPLE_TERMS if triple_terms else _Q_RELATION_COUNTS
 
         exact: dict[str, list[str]] = defaultdict(list)
         normed: dict[str, list[str]] = defaultdict(list)
