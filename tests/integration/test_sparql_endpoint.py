@@ -337,6 +337,25 @@ async def test_an_odd_iri_selected_is_a_dead_end_not_a_failed_question(oxigraph)
                 await kg.get_relations(selected)
 
 
+async def test_an_iri_with_a_space_selected_is_a_dead_end_not_a_failed_question(oxigraph) -> None:
+    """A node whose IRI has a space (a lenient load, Virtuoso) reached and then selected (by
+    the LLM, --screen-dead-ends, retrieve's second hop): no query can name it, and
+    get_relations raised BadInput "not a valid IRI", which failed the whole question. It is
+    a dead end now, asked about in no query, and the entities selected with it keep theirs;
+    an id that was never one IRI is BadInput still (test_bad_ids_are_bad_input_not_queries)."""
+    async with SparqlKG(oxigraph.url) as kg:
+        [alice] = await kg.search("Odd Alice")
+        [knows] = (await kg.get_relations([alice])).items
+        spaced = next(e.object for e in (await kg.get_edges([alice], knows)).edges if e.object.id == f"{ODD}has space")
+        asked = kg.http.stats.requests
+        assert (await kg.get_relations([spaced])).items == ()
+        assert (await kg.get_edges([spaced], knows)).edges == ()
+        assert (await kg.get_edges([spaced], knows.reversed())).edges == ()
+        assert kg.http.stats.requests == asked
+        assert [r.key for r in (await kg.get_relations([spaced, alice])).items] == ["knows"]
+        assert len((await kg.get_edges([spaced, alice], knows)).edges) == 3
+
+
 async def test_an_entity_named_by_its_id_alone_gets_its_label_in_the_edges(oxigraph) -> None:
     """An MCP client's kg_edges passes an id; the edges name it by its label, as the
     embedded store's do."""

@@ -134,6 +134,16 @@ def test_iri_rejects_iriref_forbidden_characters(ch: str) -> None:
         st.iri(f"http://example.org/a{ch}b")
 
 
+def test_an_iri_a_server_may_hold_but_no_query_can_name_is_told_from_text_that_is_no_iri() -> None:
+    """What the SPARQL back end takes for a dead end (a node a lenient server returned) and
+    what stays BadInput (an id that was never one IRI)."""
+    for value in ["http://example.org/with space", "http://e.org/a|b", "urn:x:{y}", "http://e.org/tab\tin"]:
+        assert st.is_unnameable_iri(value), value
+    for value in ["http://example.org/fine", "http://e.org/weird%zz", "http://x/a> } ; DROP ALL ; <http://x/b",
+                  "Charles Bail", "no scheme here", "http://e.org/\ud800 x", ""]:
+        assert not st.is_unnameable_iri(value), value
+
+
 def test_iri_accepts_and_serialises() -> None:
     assert st.iri("http://www.wikidata.org/entity/Q392") == "<http://www.wikidata.org/entity/Q392>"
     assert st.iri("http://traversals.local/entity/The%20Gumball%20Rally").startswith("<")

@@ -897,6 +897,12 @@ class SparqlKG:
             f"{self._external_id_filter('p')}"
         )
 
+    @staticmethod
+    def _unnameable(entity: Entity) -> bool:
+        """Is the entity an IRI the server holds but no query can name (a space in it)?"""
+        ident = entity.id.strip()
+        return not (ident.startswith("_:") or is_literal_id(ident)) and st.is_unnameable_iri(ident)
+
     def _refusable(self, entity: Entity) -> bool:
         """Is the entity an IRI some servers refuse to parse (a stray "%"), as the server
         itself returned it? (:func:`~.sparql_text.is_strict_iri`)"""
@@ -914,7 +920,16 @@ class SparqlKG:
         search passes over, as their labels and links are), and the others are answered.
         A question failed on such an IRI, the LLM having selected it. An endpoint that
         refuses the query without them too (down for maintenance, a proxy's page) raises
-        the first error, as any other query's would."""
+        the first error, as any other query's would. An IRI no query can name at all (a
+        space in it: :func:`~.sparql_text.is_unnameable_iri`) is such a dead end without
+        asking (it was a :class:`BadInput` that failed the question)."""
+        named = [e for e in entities if not self._unnameable(e)]
+        if len(named) < len(entities):
+            log.info("%s: no query can name %s: no relations or edges", self.name,
+                     ", ".join(repr(e.id) for e in entities if e not in named))
+            if not named:
+                return empty
+            entities = named
         odd = [e for e in entities if self._refusable(e)]
         if not odd:
             return await ask(entities)

@@ -10,6 +10,8 @@ is never malformed and never carries injected syntax.
   RFC 3987 validation of ``pyoxigraph.NamedNode``: remote servers return IRIs with
   e.g. stray ``%`` signs and we must be able to send them back. The character check is
   what matters for safety: no character that can end the ``<...>`` token gets through.
+  :func:`is_unnameable_iri` tells an IRI a server may hold but :func:`iri` refuses (a
+  space in it: a dead end to the search, never sent) from text that was never an IRI.
 * :func:`literal` uses ``pyoxigraph.Literal``'s N-Triples serialisation, which escapes
   ``\\`` ``"`` LF CR TAB and every other control character (checked by
   ``tests/unit/test_sparql_text.py``, including a hypothesis round trip through
@@ -77,6 +79,20 @@ def is_strict_iri(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_unnameable_iri(value: str) -> bool:
+    """Whether ``value`` is an absolute IRI a server may hold and return (a lenient load,
+    Virtuoso) that :func:`iri` refuses for a character no query can name (a space, ``|``,
+    ``{`` ...), so that no query can ask about it. Not so for text with ``<`` or ``>``,
+    which was never one IRI read from ``<...>``, nor for text that is not Unicode."""
+    if not isinstance(value, str) or not _SCHEME.match(value) or "<" in value or ">" in value:
+        return False
+    try:
+        _check_unicode(value)
+    except BadInput:
+        return False
+    return not is_iri(value)
 
 
 def language_tag(tag: str) -> str:
