@@ -66,7 +66,7 @@ def test_the_demo_kg_by_default_and_the_json_of_the_mcp_tools(capsys):
     code, out, _ = run(capsys, "kg", "edges", "Bob Dylan", "P25", "--json")
     got = json.loads(out)
     assert code == 0 and [e["label"] for e in got["entities"]] == ["Beatrice Stone"]
-    assert got["edges"][0]["relation"] == {"id": "P25", "label": "mother"}
+    assert got["edges"][0]["relation"] == {"id": "P25", "label": "mother", "iri": "http://www.wikidata.org/prop/direct/P25"}
     code, out, _ = run(capsys, "kg", "search", "nobody at all", "--kg", "demo")
     assert code == 0 and out.strip() == "no entity's label matches 'nobody at all'"
 

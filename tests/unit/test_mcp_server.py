@@ -37,7 +37,7 @@ async def test_an_agent_walks_the_kg_with_the_interface_tools():
     assert beatrice["label"] == "Beatrice Stone"
     assert [e["label"] for e in grandmother["entities"]] == ["Florence Stone"]
     assert mother["edges"][0] == {"subject": {"id": "Q392", "label": "Bob Dylan", "kg": "demo"},
-                                  "relation": {"id": "P25", "label": "mother"},
+                                  "relation": {"id": "P25", "label": "mother", "iri": "http://www.wikidata.org/prop/direct/P25"},
                                   "object": {"id": beatrice["id"], "label": "Beatrice Stone", "kg": "demo"}, "kg": "demo"}
     assert [e["label"] for e in child_of["entities"]] == ["Bob Dylan"]  # ~P25: walked backwards
 

@@ -415,6 +415,26 @@ def test_ask_prints_the_answer_and_its_facts(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
 
 
+def test_the_answers_facts_name_their_predicates_iri_in_the_json_and_the_trace(tmp_path, monkeypatch, capsys):
+    """supporting_edges (and the trace's edges) named a relation by its id alone, a local
+    name (`directed_by`): the fact could not be looked up again. An edge whose relation has
+    no IRI (a KG of your own) is written as before."""
+    from traversals.kg.base import Edge, Entity, Relation
+
+    scripted(monkeypatch)
+    trace = tmp_path / "t.json"
+    argv = ["ask", QUESTION, "--kg", str(kb(tmp_path)), "--strategy", "retrieve", "--embedder", "lexical"]
+    assert main([*argv, "--json", "--trace", str(trace)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    relations = {e["relation"]["id"]: e["relation"] for e in out["supporting_edges"]}
+    assert relations["directed_by"] == {"id": "directed_by", "label": "directed by",
+                                        "iri": "http://traversals.local/relation/directed_by"}
+    facts = json.loads(trace.read_text("utf-8"))["facts"]
+    assert all(f["edge"]["relation"]["iri"].endswith("/" + f["edge"]["relation"]["id"]) for f in facts)
+    a, b = Entity("a", "A"), Entity("b", "B")
+    assert Edge(a, Relation("r", "r"), b).to_json()["relation"] == {"id": "r", "label": "r"}
+
+
 def test_top_facts_sets_how_many_facts_the_prompt_lists(tmp_path, monkeypatch, capsys):
     made = scripted(monkeypatch)
     argv = ["ask", QUESTION, "--kg", str(kb(tmp_path)), "--strategy", "retrieve", "--embedder", "lexical", "--json"]

@@ -105,10 +105,15 @@ class Edge:
 
     def to_json(self) -> dict:
         """The edge in JSON; each end names its KG too (with several KGs an end can be
-        the node of the KG the search met it in, not of the edge's KG, ``"kg"``)."""
+        the node of the KG the search met it in, not of the edge's KG, ``"kg"``). The
+        relation is its id and label, and its predicate's full ``"iri"`` when it has one:
+        the id alone (``livesIn``, a local name) cannot look the fact up again."""
+        relation = {"id": self.relation.id, "label": self.relation.label}
+        if self.relation.iri:
+            relation["iri"] = self.relation.iri
         return {
             "subject": self.subject.ref(),
-            "relation": {"id": self.relation.id, "label": self.relation.label},
+            "relation": relation,
             "object": self.object.ref(),
             "kg": self.relation.kg,
         }
