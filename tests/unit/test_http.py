@@ -294,6 +294,48 @@ def test_first_line() -> None:
     assert len(first_line("x" * 1000)) <= 300
 
 
+#: an application server's error page behind a proxy: a long style sheet, then the stack trace
+JAVA_PAGE = ("<!DOCTYPE html>\n<html>\n<head><style>" + "body{color:red}\n" * 2000 + "</style></head><body>"
+             "<h1>Error</h1><pre>" + "at org.Foo.bar(Foo.java:1)\n" * 500 + "</pre></body></html>")
+NGINX_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center>"
+              "<hr><center>nginx</center></body></html>")
+
+
+@pytest.mark.parametrize("status, error", [(400, KGQueryError), (502, KGUnavailable)])
+async def test_an_html_error_page_is_told_by_its_title_and_text_not_its_doctype(status, error) -> None:
+    """An endpoint (or the proxy in front of it) answering with an HTML page: the message
+    kept its first line, "<!DOCTYPE html>", and nothing of the error reached the user."""
+    for page, said in [(JAVA_PAGE, "Error: at org.Foo.bar(Foo.java:1)"), (NGINX_PAGE, "502 Bad Gateway: nginx")]:
+        transport, _ = scripted(httpx.Response(status, text=page, headers={"content-type": "text/html"}))
+        http, _ = client(transport, max_retries=0)
+        with pytest.raises(error) as e:
+            await http.get(URL, what="SPARQL endpoint")
+        message = str(e.value)
+        assert f"HTTP {status}" in message and message.endswith(f": {said}")
+        assert "DOCTYPE" not in message and "\n" not in message
+
+
+def test_a_server_message_reads_html_by_its_type_or_its_start_and_never_fails() -> None:
+    from traversals.kg.http import server_message
+    from traversals.kg.sparql import parse_results
+
+    apache = ('<!DOCTYPE HTML PUBLIC "-//IETF//DTD HTML 2.0//EN">\n<html><head>\n<title>403 Forbidden</title>\n'
+              "</head><body>\n<h1>Forbidden</h1>\n<p>You don't have permission to access this resource.</p>\n</body></html>")
+    assert server_message(apache) == "403 Forbidden: You don't have permission to access this resource."
+    assert server_message("<html><body><h1>Oops &amp; <b>more</b></h1><script>x()</script><p>a\n  b", "text/html") == "Oops & more: a b"
+    # plain text and JSON keep their first line; an HTML type with no page in it says what it has
+    assert server_message("Parser error\nQuery: SELECT", "text/plain") == "Parser error"
+    assert server_message('{"error": "bad"}\n', "application/json") == '{"error": "bad"}'
+    assert server_message("<b>bold</b> news", "text/html; charset=utf-8") == "bold news"
+    for broken in ["<html><", "<!DOCTYPE html><title>never closed", "<<<>>><!x <![CDATA[ <", "<html>" + "<div>" * 5000,
+                   "<!DOCTYPE html><p>" + "word " * 100_000, "<html><body>&#xD800;&#99999999;</body>"]:
+        said = server_message(broken, "text/html")
+        assert isinstance(said, str) and "\n" not in said and len(said) <= 300
+    assert len(server_message("<!DOCTYPE html><p>" + "x" * 1000)) == 300
+    with pytest.raises(KGQueryError, match=r"did not return SPARQL JSON results: Login: Please log in$"):
+        parse_results("<!DOCTYPE html><html><head><title>Login</title></head><body>Please log in</body></html>", "it")
+
+
 # -- rate limit ---------------------------------------------------------------------------
 
 

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
@@ -106,8 +108,103 @@ def first_line(text: str, limit: int = 300) -> str:
     for line in text.splitlines():
         line = line.strip()
         if line:
-            return line if len(line) <= limit else line[: limit - 1] + "…"
+            return _clip(line, limit)
     return ""
+
+
+def _clip(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: how much of an HTML page is read for its message (an error page's stack trace can run long)
+_HTML_READ = 200_000
+_HTML_START = re.compile(r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b", re.I | re.S)
+
+
+def is_html(text: str, content_type: str | None = None) -> bool:
+    """Is the body an HTML page: its Content-Type says so, or it begins as one
+    (``<!DOCTYPE html>``, ``<html>``) whatever the type claims?"""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    return kind in ("text/html", "application/xhtml+xml") or bool(_HTML_START.match(text[:2000]))
+
+
+class _PageText(HTMLParser):
+    """The title, the first ``<h1>`` and the lines of text of an HTML page (not its
+    scripts or styles): each block element starts a line, as a line break in ``<pre>`` does."""
+
+    _BLOCKS = frozenset({"address", "article", "aside", "blockquote", "body", "br", "center", "dd", "div", "dl",
+                         "dt", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
+                         "main", "nav", "ol", "p", "pre", "section", "table", "td", "th", "title", "tr", "ul"})
+    _HIDDEN = frozenset({"script", "style", "noscript", "template", "head"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.h1: list[str] = []
+        self.text: list[str] = []
+        self._open: list[str] = []  # the hidden, title and h1 elements we are inside
+        self._h1_done = False
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag == "body" and "head" in self._open:  # a page that never closed its <head>
+            self._open.remove("head")
+        if tag in self._BLOCKS:
+            self.text.append("\n")
+        if tag in self._HIDDEN or tag in ("title", "h1", "pre"):
+            self._open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._BLOCKS:
+            self.text.append("\n")
+        if tag in self._open:
+            while self._open and self._open.pop() != tag:
+                pass
+            if tag == "h1" and self.h1:
+                self._h1_done = True
+
+    def handle_data(self, data: str) -> None:
+        if "pre" not in self._open:  # a line break in HTML's text is a space, but in <pre>
+            data = re.sub(r"\s+", " ", data)
+        if "title" in self._open:
+            self.title.append(data)
+        elif not self._HIDDEN.intersection(self._open):
+            if "h1" in self._open and not self._h1_done:
+                self.h1.append(data)
+            self.text.append(data)
+
+    def lines(self) -> list[str]:
+        return [" ".join(ln.split()) for ln in "".join(self.text).split("\n") if ln.strip()]
+
+
+def _one_line(parts: list[str]) -> str:
+    return " ".join("".join(parts).split())
+
+
+def html_message(text: str, limit: int = 300) -> str:
+    """An HTML page's message on one line: its title or first ``<h1>``, then the first line
+    of its text that says more (``502 Bad Gateway: nginx``, ``Error: at org.Foo.bar(...)``);
+    "" when it has no text. A page that cannot be parsed gives its first line of text with
+    the tags taken out; this never raises."""
+    try:
+        page = _PageText()
+        for start in range(0, min(len(text), _HTML_READ), 8192):
+            page.feed(text[start : start + 8192])
+            if len(page.lines()) > 5:  # enough to say what went wrong
+                break
+        head = _one_line(page.title) or _one_line(page.h1)
+        more = next((ln for ln in page.lines() if ln.casefold() not in head.casefold()), "")
+        message = f"{head}: {more}" if head and more else head or more
+    except Exception:  # a page html.parser cannot take: its text without the tags
+        message = first_line(re.sub(r"<[^>]*>", " ", text[:_HTML_READ]), limit)
+    return _clip(" ".join(message.split()), limit)
+
+
+def server_message(text: str, content_type: str | None = None, limit: int = 300) -> str:
+    """A server's error message on one line: an HTML page's title and what it says
+    (:func:`html_message`; its first line is ``<!DOCTYPE html>``), else the first line."""
+    if is_html(text, content_type):
+        return html_message(text, limit)
+    return first_line(text, limit)
 
 
 def _describe(exc: BaseException) -> str:
@@ -327,7 +424,7 @@ class HttpClient:
                 self.stats.statuses[status] = self.stats.statuses.get(status, 0) + 1
                 if 200 <= status < 300:
                     return response
-                message = first_line(response.text)
+                message = server_message(response.text, response.headers.get("content-type"))
                 if status in RETRY_STATUSES:
                     if status != 429 and looks_like_timeout(response.text[:20000]):
                         raise KGTimeout(

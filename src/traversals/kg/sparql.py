@@ -76,7 +76,7 @@ from .base import (
     inverse_label_for,
 )
 from .cache import QueryCache
-from .http import HttpClient, RateLimit, looks_like_timeout
+from .http import HttpClient, RateLimit, looks_like_timeout, server_message
 from ..aio import gather
 # the vocabulary shared with the embedded store (one definition: kg/iris.py)
 from .iris import (  # noqa: F401 - also read from this module by its users
@@ -202,7 +202,8 @@ def parse_results(body: str, where: str) -> list[dict[str, Term]]:
         if looks_like_timeout(body[-20000:]):  # WDQS: a 200 answer cut off, then the Java TimeoutException
             raise KGTimeout(f"{where} ran out of time on the query (its answer was cut off: "
                             "java.util.concurrent.TimeoutException)") from None
-        snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
+        # an HTML page (a proxy's, a login form): its title and text, not "<!DOCTYPE html>"
+        snippet = server_message(body, limit=120) or ("an HTML page without text" if body.strip() else "(empty)")
         raise KGQueryError(
             f"{where} did not return SPARQL JSON results: {snippet}"
         ) from None

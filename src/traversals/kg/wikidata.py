@@ -37,7 +37,7 @@ from ..validate import keyed_url, scrub_surrogates, shown_url
 from . import sparql_text as st
 from .base import Entity
 from .cache import QueryCache
-from .http import HttpClient, RateLimit, default_user_agent
+from .http import HttpClient, RateLimit, default_user_agent, server_message
 from .sparql import (
     RDFS_LABEL,
     SCHEMA_DESCRIPTION,
@@ -191,7 +191,7 @@ class WikidataKG(SparqlKG):
         try:
             doc = scrub_surrogates(json.loads(body))
         except ValueError:
-            snippet = body.strip().splitlines()[0][:120] if body.strip() else "(empty)"
+            snippet = server_message(body, response.headers.get("content-type"), limit=120) or "(empty)"
             raise KGQueryError(
                 f"Wikidata search API {shown_url(self.api_url)} did not return JSON: {snippet}"
             ) from None
