@@ -346,10 +346,17 @@ class LlamaCppLLM:
             return max(lcp - 1, 0)
         return lcp
 
-    def _check_ctx(self, n: int, what: str) -> None:
-        if n >= self.n_ctx:
+    def _check_ctx(self, n: int, what: str, room: int = 0) -> None:
+        """Raise :class:`PromptTooLong` unless ``n`` prompt tokens and ``room`` tokens of
+        reply fit the context. A generation must have its whole ``max_tokens`` of room:
+        llama-cpp-python cuts a reply's ``max_tokens`` to what is left of the context in
+        silence, so a rating "0.9" came back as "0." (read 0.0), an answer as half a name."""
+        if n >= self.n_ctx or n + room > self.n_ctx:
+            told = f"{what} has {n} tokens"
+            if room:
+                told += f" and its reply room (max_tokens) {room}, {n + room} together,"
             raise PromptTooLong(
-                f"{what} has {n} tokens but the context window of {self.name} is "
+                f"{told} but the context window of {self.name} is "
                 f"{self.n_ctx} (raise n_ctx, --n-ctx on the command line, or shorten the prompt)"
             )
 
@@ -391,7 +398,7 @@ class LlamaCppLLM:
         seed: int | None,
     ) -> Generation:
         tokens = self._tokenize(self.format_prompt(prompt, prefix))
-        self._check_ctx(len(tokens), "the prompt")
+        self._check_ctx(len(tokens), "the prompt", max(int(max_tokens), 0))
         stops = [s for s in (stop or []) if s]
         greedy = temperature <= 0
         base_seed = seed if seed is not None else self._rng.randrange(2**31)
