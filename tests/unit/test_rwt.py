@@ -406,3 +406,47 @@ async def test_an_answer_cut_to_its_first_entities_says_so_and_supports_only_tho
 
         notes = answer_notes(answer, argparse.Namespace(threshold=0.8, max_expansions=20, value_model="m.json"))
         assert any("lists the first 10 entities its best state reached; 5 more are in the trace" in n for n in notes)
+
+
+def too_long_at(state: str, *, rating: bool):
+    """The scorer, but the rating (``rating``) or the relation prompt of the state holding
+    ``state`` does not fit the LLM's context."""
+    def score(prompt, options, prefix):
+        from traversals.errors import PromptTooLong
+
+        if f"<current entity>[{state}" in prompt and prefix.startswith("RATING") == rating:
+            raise PromptTooLong("the prompt has 9000 tokens but the context window is 8192")
+        return scorer(prompt, options, prefix)
+    return ScriptedLLM(rules=[("three most likely answers", "Florence Stone, B: Beatrice Stone, C: Abram Zimmerman]")],
+                       score=score)
+
+
+@pytest.mark.parametrize("cls", [HopBeamSearch, MonteCarloTreeSearch])
+async def test_a_state_whose_rating_does_not_fit_the_context_is_valued_0_and_the_search_goes_on(cls):
+    # errors.PromptTooLong: a search gives up that node, not the question (it failed the question)
+    s = cls(too_long_at("Florence Stone", rating=True), KGSet(open_kgs(["demo"])),
+            RwTConfig(beam_width=2, beam_branch=2, max_hops=2, simulations=8))
+    answer = await s.ask(QUESTION, topic_entities=["Bob Dylan"])
+    florence = [n for n in answer.trace["nodes"] if n["entities"] == ["Florence Stone"]]
+    assert florence and all(n["value"] == 0.0 and "does not fit the LLM's context" in n["note"] for n in florence)
+    assert answer.text == "Beatrice Stone"  # the next best state
+
+
+@pytest.mark.parametrize("cls", [HopBeamSearch, MonteCarloTreeSearch])
+async def test_a_state_whose_relations_prompt_does_not_fit_the_context_is_not_expanded(cls):
+    s = cls(too_long_at("Beatrice Stone", rating=False), KGSet(open_kgs(["demo"])),
+            RwTConfig(beam_width=2, beam_branch=2, max_hops=2, simulations=8))
+    answer = await s.ask(QUESTION, topic_entities=["Bob Dylan"])
+    beatrice = next(n for n in answer.trace["nodes"] if n["entities"] == ["Beatrice Stone"])
+    assert "not expanded: its prompt does not fit the LLM's context" in beatrice["note"]
+    assert not [n for n in answer.trace["nodes"] if n["parent"] == beatrice["id"]]
+    assert answer.text == "Beatrice Stone"
+
+
+@pytest.mark.parametrize("cls", [HopBeamSearch, MonteCarloTreeSearch])
+async def test_a_root_whose_relations_prompt_does_not_fit_the_context_fails_the_question(cls):
+    from traversals.errors import PromptTooLong
+
+    s = cls(too_long_at("Bob Dylan", rating=False), KGSet(open_kgs(["demo"])), RwTConfig(max_hops=2, simulations=4))
+    with pytest.raises(PromptTooLong, match="context window"):  # the context is too small for any prompt
+        await s.ask(QUESTION, topic_entities=["Bob Dylan"])

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Sequence
 
+from ...errors import PromptTooLong
 from ...kg.base import Relation
 from ...llm.base import LLM, Usage
 from ..events import EventSink
@@ -108,11 +109,21 @@ class RwTSearch:
 
     async def expand(self, question: str, node: PathNode) -> list[tuple[Relation, float]]:
         """The node's relations that reach something new (:func:`~.state.offered_relations`)
-        with their priors."""
+        with their priors. A state below the root whose prompt does not fit the LLM's
+        context (a path of many entities) offers none, with a note: the search gives up that
+        state, not the question; the root's prompt not fitting is the question's error (the
+        context is too small for any)."""
         if node.actions is None:
             rels = await self.kgs.get_relations(list(node.entities), node.usage)
             offered = await offered_relations(self.edges, node, rels.items, node.usage, self.config.max_actions)
-            priors = await self.policy.priors(question, node, offered, node.usage)
+            try:
+                priors = await self.policy.priors(question, node, offered, node.usage)
+            except PromptTooLong as exc:
+                if node.parent is None:
+                    raise
+                node.actions = {}
+                node.note = "; ".join(filter(None, [node.note, f"not expanded: its prompt does not fit the LLM's context ({exc})"]))
+                return []
             node.actions = {f"{r.kg}:{r.key}": (r, p) for r, p in zip(offered, priors)}
         return list(node.actions.values())
 
@@ -125,7 +136,13 @@ class RwTSearch:
             node.note = "the relation reached no new entity"
         else:
             hops_left = self.config.max_hops - node.depth
-            node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
+            try:
+                node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
+            except PromptTooLong as exc:  # this state's own failure (many entities): valued 0, the search goes on
+                node.value = 0.0
+                node.note = f"value: its prompt does not fit the LLM's context ({exc})"
+                self._emit(node)
+                return node.value
             node.critical = await self.critical.value(guesses, node, node.usage)
             node.value = mix(node.rollout, node.critical, lam=self.config.lam)
             as_answer = self.rollout.answer_value(question, node)
