@@ -308,3 +308,23 @@ async def test_a_reply_paid_for_is_counted_when_a_sibling_call_fails(tmp_path):
     again = CachedLLM(Failing(), tmp_path / "c.sqlite3")
     assert (await again.generate("a")).cached  # written in the background, kept at close
     await again.close()
+
+
+async def test_a_reply_cut_at_max_tokens_is_still_cut_when_read_from_the_file(tmp_path):
+    inner = ScriptedLLM(["Reasoning: the path shows that Bob Dylan's mother", "ok"], cut_at_max_tokens=True)
+    llm = CachedLLM(inner, tmp_path / "c.sqlite3", identity="m")
+    first = await llm.generate("Q", max_tokens=3)
+    await llm.flush()
+    again = await llm.generate("Q", max_tokens=3)
+    assert again.cached and again.texts == first.texts == ["Reasoning: the path"]
+    assert first.cut() and again.cut() and again.finish_reasons == ["length"]
+    await llm.close()
+    # a reply stored before finish reasons were is read, its reasons unknown
+    db = sqlite3.connect(tmp_path / "c.sqlite3")
+    with db:
+        db.execute("UPDATE replies SET reply = ?", (json.dumps({"texts": ["Reasoning: the path"]}),))
+    db.close()
+    llm = CachedLLM(ScriptedLLM(["not asked"]), tmp_path / "c.sqlite3", identity="m")
+    old = await llm.generate("Q", max_tokens=3)
+    assert old.cached and old.texts == ["Reasoning: the path"] and old.finish_reasons is None and not old.cut()
+    await llm.close()

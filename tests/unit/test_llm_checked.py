@@ -117,3 +117,11 @@ async def test_token_counts_are_checked_and_none_counts_zero():
     numpy = Mine(scores=lambda options: Scores([np.float32(-0.5)] * len(options), prompt_tokens=None))
     got = await CheckedLLM(numpy).score("p", ["a", "b"])
     assert got.logprobs == [-0.5, -0.5] and got.prompt_tokens == 0
+
+
+async def test_finish_reasons_are_one_per_text_or_none():
+    got = await CheckedLLM(Mine(reply=Generation(["x", "y"], finish_reasons=["length", None]))).generate("p", n=2)
+    assert got.cut(0) and not got.cut(1)
+    assert (await CheckedLLM(Mine(reply=Generation(["x"]))).generate("p")).finish_reasons is None  # not told
+    with pytest.raises(LLMError, match=r"returned finish_reasons \['length'\]: one per text"):
+        await CheckedLLM(Mine(reply=Generation(["x", "y"], finish_reasons=["length"]))).generate("p", n=2)

@@ -215,6 +215,23 @@ async def test_thoughts_written_into_the_reply_are_dropped():
     await llm.close()
 
 
+async def test_a_reply_cut_at_max_tokens_is_told_from_a_whole_one():
+    """finish_reason "length" was read only when every text was empty: a rating's reasoning
+    cut before its number read as a reply with no number."""
+    replies = {"cut": chat("Reasoning: the path shows that Bob", finish="length"), "whole": chat("ok"),
+               "ran on": chat("E2\nANSWER: x", finish="length"), "untold": {"choices": [{"message": {"content": "ok"}}]}}
+    llm, _ = make(lambda r: httpx.Response(200, json=replies[json.loads(r.content)["messages"][0]["content"]]))
+    cut = await llm.generate("cut", n=2)
+    assert cut.texts == ["Reasoning: the path shows that Bob"] * 2 and cut.cut(0) and cut.cut(1)
+    assert (await llm.generate("whole")).finish_reasons == ["stop"]
+    # a server that ignores stop runs on to max_tokens: the text ends at the stop sequence, whole
+    ran_on = await llm.generate("ran on", stop=["\nANSWER"])
+    assert ran_on.texts == ["E2"] and ran_on.finish_reasons == ["stop"] and not ran_on.cut()
+    untold = await llm.generate("untold")
+    assert untold.finish_reasons == [None] and not untold.cut()
+    await llm.close()
+
+
 # --- base URLs --------------------------------------------------------------------------
 
 

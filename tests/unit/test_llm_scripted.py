@@ -164,3 +164,12 @@ def test_apply_stop():
     assert apply_stop("a\nb END c", ["END", "\n"]) == "a"
     assert apply_stop("abc", None) == "abc"
     assert apply_stop("abc", [""]) == "abc"
+
+
+async def test_replies_are_cut_at_max_tokens_when_asked_as_a_backend_cuts_them():
+    llm = ScriptedLLM(["one two three", "one two three\nfour"], cut_at_max_tokens=True)
+    cut = await llm.generate("q", max_tokens=2)
+    assert cut.texts == ["one two"] and cut.finish_reasons == ["length"] and cut.completion_tokens == 2
+    whole = await llm.generate("q", max_tokens=4, stop=["\n"])
+    assert whole.texts == ["one two three"] and whole.finish_reasons == ["stop"]
+    assert (await ScriptedLLM(["one two three"]).generate("q", max_tokens=1)).finish_reasons is None  # by default

@@ -70,3 +70,13 @@ async def test_an_answer_is_not_cut_to_the_room_left(tmp_path):
     assert (await llm.generate("x" * 1848, max_tokens=96)).texts == [" Beatrice Stone, Florence Stone"]
     with pytest.raises(PromptTooLong, match="--n-ctx"):  # " Beatrice St" before
         await llm.generate("x" * 2036, max_tokens=96)
+
+
+async def test_a_reply_cut_at_max_tokens_says_so(tmp_path):
+    llm = model(tmp_path, 2048, " Beatrice Stone, Florence Stone")
+    cut = await llm.generate("x" * 100, max_tokens=12, n=2)
+    assert cut.texts == [" Beatrice St"] * 2 and cut.finish_reasons == ["length", "length"] and cut.cut(1)
+    whole = await llm.generate("x" * 100, max_tokens=96)
+    assert whole.finish_reasons == ["stop"] and not whole.cut()
+    stopped = await llm.generate("x" * 100, max_tokens=20, stop=[","])  # ends at the stop sequence: whole
+    assert stopped.texts == [" Beatrice Stone"] and not stopped.cut()

@@ -1454,3 +1454,66 @@ def test_a_relation_key_with_brackets_quotes_stops_or_a_dash_is_chosen_as_shown(
         for reply in (key, f"{key} - directed by"):
             assert machine.parse(node, reply).relation_key == key, reply
         assert machine.parse(node, "[P25].").relation_key == "P25"  # punctuation around a key still goes
+
+
+# -- replies cut at max_tokens ------------------------------------------------------------
+
+async def test_an_answer_rating_cut_at_max_tokens_is_asked_its_score_after_its_reasoning():
+    """A chat model's F.5 reasoning runs past the 200 tokens of the rating: its number was
+    cut off and the answer valued 0.0, noted "no number in the evaluator's output"."""
+    reasoning = "Reasoning: " + " ".join(["The path shows Bob Dylan's mother Beatrice Stone and her mother."] * 25)
+
+    def answer_value(prompt, prefix, n, t):
+        if prefix.endswith("So the score for the provided answer should be "):
+            return "0.9"
+        return reasoning + "\nSo the score for the provided answer should be 0.9"
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, "0.5"), (RELATION, "P25"),
+                             (ENTITIES, lambda p, *_: "Q62519478" if "SELECT RELATION" in p else "Q392"),
+                             (DEFAULT, grandmother_policy)], cut_at_max_tokens=True)
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone" and answer.value == 0.9
+    node = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
+    assert "the evaluator's reasoning was cut at max_tokens (200); its score asked for after it" in node["note"]
+    again = [c for c in llm.generate_calls if c.prefix.endswith("should be ")]
+    assert len(again) == 1 and again[0].prefix.startswith("Reasoning: The path shows")  # the reasoning, continued
+
+
+async def test_an_answer_cut_at_max_tokens_is_noted():
+    llm = scripted(default=lambda p, *a: grandmother_policy(p, *a).replace(
+        "Florence Stone", "Florence Stone, " + "who was born in Duluth " * 30))
+    llm.cut_at_max_tokens = True
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    node = next(n for n in answer.trace["nodes"] if n["id"] == answer.trace["answer_node"])
+    assert "the LLM's output was cut at max_tokens" in node["note"]
+
+
+async def test_a_selection_cut_at_max_tokens_does_not_read_its_unfinished_last_item():
+    """"P1" cut from "P19" selected the relation P1."""
+    kg = DictKG([("Q392", "P1", "Q5"), ("Q392", "P19", "Q485708")],
+                labels={"Q392": "Bob Dylan", "Q5": "Sara Dylan", "Q485708": "Duluth"},
+                relation_labels={"P1": ("spouse", ""), "P19": ("place of birth", "")})
+
+    class Cut(ScriptedLLM):  # a backend whose relation choice stopped mid-key
+        async def generate(self, prompt, **kw):
+            got = await super().generate(prompt, **kw)
+            if RELATION in prompt:
+                got.texts, got.finish_reasons = ["P1"], ["length"]
+            return got
+
+    llm = Cut(rules=[EXTRACT, (ANSWER_EVAL, "So the score for the provided answer should be 0.9"), (RATING, "0.5"),
+                     (RELATION, "P19"), (ENTITIES, "Q392"),
+                     (DEFAULT, lambda p, *_: "ANSWER: Duluth" if len(history(p)) > 3 else "EXPAND_KG: birth place")])
+    answer = await solver(llm, kg, k=1, max_expansions=4).ask("Where was Bob Dylan born?")
+    chosen = [n for n in answer.trace["nodes"] if (n.get("action") or {}).get("type") == "SELECT_RELATION"]
+    assert not chosen  # P1 was never walked
+    cut = [n for n in answer.trace["nodes"] if "cut at max_tokens" in n.get("note", "")]
+    assert cut and all(n["invalid"] for n in cut)
+
+
+def test_a_cut_selection_is_read_to_its_last_whole_item():
+    from traversals.search.policy import whole_items
+
+    assert whole_items("E2, E5, E1") == "E2, E5" and whole_items("E2, E5,") == "E2, E5,"
+    assert whole_items("Beatrice Stone, Florence St") == "Beatrice Stone"
+    assert whole_items("E2 because she is the mother") == "E2 because she is the" and whole_items("P1") == ""

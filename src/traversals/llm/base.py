@@ -26,11 +26,31 @@ class Generation:
     computed_prompt_tokens: int | None = None
     #: the reply came from a reply cache (:mod:`~traversals.llm.cache`), not the model
     cached: bool = False
+    #: why each text ended, as the backend said (one per text): ``"length"`` when it was cut
+    #: at ``max_tokens``, ``"stop"`` at a stop sequence or the model's end, None when not
+    #: told; None (unknown for all) from a backend that does not say (a user's, the scripted)
+    finish_reasons: list[str | None] | None = None
 
     @property
     def computed_tokens(self) -> int:
         """Prompt tokens computed: ``computed_prompt_tokens``, or all of them when unknown."""
         return self.prompt_tokens if self.computed_prompt_tokens is None else self.computed_prompt_tokens
+
+    def cut(self, i: int = 0) -> bool:
+        """Whether text ``i`` was cut at ``max_tokens`` (its end is missing); False when the
+        backend did not say."""
+        reasons = self.finish_reasons
+        return reasons is not None and 0 <= i < len(reasons) and reasons[i] == "length"
+
+
+def finish_reason(reason: object, text: str, stopped: str) -> str | None:
+    """A text's finish reason as :class:`Generation` keeps it: ``stopped`` (the text after the
+    stop sequences applied here) shorter than ``text`` ended at a stop sequence, whatever
+    the backend said (a server that ignores ``stop`` runs on to ``max_tokens``); a reason
+    that is not a string is unknown."""
+    if stopped != text:
+        return "stop"
+    return reason if isinstance(reason, str) else None
 
 
 @dataclass

@@ -18,6 +18,9 @@ What is stored, and what is not:
 - **Whole, well-formed replies only**: a failed call stores nothing; texts that are not
   strings, or a number of log-probabilities other than the options', are passed on
   unstored (:class:`~.checked.CheckedLLM` refuses them after this).
+- A generation's texts are stored with their finish reasons (``"length"``: cut at
+  ``max_tokens``), so a cut reply read from the file is known as cut; a reply stored
+  before they were has none (unknown).
 - ``transient`` (a calibration prompt's hint to llama.cpp's KV cache) does not change a
   score, so it is not part of the key.
 
@@ -89,11 +92,15 @@ class CachedLLM:
         key = self._key("generate", call) if temperature == 0 or seed is not None else None
         if key is not None and (got := await self._get(key)) is not None:
             if _strings(texts := got.get("texts")):
-                return Generation(texts, prompt_tokens=0, completion_tokens=0, computed_prompt_tokens=0, cached=True)
+                # a reply stored before finish reasons were has none: unknown, as from a backend that does not say
+                reasons = got.get("finish_reasons")
+                return Generation(texts, prompt_tokens=0, completion_tokens=0, computed_prompt_tokens=0, cached=True,
+                                  finish_reasons=reasons if _reasons(reasons, len(texts)) else None)
         reply = await self.llm.generate(prompt, prefix=prefix, n=n, temperature=temperature, max_tokens=max_tokens,
                                         stop=stop, seed=seed)
         if key is not None and _strings(texts := getattr(reply, "texts", None)):
-            self._put(key, {"texts": texts})
+            reasons = getattr(reply, "finish_reasons", None)
+            self._put(key, {"texts": texts, **({"finish_reasons": reasons} if _reasons(reasons, len(texts)) else {})})
         return reply
 
     async def score(self, prompt: str, options: Sequence[str], *, prefix: str = "", transient: bool = False) -> Scores:
@@ -227,6 +234,11 @@ def _open(path: Path) -> sqlite3.Connection:
 def _strings(texts: Any) -> TypeGuard[list[str]]:
     """Whether ``texts`` is a list of strings (a generation worth storing or returning)."""
     return isinstance(texts, list) and all(isinstance(t, str) for t in texts)
+
+
+def _reasons(reasons: Any, count: int) -> TypeGuard[list[str | None]]:
+    """Whether ``reasons`` is one finish reason (a string or None) for each of ``count`` texts."""
+    return isinstance(reasons, list) and len(reasons) == count and all(r is None or isinstance(r, str) for r in reasons)
 
 
 def _numbers(values: Any, count: int) -> TypeGuard[Sequence[float]]:

@@ -60,6 +60,11 @@ class CheckedLLM:
             raise LLMError(f"{self._where('generate')} returned no text for n={kw.get('n', 1)}: one text per sample "
                            "belongs there (an empty reply is [''])")
         _check_counts(got, self._where("generate"), ("prompt_tokens", "completion_tokens", "computed_prompt_tokens"))
+        reasons = got.finish_reasons
+        if reasons is not None and (not isinstance(reasons, list) or len(reasons) != len(got.texts)
+                                    or not all(r is None or isinstance(r, str) for r in reasons)):
+            raise LLMError(f"{self._where('generate')} returned finish_reasons {_short(reasons)}: one per text "
+                           "(\"length\" when cut at max_tokens, \"stop\", or None when not known), or None")
         got.texts = [scrub_surrogates(t) for t in got.texts]  # a lone surrogate: U+FFFD (nothing can write it)
         return got
 

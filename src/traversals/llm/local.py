@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from traversals.errors import BadInput, LLMError, LLMUnavailable, PromptTooLong, TraversalsError
-from traversals.llm.base import Generation, Scores
+from traversals.llm.base import Generation, Scores, finish_reason
 from traversals.llm.chat import apply_stop
 
 if TYPE_CHECKING:
@@ -403,6 +403,7 @@ class LlamaCppLLM:
         greedy = temperature <= 0
         base_seed = seed if seed is not None else self._rng.randrange(2**31)
         texts: list[str] = []
+        reasons: list[str | None] = []
         completion = 0
         computed = 0
         from llama_cpp import StoppingCriteriaList
@@ -424,15 +425,18 @@ class LlamaCppLLM:
                 stopping_criteria=halt,
                 **self.sampling,
             )
-            texts.append(apply_stop(out["choices"][0]["text"], stops))
+            choice = out["choices"][0]
+            texts.append(apply_stop(choice["text"], stops))
+            reasons.append(finish_reason(choice.get("finish_reason"), choice["text"], texts[-1]))
             completion += int(out["usage"]["completion_tokens"])
         if greedy and n > 1:
-            texts = texts * n
+            texts, reasons = texts * n, reasons * n
         return Generation(
             texts=texts,
             prompt_tokens=len(tokens),
             completion_tokens=completion,
             computed_prompt_tokens=computed,
+            finish_reasons=reasons,
         )
 
     async def score(

@@ -71,7 +71,7 @@ import httpx
 from traversals.errors import BadInput, LLMError, LLMTimeout, LLMUnavailable, ScoringNotSupported, TraversalsWarning
 from traversals.http_json import JsonPoster, api_root
 from traversals.tokens import CommandToken
-from traversals.llm.base import Generation, Scores
+from traversals.llm.base import Generation, Scores, finish_reason
 from traversals.llm.chat import apply_stop, prefix_instruction, strip_prefix
 from ..aio import gather
 
@@ -249,7 +249,8 @@ class OpenAICompatibleLLM:
         max_tokens: int,
         stop: Sequence[str] | None,
         seed: int | None,
-    ) -> tuple[list[str], dict[str, Any]]:
+    ) -> tuple[list[tuple[str, object]], dict[str, Any]]:
+        """One chat request: each choice's text with its ``finish_reason``, and the usage."""
         if prefix and not self.prefill:  # the model writes the prefix itself first: room for it (at most a
             max_tokens += len(prefix.strip())  # token a character), or a rating's echo ate its 6 tokens
         body: dict[str, Any] = {
@@ -274,7 +275,8 @@ class OpenAICompatibleLLM:
             raise LLMError(f"{self.name}: reply is not a chat completion (a choice is not an object): "
                            f"{self._dump(data)}")
         index = [ch.get("index") if isinstance(ch.get("index"), int) else 0 for ch in choices]
-        texts = [self._choice_text(ch, data) for _, ch in sorted(zip(index, choices), key=lambda p: p[0])]
+        ordered = [ch for _, ch in sorted(zip(index, choices), key=lambda p: p[0])]
+        texts = [self._choice_text(ch, data) for ch in ordered]
         if not any(texts) and all(ch.get("finish_reason") == "length" for ch in choices):
             raise LLMError(
                 f"{self.name}: the reply reached max_tokens ({max_tokens}) before any answer text: "
@@ -283,7 +285,7 @@ class OpenAICompatibleLLM:
         if not any(texts):
             self._check_reasoning_only(choices)
         usage = data.get("usage")
-        return texts, usage if isinstance(usage, dict) else {}
+        return [(t, ch.get("finish_reason")) for t, ch in zip(texts, ordered)], usage if isinstance(usage, dict) else {}
 
     def _check_error_reply(self, data: dict[str, Any]) -> None:
         """Raise an :class:`LLMError` quoting the message of a reply that carries an ``error``
@@ -376,11 +378,11 @@ class OpenAICompatibleLLM:
             raise ValueError("n must be >= 1")
         sampling = temperature > 0
         usages: list[dict[str, Any]] = []
-        texts: list[str] = []
+        replies: list[tuple[str, object]] = []  # each text with its finish_reason
         if not sampling:
             # greedy samples are all the same: ask once, copy
             got, usage = await self._chat(prompt, prefix, 1, temperature, max_tokens, stop, seed)
-            texts = got[:1] * n
+            replies = got[:1] * n
             usages.append(usage)
         else:
             base = seed if seed is not None else random.randrange(2**31)
@@ -388,10 +390,10 @@ class OpenAICompatibleLLM:
                 got, usage = await self._first_samples(
                     lambda k: self._chat(prompt, prefix, k, temperature, max_tokens, stop, base), n
                 )
-                texts.extend(got[:n])
+                replies.extend(got[:n])
                 usages.append(usage)
-            if len(texts) < n:  # the server ignored n: top up with concurrent requests
-                offset = len(texts)
+            if len(replies) < n:  # the server ignored n: top up with concurrent requests
+                offset = len(replies)
                 results = await gather(
                     *(
                         self._chat(
@@ -407,22 +409,24 @@ class OpenAICompatibleLLM:
                     )
                 )
                 for got, usage in results:
-                    texts.extend(got[:1])
+                    replies.extend(got[:1])
                     usages.append(usage)
-        texts = [apply_stop(strip_prefix(t, prefix), stop) for t in texts[:n]]
+        texts = [strip_prefix(t, prefix) for t, _ in replies[:n]]
+        stopped = [apply_stop(t, stop) for t in texts]
         prompt_tokens = sum(_count(u.get("prompt_tokens")) for u in usages)
         completion_tokens = sum(_count(u.get("completion_tokens")) for u in usages)
         computed = _computed(prompt_tokens, [_cached_tokens(u) for u in usages])
         return Generation(
-            texts=texts,
+            texts=stopped,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             computed_prompt_tokens=computed,
+            finish_reasons=[finish_reason(reason, t, cut) for (_, reason), t, cut in zip(replies, texts, stopped)],
         )
 
     async def _first_samples(
-        self, chat: Callable[[int], Awaitable[tuple[list[str], dict[str, Any]]]], n: int
-    ) -> tuple[list[str], dict[str, Any]]:
+        self, chat: Callable[[int], Awaitable[tuple[list[tuple[str, object]], dict[str, Any]]]], n: int
+    ) -> tuple[list[tuple[str, object]], dict[str, Any]]:
         """The first request of a sampling call, ``chat(n)``: ``n`` samples asked at once. A
         server that refuses ``n`` > 1 (Groq, Anthropic: HTTP 400) is asked for one, and
         :attr:`supports_n` records what the server did, so the caller tops the samples up."""

@@ -12,7 +12,10 @@ Three ways to script it (checked in this order):
 
 No match (or no reply left) raises :class:`LLMError` naming the prefix and the end of the
 prompt. Every call is recorded in ``.calls``; token counts are ``len(text.split())``.
-Stop sequences cut the replies as a real backend would.
+Stop sequences cut the replies as a real backend would. With ``cut_at_max_tokens=True`` a
+reply longer than ``max_tokens`` tokens (words) is cut after that many, as a real backend
+cuts it, and the :class:`~.base.Generation` tells each text's finish reason (``"length"``
+for a cut one, ``"stop"`` otherwise); without it, replies are whole and no reason is told.
 
 Scoring: pass ``score=`` a callable ``(prompt, options, prefix) -> list[float]`` or a
 mapping ``option -> logprob`` (missing options get ``default_logprob``); without it,
@@ -62,6 +65,14 @@ def _tokens(text: str) -> int:
     return len(text.split())
 
 
+def _cut(text: str, max_tokens: int) -> tuple[str, bool]:
+    """``text`` cut after its first ``max_tokens`` tokens (words), and whether it was."""
+    words = list(re.finditer(r"\S+", text))
+    if len(words) <= max_tokens:
+        return text, False
+    return (text[: words[max_tokens - 1].end()] if max_tokens > 0 else ""), True
+
+
 class ScriptedLLM:
     def __init__(
         self,
@@ -71,10 +82,12 @@ class ScriptedLLM:
         score: ScoreFn | Mapping[str, float] | None = None,
         default_logprob: float = -100.0,
         name: str = "scripted",
+        cut_at_max_tokens: bool = False,
     ) -> None:
         if responses is None and rules is None:
             raise ValueError("ScriptedLLM needs responses, a callable or rules")
         self.name = name
+        self.cut_at_max_tokens = cut_at_max_tokens
         self._fn: Responder | None = responses if callable(responses) else None
         self._queue: list[str | Sequence[str]] | None = (
             None if responses is None or callable(responses) else list(responses)
@@ -154,6 +167,11 @@ class ScriptedLLM:
             raise LLMError("ScriptedLLM is closed")
         texts, rule = self._respond(prompt, prefix, n, temperature)
         texts = [apply_stop(t, stop) for t in texts]
+        reasons: list[str | None] | None = None
+        if self.cut_at_max_tokens:
+            cut = [_cut(t, max_tokens) for t in texts]
+            texts = [t for t, _ in cut]
+            reasons = ["length" if was_cut else "stop" for _, was_cut in cut]
         self.calls.append(
             ScriptedCall(
                 kind="generate",
@@ -174,6 +192,7 @@ class ScriptedLLM:
             prompt_tokens=pt,
             completion_tokens=sum(_tokens(t) for t in texts),
             computed_prompt_tokens=pt,
+            finish_reasons=reasons,
         )
 
     async def score(

@@ -133,6 +133,9 @@ class Action:
     entities: tuple[Entity, ...] = ()
     relation: Relation | None = None
     relation_key: str = ""
+    #: the LLM's output it was read from was cut at ``max_tokens`` (its node notes it); not
+    #: part of what the action is
+    cut: bool = field(default=False, compare=False)
 
     def history_line(self, subgraph: Subgraph) -> str:
         if self.type is ActionType.SELECT_ENTITIES:
@@ -683,6 +686,14 @@ class Machine:
 
     # -- transitions -----------------------------------------------------------
     async def transition(self, node: Node, action: Action, usage: Usage) -> Node:
+        child = await self._transition(node, action, usage)
+        if action.cut:
+            child.add_note("the LLM's output was cut at max_tokens" + (
+                ": its last item, maybe unfinished, was not read"
+                if action.type in (ActionType.SELECT_ENTITIES, ActionType.SELECT_RELATION) else ""))
+        return child
+
+    async def _transition(self, node: Node, action: Action, usage: Usage) -> Node:
         child = Node(
             id=next(self._ids),
             state=node.state,

@@ -246,6 +246,20 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     return named[0] if len(named) == 1 else answer
 
 
+def whole_items(text: str) -> str:
+    """A selection cut at max_tokens without its last item, which may be unfinished ("E1"
+    of "E12", "Florence St" of "Florence Stone"): the text up to its last comma, semicolon
+    or line break, else without its last word; whole when it ends at one of those."""
+    body = text.rstrip(" \t")
+    if not body or body[-1] in ",;\n":
+        return text
+    at = max(body.rfind(c) for c in ",;\n")
+    if at >= 0:
+        return body[:at]
+    words = body.split()
+    return body[: body.rfind(words[-1])].rstrip() if len(words) > 1 else ""
+
+
 def choice_key(action: Action) -> tuple:
     """What makes two sampled actions the same choice (diversity oversampling keeps the
     first k unique ones, App. B.1): a selection of entities is a set — "Q1, Q2" and
@@ -575,7 +589,19 @@ class Policy:
             seed=self._seed(temperature),
         )
         usage.add_generation(gen)
-        return self.machine.parse(node, gen.texts[0] if gen.texts else "", prefix=prefix)
+        return self._read(node, gen.texts[0] if gen.texts else "", gen.cut(0), prefix=prefix)
+
+    def _read(self, node: Node, text: str, cut: bool, *, prefix: str = "") -> Action:
+        """The action a generated ``text`` proposes. One ``cut`` at max_tokens is marked so
+        (its node notes it); a selection's last item may be unfinished ("E1" of "E12",
+        "Florence St") and is not read: :func:`whole_items`."""
+        if not cut:
+            return self.machine.parse(node, text, prefix=prefix)
+        selecting = node.state in (State.SELECTING_ENTITIES, State.SELECTING_RELATION)
+        action = self.machine.parse(node, whole_items(text) if selecting else text, prefix=prefix)
+        if action.type is ActionType.INVALID:
+            return Action(ActionType.INVALID, (prefix + text).strip(), cut=True)
+        return replace(action, cut=True)
 
     # -- sampled (black box) ---------------------------------------------------
     async def _sampled(self, prompt: str, node: Node, k: int, usage: Usage, temperature: float) -> Proposal:
@@ -586,8 +612,8 @@ class Policy:
         usage.add_generation(gen)
         actions: list[Action] = []
         invalid: list[Action] = []
-        for text in gen.texts:
-            a = self.machine.parse(node, text)
+        for i, text in enumerate(gen.texts):
+            a = self._read(node, text, gen.cut(i))
             bare = _BARE_ACTION.match(text)
             if a.type is ActionType.INVALID and bare and node.state is State.DEFAULT:
                 # the model named an action but wrote nothing after it: ask for the text

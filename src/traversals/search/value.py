@@ -2,7 +2,8 @@
 
 Constrained decoding reads a value as the expectation of the rating tokens 0.0 … 1.0
 under the model's distribution; sampled decoding parses the number the model writes
-(for answers after its reasoning, as in F.5). An output with no number gives
+(for answers after its reasoning, as in F.5; a reasoning cut at ``max_tokens`` before its
+number is continued: the score is asked for after it). An output with no number gives
 ``UNPARSEABLE_INTERMEDIATE`` (0.5, "unsure") for an intermediate node and 0.0 for an
 answer, and is noted in the trace.
 """
@@ -23,6 +24,8 @@ from .provenance import answer_paths, reached_back, render_paths, render_walk
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
+#: where F.5's answer rating says its score (the prompt's own words)
+SCORE_PHRASE = "score for the provided answer should be"
 REASONING_PREFIX = "Reasoning:"
 #: the F.5 instruction when the rating reasons first (sampled decoding, or ``reasoning``)
 REASONED_INSTRUCTION = (
@@ -241,7 +244,9 @@ class ValueFunction:
             gen = await self.llm.generate(prompt, n=1, temperature=0.0, max_tokens=self.reasoning_tokens)
             usage.add_generation(gen)
             text = gen.texts[0] if gen.texts else ""
-            tail = text.split("score for the provided answer should be")[-1]
+            if gen.cut(0):
+                return await self._score_after(prompt, text, node, usage)
+            tail = text.split(SCORE_PHRASE)[-1]
             # the prompt's own phrase, else a number said to be the score, the last one
             value = parse_rating(tail) if tail != text else parse_rating(text, last=True, cued=True)
             if value is None:
@@ -254,6 +259,28 @@ class ValueFunction:
         if value is None:
             node.add_note("value: no number in the evaluator's output")
             return UNPARSEABLE_INTERMEDIATE
+        return value
+
+    async def _score_after(self, prompt: str, reasoning: str, node: Node, usage: Usage) -> float:
+        """The score of an answer whose rating was cut at ``max_tokens`` (a chat model's F.5
+        reasoning runs past 200 tokens): its number, or all of it, is missing, so the
+        score is asked for again after the reasoning, as its continuation."""
+        node.add_note(f"value: the evaluator's reasoning was cut at max_tokens ({self.reasoning_tokens}); "
+                      "its score asked for after it")
+        at = reasoning.find(SCORE_PHRASE)
+        words = (reasoning if at < 0 else reasoning[:at]).split()
+        phrase = ANSWER_SCORE_PREFIX.casefold().split()
+        for k in range(len(phrase), 0, -1):  # "... So the score for the" cut: the phrase's start goes
+            if [w.casefold() for w in words[-k:]] == phrase[:k]:
+                del words[-k:]
+                break
+        gen = await self.llm.generate(prompt, prefix=f"{' '.join(words)}\n{ANSWER_SCORE_PREFIX}", n=1, temperature=0.0,
+                                      max_tokens=6)
+        usage.add_generation(gen)
+        value = parse_rating((gen.texts[0] if gen.texts else "").split(SCORE_PHRASE)[-1])  # a chat model echoes it
+        if value is None:
+            node.add_note("value: no number in the evaluator's output after its reasoning")
+            return 0.0
         return value
 
     async def _reasoned_rating(self, prompt: str, node: Node, usage: Usage) -> float:
