@@ -31,6 +31,7 @@ import signal
 import time
 from typing import Any, Callable
 
+from .aio import LoopLock
 from .errors import BadInput, TraversalsError
 
 __all__ = ["CommandToken"]
@@ -65,7 +66,9 @@ class CommandToken:
         #: when the current token expires (seconds since the epoch), if it says
         self.expires: float | None = None
         self._clock = clock
-        self._lock = asyncio.Lock()
+        #: one lock per event loop: a token kept across asyncio.run calls (a library user's
+        #: LLM) is fetched again in a later loop, where a single asyncio.Lock would refuse
+        self._lock = LoopLock()
 
     def _due(self) -> bool:
         return self._token is None or (self.expires is not None and self._clock() >= self.expires - REFRESH_MARGIN)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from traversals.aio import gather
+from traversals.aio import LoopLock, gather
 from traversals.api import SearchConfig, build_solver
 from traversals.errors import LLMError
 from traversals.llm.base import spending
@@ -72,3 +72,24 @@ async def test_a_tree_step_whose_value_call_fails_leaves_no_call_running() -> No
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
     await asyncio.sleep(0.7)
     assert spent.llm_calls == calls  # nothing was still calling the LLM
+
+
+def test_a_loop_lock_serves_each_asyncio_run_and_excludes_within_one() -> None:
+    # one asyncio.Lock is bound to the first loop that waits on it: a second asyncio.run's
+    # waiting callers got "bound to a different event loop"
+    lock = LoopLock()
+
+    async def contend() -> list[str]:
+        order: list[str] = []
+
+        async def hold(name: str) -> None:
+            async with lock:
+                order.append(f"{name}+")
+                await asyncio.sleep(0)
+                order.append(f"{name}-")
+
+        await asyncio.gather(hold("a"), hold("b"), hold("c"))
+        return order
+
+    for _ in range(2):
+        assert asyncio.run(contend()) == ["a+", "a-", "b+", "b-", "c+", "c-"]

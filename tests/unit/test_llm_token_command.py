@@ -203,3 +203,26 @@ async def test_json_without_a_token_is_refused_without_showing_it(tmp_path):
     with pytest.raises(TraversalsError, match=r"printed JSON with no token in it: .* accessToken, access_token, token") as e:
         await CommandToken(f"cat {shlex.quote(str(printed))}").get()
     assert "s3cr3t" not in str(e.value)
+
+
+def test_a_token_kept_across_asyncio_runs_is_fetched_again_for_concurrent_calls(tmp_path):
+    # a library user answers questions one asyncio.run at a time with the same LLM: when the
+    # token is due again in a later loop, the calls waiting for it there got "bound to a
+    # different event loop" (one asyncio.Lock, bound to the first loop that waited on it)
+    now = [1_000_000.0]
+    token = CommandToken(jwt_issuer(tmp_path, 1_000_000 + 3600), clock=lambda: now[0])
+
+    async def burst() -> list[object]:  # each call's token or error (none left running)
+        return list(await asyncio.gather(*(token.get() for _ in range(3)), return_exceptions=True))
+
+    first = asyncio.run(burst())
+    assert first == [first[0]] * 3 and isinstance(first[0], str) and token.fetches == 1
+    now[0] += 3600  # due again
+    second = asyncio.run(burst())
+    assert second == [second[0]] * 3 and second[0] != first[0] and token.fetches == 2
+
+    async def refreshed() -> list[object]:  # refresh() after a refusal takes the same lock
+        return list(await asyncio.gather(*(token.refresh(second[0]) for _ in range(3)), return_exceptions=True))
+
+    third = asyncio.run(refreshed())
+    assert third == [third[0]] * 3 and isinstance(third[0], str) and third[0] != second[0] and token.fetches == 3

@@ -47,10 +47,10 @@ import os
 import random
 import threading
 import time
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
+from traversals.aio import LoopLock
 from traversals.errors import BadInput, LLMError, LLMUnavailable, PromptTooLong, TraversalsError
 from traversals.llm.base import Generation, Scores, finish_reason
 from traversals.llm.chat import apply_stop
@@ -170,26 +170,18 @@ class LlamaCppLLM:
         self._thread_lock = threading.Lock()
         #: set when the call running under the lock was cancelled (see :meth:`_run`)
         self._cancelled = threading.Event()
-        self._loop_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
-            weakref.WeakKeyDictionary()
-        )
+        #: one call at a time from each event loop (the thread lock orders calls across loops)
+        self._alock = LoopLock()
         self._closed = False
         #: seconds spent loading the model (None until loaded)
         self.load_seconds: float | None = None
 
     # ------------------------------------------------------------------ plumbing
 
-    def _alock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        lock = self._loop_locks.get(loop)
-        if lock is None:
-            lock = self._loop_locks[loop] = asyncio.Lock()
-        return lock
-
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise LLMError(f"{self.name} is closed")
-        async with self._alock():
+        async with self._alock:
             cancelled = threading.Event()
             try:
                 return await asyncio.to_thread(self._locked, fn, *args, cancelled=cancelled)
