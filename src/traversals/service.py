@@ -87,6 +87,9 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 REQUEST_FIELDS = {"question", "strategy", "topic_entities", "trace", "stream", *OVERRIDES}
 #: what a question stopped by the server's shutdown is told (a JSON reply, or a stream's last event)
 STOPPED_BY_SHUTDOWN = "the server is shutting down; the search was stopped before its answer"
+#: the scope key under which :class:`_CountInFlight` says whether the client hung up
+#: (``{"left": bool}``): a stream cancelled without it was stopped by the server
+CLIENT_SCOPE_KEY = "traversals.client"
 
 
 class Busy(TraversalsError):
@@ -403,8 +406,9 @@ def create_app(
                 queue: asyncio.Queue = asyncio.Queue()
                 solver = solver_factory(req.strategy, llm, kgs, req.config, on_event=queue.put_nowait)
                 leave = gate.admit()  # refused now, with a status, rather than inside the stream
+                client = request.scope.get(CLIENT_SCOPE_KEY, {})
                 events = _stream(gate.run(lambda: solver.ask(req.question, topic_entities=req.topic_entities), leave),
-                                 queue, req, timeout=limits.timeout)
+                                 queue, req, timeout=limits.timeout, client_left=lambda: client.get("left", False))
                 weakref.finalize(events, leave)  # a stream never started (the client left first) leaves too
                 return StreamingResponse(events, media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -516,7 +520,9 @@ class _InFlight:
 class _CountInFlight:
     """ASGI middleware: counts each HTTP request in ``in_flight`` until its response is done,
     and ends a stream the server cancelled (shutting down) with an ``error`` event, as a JSON
-    reply cancelled so gets its 503, instead of an exception and a cut-off stream."""
+    reply cancelled so gets its 503, instead of an exception and a cut-off stream. It notes
+    in the scope (:data:`CLIENT_SCOPE_KEY`) when the client hangs up, which the stream's log
+    line needs: the stream is cancelled alike when the client leaves and at shutdown."""
 
     def __init__(self, app: Any, *, in_flight: _InFlight) -> None:
         self.app = app
@@ -527,6 +533,13 @@ class _CountInFlight:
             await self.app(scope, receive, send)
             return
         stream = {"open": False}
+        client = {"left": False}
+
+        async def listen() -> dict:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                client["left"] = True
+            return message
 
         async def watch(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -538,7 +551,7 @@ class _CountInFlight:
 
         self.in_flight.enter()
         try:
-            await self.app(scope, receive, watch)
+            await self.app({**scope, CLIENT_SCOPE_KEY: client}, listen, watch)
         except asyncio.CancelledError:
             if not stream["open"]:
                 raise
@@ -654,10 +667,13 @@ def _sse(event: str, data: dict) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *, timeout: float | None):
+async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *, timeout: float | None,
+                  client_left: Callable[[], bool]):
     """Server-sent events: the search's events as they happen, then ``answer`` (the same
     object as the JSON reply) or ``error`` (``type``, ``message``, ``status``). A client
-    that disconnects stops the search (Starlette cancels this generator)."""
+    that disconnects stops the search (Starlette cancels this generator), and so does the
+    server shutting down (uvicorn cancels the request); ``client_left`` says which, for the
+    log."""
     start = time.monotonic()
     task = asyncio.ensure_future(work)
     getter: asyncio.Future | None = None
@@ -690,9 +706,13 @@ async def _stream(work: Awaitable[Any], queue: asyncio.Queue, req: AskRequest, *
     finally:
         if getter is not None and not getter.done():  # a client gone mid-wait: no task left pending
             getter.cancel()
-        if not task.done():  # the client left (or the server is stopping): nobody reads the answer
-            logging.getLogger("traversals.service").info(
-                "the stream was closed before the answer; the search was stopped (499)")
+        if not task.done():  # the client left, or the server is stopping: nobody reads the answer
+            if client_left():
+                logging.getLogger("traversals.service").info(
+                    "the stream was closed before the answer; the search was stopped (499)")
+            else:  # the client gets a ShuttingDown error event (_CountInFlight): not a 499
+                logging.getLogger("traversals.service").info(
+                    "the server is shutting down; a stream's search was stopped before its answer (503)")
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 

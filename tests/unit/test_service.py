@@ -556,8 +556,33 @@ async def test_a_stream_closed_before_its_answer_stops_the_search_and_says_so(ca
     caplog.set_level("INFO", logger="traversals.service")
     started = asyncio.Event()
     app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started))
-    await call_asgi(app, b'{"question": "slow", "stream": true}', started)
+    messages = [{"type": "http.request", "body": b'{"question": "slow", "stream": true}', "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await started.wait()  # the client hangs up once the search runs
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    await asyncio.wait_for(app(ASK_SCOPE, receive, send), 5)
     assert "the stream was closed before the answer; the search was stopped (499)" in caplog.text
+    assert "shutting down" not in caplog.text and not any(b"event: error" in m.get("body", b"") for m in sent)
+
+
+async def test_a_stream_stopped_by_the_server_shutting_down_is_logged_as_such_not_as_a_499(caplog):
+    """uvicorn cancels a stream at shutdown as Starlette does when its client leaves: the
+    client got a ShuttingDown event, so the log must not say it hung up (499)."""
+    caplog.set_level("INFO", logger="traversals.service")
+    started = asyncio.Event()
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(gate=asyncio.Event(), started=started))
+    sent = await call_asgi(app, b'{"question": "slow", "stream": true}', started)
+    assert b'"type": "ShuttingDown"' in sent[-1]["body"] and sent[-1]["more_body"] is False
+    assert "the server is shutting down; a stream's search was stopped before its answer (503)" in caplog.text
+    assert "499" not in caplog.text
 
 
 @pytest.mark.parametrize("defaults, says", [(SearchConfig(threshold=float("nan")), "--threshold"),
