@@ -23,7 +23,10 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
 4. Apostrophes removed (``God's`` -> ``gods``); underscores (PathQuestion names) and every
    other punctuation or symbol character become a space, except a ``.`` between digits.
 5. The articles ``a``, ``an``, ``the`` removed; whitespace collapsed. (A gold string that
-   would normalise to nothing, like ``"The"``, is compared with its articles kept.)
+   would normalise to nothing, like ``"The"``, is compared with its articles kept.) An ``a``
+   that is a letter stays: one followed by a dot (``Howard A. Rodman``, ``L.A. Story``) or
+   by the end of a name (the end of the text or a line, ``,`` ``;`` ``|`` ``)`` and the like:
+   ``Easy A``, ``Boy A``).
 
 Matching is by whole tokens: gold ``"paris"`` is in ``"it is paris texas"`` but gold
 ``"1"`` is not in ``"1941"``. A prediction that is empty or ``"Cannot find answer"``
@@ -72,6 +75,12 @@ _SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc`]")
 _ARTICLES = {"a", "an", "the"}
+#: what follows an ``a`` that is a letter, not the article (an article is followed by a
+#: word): a dot at once (the initial of ``Howard A. Rodman``, ``L.A. Story``), or, after
+#: spaces, the end of the text or of a line, or a mark that ends a name or an item
+#: (``Easy A``, ``Project A, Police Story``, ``"Boy A"``, ``Plan A (film)``). A dot after a
+#: space is not one (``Love and a .45``); a hyphen is not one either (``A-Haunting We Will Go``).
+_LETTER_A_FOLLOWS = re.compile(r"\.|[ \t]*(?:$|[\n,;:!?|()\[\]{}\"\u201c\u201d\u00ab\u00bb])")
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -159,12 +168,16 @@ def _punct_to_space(text: str) -> str:
 def normalize(text: object, *, drop_articles: bool = True) -> str:
     """The normalised form of an answer or gold string (see the module doc).
 
-    Applied until nothing changes (at most a few rounds), so that ``normalize`` is
-    idempotent even when removing an article or a comma brings a month next to a year
-    (``"may the 1941"``)."""
+    Applied until nothing changes (at most a few rounds), so that the result is a fixpoint
+    even when removing an article or a comma brings a month next to a year (``"may the
+    1941"``). Articles go in the first round only: it reads the text as written, where a
+    letter ``a`` is told from the article by the dot or the end that follows it (``Howard
+    A. Rodman``, ``Easy A``); the later rounds keep the ``a`` it kept. So ``normalize`` is
+    idempotent except on text with such a letter before another word: ``howard a rodman``,
+    with its dot gone, reads as the article."""
     s = _normalize_once(str(text), drop_articles)
     for _ in range(3):
-        again = _normalize_once(s, drop_articles)
+        again = _normalize_once(s, drop_articles=False)
         if again == s:
             break
         s = again
@@ -177,9 +190,25 @@ def _normalize_once(text: str, drop_articles: bool) -> str:
     s = canonical_dates(s)
     s = canonical_numbers(s)
     s = _APOSTROPHES.sub("", s)
-    s = _punct_to_space(s)
-    tokens = [_NUMBER_WORDS.get(t, t) for t in s.split() if not (drop_articles and t in _ARTICLES)]
+    spaced = _punct_to_space(s)  # one character for one: a token's place in s is its place here
+    tokens = [
+        m.group()
+        for m in re.finditer(r"\S+", spaced)
+        if not (drop_articles and m.group() in _ARTICLES and not _letter_a(s, m))
+    ]
+    tokens = [_NUMBER_WORDS.get(t, t) for t in tokens]
     return " ".join(_signed_and_scaled(tokens))
+
+
+def _letter_a(text: str, token: re.Match) -> bool:
+    """Whether the token ``a`` at ``token`` (in ``text`` with its punctuation spaced) is a
+    letter, not the article: a name's last word (``Easy A``, ``Boy A``, ``Project A``: gold
+    ``Easy A`` was found in ``Easy Rider``, ``Project A`` was ``Project X``) or an initial
+    (``Howard A. Rodman`` was ``Howard Rodman``, another man in MetaQA). ``an`` and
+    ``the`` are always articles, and so is an ``A`` before a word with nothing to tell it
+    from one (``Brian A Miller`` is ``Brian Miller``): title case writes the article ``A``
+    too (``Beyond A Reasonable Doubt`` is MetaQA's ``Beyond a Reasonable Doubt``)."""
+    return token.group() == "a" and _LETTER_A_FOLLOWS.match(text, token.end()) is not None
 
 
 def _signed_and_scaled(tokens: list[str]) -> list[str]:
@@ -205,13 +234,14 @@ def _plain(value: Decimal) -> str:
 
 
 #: A normalised gold alternative: (text, articles kept?). A string that normalises to
-#: nothing (``"The"``, ``"A"``) is compared with articles kept, on both sides.
+#: nothing (``"The"``) or to articles alone (``"A"``, the letter kept) is compared with
+#: articles kept, on both sides: gold ``A`` is in ``it is A indeed``.
 Alt = tuple[str, bool]
 
 
 def _alt(text: str) -> Alt | None:
     n = normalize(text)
-    if n:
+    if set(n.split()) - _ARTICLES:
         return (n, False)
     n = normalize(text, drop_articles=False)
     return (n, True) if n else None
