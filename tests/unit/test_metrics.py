@@ -295,3 +295,48 @@ def test_names_that_differ_by_a_letter_a_are_different_answers():
     assert score("Beyond A Reasonable Doubt", ["Beyond a Reasonable Doubt"]) == one
     # a gold that is the letter alone is found as a word
     assert em_in("The answer is A.", "A") == 1.0 and em_in("I think it is A indeed", "A") == 1.0
+
+
+@pytest.mark.parametrize(
+    "raw,norm",
+    [
+        ("twenty-five", "25"),
+        ("twenty five", "25"),
+        ("ninety-nine", "99"),
+        ("He won twenty-one awards", "he won 21 awards"),
+        ("two hundred", "200"),
+        ("one hundred and five", "105"),
+        ("One Hundred and One Dalmatians", "101 dalmatians"),
+        ("twenty-five hundred", "2500"),
+        ("two thousand five hundred", "2500"),
+        ("two thousand and five", "2005"),
+        ("forty-five million", "45000000"),
+        ("minus twenty-five", "-25"),
+        ("May twenty-four, 1941", "1941 05 24"),
+        # apart: a comma between, 'and' between two numbers, neighbours that make no number
+        ("twenty, five", "20 5"),
+        ("two and three", "2 and 3"),
+        ("one two three", "1 2 3"),
+        ("twenty twenty", "20 20"),
+        ("zero five", "0 5"),
+        ("twenty-first century", "twenty first century"),  # an ordinal: not 20
+    ],
+)
+def test_a_compound_number_word_is_its_one_value(raw, norm):
+    assert normalize(raw) == norm
+    assert normalize(norm) == norm
+
+
+def test_the_parts_of_a_compound_number_word_are_not_separate_numbers():
+    """``twenty-five`` was read word by word, as the tokens ``20 5``: it found gold ``5`` and
+    ``20`` but not ``25``; ``two hundred`` found gold ``2``."""
+    zero = {"hits@1": 0.0, "em_in": 0.0, "f1": 0.0}
+    assert score("twenty-five", ["5"]) == zero and score("twenty-five", ["20"]) == zero
+    assert score("twenty-five", ["25"]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+    assert score("He won twenty-one awards", ["1"]) == zero
+    assert score("He won twenty-one awards", ["21"])["em_in"] == 1.0
+    assert score("two hundred", ["2"]) == zero and score("two hundred", ["200"])["hits@1"] == 1.0
+    assert score("ninety-nine", ["9"]) == zero
+    assert score("101 Dalmatians", ["One Hundred and One Dalmatians"])["hits@1"] == 1.0
+    # words a comma parts are two items, each its number
+    assert score("twenty, five", ["20", "5"]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}

@@ -16,8 +16,10 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
    the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date (a year
    before 1000 as it is written: ``3 August 979`` is ``979 08 03``).
 3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
-   trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); the number
-   words zero..twenty and thirty..ninety become digits. A minus that starts a number is
+   trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); number words
+   become digits, a compound its one value (``twenty-five`` and ``twenty five`` -> ``25``,
+   ``one hundred and five`` -> ``105``, ``two thousand five hundred`` -> ``2500``; words a
+   comma parts stay apart). A minus that starts a number is
    kept (``-5``, ``minus 5``), years before the common era are negative (``44 BC`` ->
    ``-44``), and ``thousand`` .. ``trillion`` after a number multiply it out.
 4. Apostrophes removed (``God's`` -> ``gods``); underscores (PathQuestion names) and every
@@ -81,13 +83,18 @@ _ARTICLES = {"a", "an", "the"}
 #: (``Easy A``, ``Project A, Police Story``, ``"Boy A"``, ``Plan A (film)``). A dot after a
 #: space is not one (``Love and a .45``); a hyphen is not one either (``A-Haunting We Will Go``).
 _LETTER_A_FOLLOWS = re.compile(r"\.|[ \t]*(?:$|[\n,;:!?|()\[\]{}\"\u201c\u201d\u00ab\u00bb])")
-_NUMBER_WORDS = {
-    w: str(i)
+_UNITS = {
+    w: i
     for i, w in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-        "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+        "fourteen fifteen sixteen seventeen eighteen nineteen".split()
     )
-} | {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+}
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+#: ordinals after a tens word: ``twenty-first`` is no 20 (ordinals are not read)
+_ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth".split())
+#: what may stand between the words of one number: spaces, or a hyphen (``twenty-five``)
+_NUMBER_JOIN = re.compile(r"[ \t_]*[-\u2010\u2011]?[ \t_]*")
 
 
 def _date(y: str, m: int, d: int | None = None) -> str | None:
@@ -191,13 +198,17 @@ def _normalize_once(text: str, drop_articles: bool) -> str:
     s = canonical_numbers(s)
     s = _APOSTROPHES.sub("", s)
     spaced = _punct_to_space(s)  # one character for one: a token's place in s is its place here
-    tokens = [
-        m.group()
+    matches = [
+        m
         for m in re.finditer(r"\S+", spaced)
         if not (drop_articles and m.group() in _ARTICLES and not _letter_a(s, m))
     ]
-    tokens = [_NUMBER_WORDS.get(t, t) for t in tokens]
-    return " ".join(_signed_and_scaled(tokens))
+    tokens = [m.group() for m in matches]
+    # whether each token continues the one before as a number's next word can: after
+    # spaces or a hyphen, not a comma (``twenty, five`` is two numbers) nor a dropped word
+    joined = [i > 0 and _NUMBER_JOIN.fullmatch(s, matches[i - 1].end(), m.start()) is not None
+              for i, m in enumerate(matches)]  # fmt: skip
+    return " ".join(_signed_and_scaled(_number_words(tokens, joined)))
 
 
 def _letter_a(text: str, token: re.Match) -> bool:
@@ -209,6 +220,82 @@ def _letter_a(text: str, token: re.Match) -> bool:
     from one (``Brian A Miller`` is ``Brian Miller``): title case writes the article ``A``
     too (``Beyond A Reasonable Doubt`` is MetaQA's ``Beyond a Reasonable Doubt``)."""
     return token.group() == "a" and _LETTER_A_FOLLOWS.match(text, token.end()) is not None
+
+
+def _number_words(tokens: list[str], joined: list[bool]) -> list[str]:
+    """Number words as digits, a compound as its one value: ``twenty-five`` and ``twenty
+    five`` -> ``25``, ``two hundred`` -> ``200``, ``one hundred and five`` -> ``105``, ``two
+    thousand five hundred`` -> ``2500``. Read word by word, ``twenty-five`` was the tokens
+    ``20 5`` and found gold ``5`` and ``20`` but not ``25``. ``joined[i]``: token ``i``
+    may continue a number begun before it (see :data:`_NUMBER_JOIN`)."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        value, end = _read_number(tokens, joined, i)
+        if value is None:
+            out.append(tokens[i])
+            i += 1
+        else:
+            out.append(str(value))
+            i = end
+    return out
+
+
+def _read_number(tokens: list[str], joined: list[bool], i: int) -> tuple[int | None, int]:
+    """The number the words from ``tokens[i]`` spell and the index after them; (None, i)
+    when ``tokens[i]`` begins none. Scales (``thousand`` .. ``trillion``) go down, each
+    after a group below 1000; ``and`` is read only after ``hundred`` or a scale and before
+    the rest of the number (``two and three`` stays two numbers)."""
+
+    def next_is(j: int, words: Collection[str]) -> bool:
+        return j < len(tokens) and joined[j] and tokens[j] in words
+
+    total, last_scale = 0, None
+    group, j = _read_group(tokens, joined, i)
+    if group is None:
+        return None, i
+    while group and next_is(j, _SCALES) and (last_scale is None or _SCALES[tokens[j]] < last_scale):
+        last_scale = _SCALES[tokens[j]]
+        total += group * 10**last_scale
+        group, j = 0, j + 1
+        k = j + 1 if next_is(j, ("and",)) else j
+        if k < len(tokens) and joined[k]:
+            more, after = _read_group(tokens, joined, k)
+            if more is not None and more > 0:
+                group, j = more, after
+    return total + group, j
+
+
+def _read_group(tokens: list[str], joined: list[bool], i: int) -> tuple[int | None, int]:
+    """A number below 1000 in words from ``tokens[i]`` (``nineteen``, ``forty-two``, ``three
+    hundred and six``, ``twenty-five hundred``): (value, index after it) or (None, i)."""
+    value, j = _read_below_100(tokens, joined, i)
+    if not value:  # none, or zero, which begins no compound
+        return value, j
+    if j < len(tokens) and joined[j] and tokens[j] == "hundred":
+        value, j = value * 100, j + 1
+        k = j + 1 if j < len(tokens) and joined[j] and tokens[j] == "and" else j
+        if k < len(tokens) and joined[k]:
+            rest, after = _read_below_100(tokens, joined, k)
+            if rest:
+                value, j = value + rest, after
+    return value, j
+
+
+def _read_below_100(tokens: list[str], joined: list[bool], i: int) -> tuple[int | None, int]:
+    if i >= len(tokens):
+        return None, i
+    word = tokens[i]
+    if word in _UNITS:
+        return _UNITS[word], i + 1
+    if word not in _TENS:
+        return None, i
+    after = tokens[i + 1] if i + 1 < len(tokens) and joined[i + 1] else ""
+    if after in _ORDINALS:
+        return None, i  # twenty-first: an ordinal, kept as words
+    if 0 < _UNITS.get(after, 0) < 10:
+        return _TENS[word] + _UNITS[after], i + 2
+    return _TENS[word], i + 1
 
 
 def _signed_and_scaled(tokens: list[str]) -> list[str]:
