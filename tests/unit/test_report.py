@@ -301,6 +301,25 @@ async def test_the_report_replays_each_run_with_both_answer_choices(tmp_path):
     assert "| tree · toy | support | 4 | 75.0 | 75.0 | 3 |" in text
 
 
+async def test_a_beam_run_is_not_replayed_with_answer_choices(tmp_path):
+    """Beam and MCTS have no answer choice (``eval --strategy beam --answer-choice support``
+    is refused), but the report listed a beam run with both, each its own answer."""
+    from traversals.eval.report import choice_cut
+
+    ds = dataset()
+    plans = {}
+    for q in ("q0", "q1", "q2", "q3"):  # a beam trace as the search writes it: no answer nodes
+        trace = {"strategy": "beam", "config": {"beam_width": 3, "beam_branch": 3}, "stopped": "max_hops",
+                 "nodes": [node(0, None, 0), node(1, 0, 1, 0.7), node(2, 1, None, 0.9)]}
+        plans[q] = ("Rome", trace)
+    assert choice_cut(plans["q0"][1], "value") is None
+    await run_eval(ds, Replayable(plans), tmp_path / "b", progress=False,
+                   config={"strategy": "beam", "llm": "fake"})
+    text = write_report([tmp_path / "b"]).read_text().split("## Answer choice replayed")[1]
+    assert "| beam" not in text
+    assert "Nothing to replay" in text
+
+
 def _row(qid: str, answer: str, gold: str, hit: float, **extra) -> str:
     return json.dumps({"id": qid, "question": qid, "answer": answer, "gold": [[gold]], "hits@1": hit,
                        "em_in": hit, "f1": hit, **extra}) + "\n"

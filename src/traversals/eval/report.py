@@ -451,13 +451,21 @@ def threshold_table(run: Run, thresholds: Sequence[float] = THRESHOLDS) -> list[
     return out
 
 
+#: the strategies that choose among proposed answers (``--answer-choice``; the CLI's
+#: ``options.TREE_SEARCH``): beam and MCTS return their own answer, with no such choice
+CHOOSING_STRATEGIES = ("tree", "chain")
+
+
 def choice_cut(trace: dict | None, how: str) -> str | None:
     """The answer a tree or chain search would have returned with answer choice ``how``
     (``TreeConfig.answer_choice``), replayed exactly: the choice decides only which answer
     a search returns when none crossed τ, never what it expands. A search that stopped at
-    τ keeps its answer. None for a trace without search nodes (CoT, no trace)."""
+    τ keeps its answer. None for a trace without search nodes (CoT, no trace) and for
+    another strategy's (beam, mcts: they have no answer choice)."""
     nodes = _nodes(trace)
     if not trace or not nodes or "config" not in trace:
+        return None
+    if trace.get("strategy") and trace["strategy"] not in CHOOSING_STRATEGIES:
         return None
     if trace.get("stopped") == "threshold":
         return str(trace.get("answer", ""))
@@ -489,7 +497,10 @@ class ChoiceRow:
 
 def choice_table(run: Run) -> list[ChoiceRow]:
     """Hits@1 and EM-in of ``run`` with each answer choice, replayed from its traces; empty
-    unless every question's search can be replayed (tree and chain runs with traces)."""
+    unless every question's search can be replayed (tree and chain runs with traces: a beam
+    or mcts run, which ``eval --answer-choice`` refuses, was listed with both choices)."""
+    if run.strategy not in (*CHOOSING_STRATEGIES, "?"):
+        return []
     rows = [r for r in run.rows if not r.get("error")]
     traces = [run.trace(r) for r in rows]
     cuts = {how: [a for t in traces if (a := choice_cut(t, how)) is not None] for how in ANSWER_CHOICES}
