@@ -669,6 +669,7 @@ def test_the_resume_hint_is_a_command_that_pastes_back_whole(tmp_path):
     assert shlex.split(command) == [*argv, "--resume"] and hint.startswith("1 question(s) saved")
 
 
+@needs_data
 def test_cli_eval_a_value_model_retrained_in_place_is_not_resumed_with(tmp_path, monkeypatch, capsys):
     """run.json holds the path and the hash of --value-model: a resume after the file was
     retrained in place would answer the rest with another model (the same weights written
