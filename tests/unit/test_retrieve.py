@@ -23,6 +23,8 @@ from traversals.search.result import NO_ANSWER
 from traversals.search.retrieve import MAX_FACTS, MAX_KG_CALLS, NO_FACTS, RetrieveThenRead
 from traversals.viewer import render_trace
 
+from .test_rwt import CountingEmbedder
+
 QUESTION = "what films did [Charles Bail] direct"
 KB = """\
 The Gumball Rally|directed_by|Charles Bail
@@ -122,17 +124,6 @@ async def test_usage_counts_every_llm_and_kg_call(tmp_path):
     assert again.usage.kg_calls == answer.usage.kg_calls
 
 
-class CountingEmbedder:
-    """Lexical vectors, recording every batch of texts it is asked to embed."""
-
-    name = "counting"
-
-    def __init__(self) -> None:
-        self.batches: list[list[str]] = []
-
-    async def embed(self, texts):
-        self.batches.append(list(texts))
-        return await open_embedder("lexical").embed(texts)
 
 
 async def test_usage_counts_the_embedders_calls_and_texts(tmp_path):

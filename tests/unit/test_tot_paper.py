@@ -13,6 +13,24 @@ from .kgdouble import dylan_kg
 from .test_search import scripted, solver
 
 
+def walk_then_answer(names: str, relation: str, entities: str, final: str, shown: list[str]) -> ScriptedLLM:
+    """A scripted LLM for a sampled chain: it links ``names``, expands once along ``relation``
+    from ``entities``, then answers ``final``; an answer is rated 1.0, with the path its rating
+    prompt showed appended to ``shown``, an intermediate node 0.6."""
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
+
+    def default(prompt, *_):
+        walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
+        return f"ANSWER: {final}" if walked else "EXPAND_KG: one hop"
+
+    def rate(prompt, *_):
+        shown.append(prompt.split("Knowledge graph path to the answer:\n")[1].split("\n\n")[0])
+        return "So the score for the provided answer should be 1.0"
+
+    return ScriptedLLM(rules=[("Find the names in a text", names), (ANSWER_EVAL, rate), (RATING, "0.6"),
+                              (RELATION, relation), (ENTITIES, entities), (DEFAULT, default)])
+
+
 def test_a_rating_that_ends_a_sentence_is_read():
     # F.5 ends "So the score for the provided answer should be...": models finish the
     # sentence with a full stop, which is not part of a longer number
@@ -152,7 +170,6 @@ async def test_a_comparison_answered_with_one_of_its_entities_is_not_scaled_as_u
     from traversals.api import SearchConfig, build_solver
 
     from .kgdouble import DictKG
-    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
 
     kg = DictKG([("heat", "release_year", "y1995"), ("thief", "release_year", "y1981"),
                  ("heat", "directed_by", "mann"), ("thief", "directed_by", "mann")],
@@ -160,17 +177,7 @@ async def test_a_comparison_answered_with_one_of_its_entities_is_not_scaled_as_u
 
     async def ask(question: str, names: str, final: str) -> tuple[float, str]:
         shown: list[str] = []
-
-        def default(prompt, *_):
-            walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
-            return f"ANSWER: {final}" if walked else "EXPAND_KG: their release years"
-
-        def rate(prompt, *_):
-            shown.append(prompt.split("Knowledge graph path to the answer:\n")[1].split("\n\n")[0])
-            return "So the score for the provided answer should be 1.0"
-
-        llm = ScriptedLLM(rules=[("Find the names in a text", names), (ANSWER_EVAL, rate), (RATING, "0.6"),
-                                 (RELATION, "release_year"), (ENTITIES, "E1, E2"), (DEFAULT, default)])
+        llm = walk_then_answer(names, "release_year", "E1, E2", final, shown)
         answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(question)
         assert answer.text == final
         return answer.value, shown[-1]
@@ -280,24 +287,13 @@ async def test_an_answer_spelled_with_a_curly_apostrophe_or_without_accents_name
     from traversals.search.machine import find_label, names_entity
 
     from .kgdouble import DictKG
-    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
 
     kg = DictKG([("dan", "lives_in", "berlin"), ("eve", "lives_in", "berlin")],
                 labels={"dan": "Dan O'Brien, Jr.", "eve": "Éve Ångström", "berlin": "Berlin"})
 
     async def ask(final: str) -> tuple[float, str, list[tuple[str, str]], list[str]]:
         shown: list[str] = []
-
-        def default(prompt, *_):
-            walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
-            return f"ANSWER: {final}" if walked else "EXPAND_KG: who lives there"
-
-        def rate(prompt, *_):
-            shown.append(prompt.split("Knowledge graph path to the answer:\n")[1].split("\n\n")[0])
-            return "So the score for the provided answer should be 1.0"
-
-        llm = ScriptedLLM(rules=[("Find the names in a text", "Berlin"), (ANSWER_EVAL, rate), (RATING, "0.6"),
-                                 (RELATION, "~lives_in"), (ENTITIES, "E1"), (DEFAULT, default)])
+        llm = walk_then_answer("Berlin", "~lives_in", "E1", final, shown)
         answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask("Who lives in [Berlin]?")
         assert answer.text == final
         return answer.value, answer.stopped, [(e.subject.label, e.object.label) for e in answer.supporting_edges], shown
@@ -322,19 +318,12 @@ async def test_an_answer_that_names_no_reached_entity_has_no_supporting_edges():
     from traversals.api import SearchConfig, build_solver
 
     from .kgdouble import DictKG
-    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, RATING, RELATION, history
 
     kg = DictKG([("dan", "lives_in", "berlin"), ("eve", "lives_in", "berlin")],
                 labels={"dan": "Dan O'Brien, Jr.", "eve": "Éve Ångström", "berlin": "Berlin"})
 
     async def ask(question: str, final: str) -> tuple[float, list[tuple[str, str]]]:
-        def default(prompt, *_):
-            walked = any(ln.startswith("SELECT RELATION") for ln in history(prompt))
-            return f"ANSWER: {final}" if walked else "EXPAND_KG: who lives there"
-
-        llm = ScriptedLLM(rules=[("Find the names in a text", "Berlin"),
-                                 (ANSWER_EVAL, "So the score for the provided answer should be 1.0"), (RATING, "0.6"),
-                                 (RELATION, "~lives_in"), (ENTITIES, "E1"), (DEFAULT, default)])
+        llm = walk_then_answer("Berlin", "~lives_in", "E1", final, [])
         answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(question)
         assert answer.text == final
         return answer.value, sorted((e.subject.label, e.object.label) for e in answer.supporting_edges)

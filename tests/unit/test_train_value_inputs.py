@@ -500,9 +500,9 @@ def test_a_model_trained_on_another_file_of_ones_own_claims_no_overlap(tmp_path)
     assert count(test, "test.jsonl") is None  # an older model that does not say which file: no claim
 
 
-def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch):
-    """kb.txt renamed films.txt (the same triples): the resume was refused as "the training
-    questions … differ", since a KG is named by its file and the questions' entities carry it."""
+def _trained_one_round_on_kb_txt(tmp_path, monkeypatch) -> list[str]:
+    """One round of train-value on two questions over ``tmp_path/kb.txt`` (a scripted LLM), the
+    model at ``tmp_path/m.json``; returns the command without --rounds and --kg, to resume with."""
     import traversals.eval.training as training
     from traversals.cli import main
 
@@ -513,6 +513,15 @@ def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch
     train = ["train-value", "questions", "--data", str(tmp_path / "q.jsonl"), "--skip", "0", "--heldout", "0",
              "--out", str(tmp_path / "m.json")]
     assert main([*train, "--rounds", "1", "--kg", str(tmp_path / "kb.txt")]) == 0
+    return train
+
+
+def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch):
+    """kb.txt renamed films.txt (the same triples): the resume was refused as "the training
+    questions … differ", since a KG is named by its file and the questions' entities carry it."""
+    from traversals.cli import main
+
+    train = _trained_one_round_on_kb_txt(tmp_path, monkeypatch)
     (tmp_path / "kb.txt").rename(tmp_path / "films.txt")
     capsys.readouterr()
     assert main([*train, "--rounds", "2", "--kg", str(tmp_path / "films.txt"), "--resume"]) == 2
@@ -524,17 +533,10 @@ def test_a_resume_with_the_kg_file_renamed_says_so(tmp_path, capsys, monkeypatch
 def test_a_renamed_kg_file_given_its_old_name_with_name_equals_resumes(tmp_path, capsys, monkeypatch):
     """--kg kb=films.txt names the KG "kb" as kb.txt did: the same KG, and the resume goes on
     (it was refused as --kg differing, the NAME= compared with the spec trained without one)."""
-    import traversals.eval.training as training
     from traversals.cli import main
     from traversals.search.rwt import ValueModel
 
-    monkeypatch.setattr(training, "open_llm_from_args", lambda args: _llm())
-    (tmp_path / "kb.txt").write_text(FILMS)
-    (tmp_path / "q.jsonl").write_text('{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\n'
-                                      '{"question": "who directed [Alien]", "answers": ["Ridley Scott"]}\n')
-    train = ["train-value", "questions", "--data", str(tmp_path / "q.jsonl"), "--skip", "0", "--heldout", "0",
-             "--out", str(tmp_path / "m.json")]
-    assert main([*train, "--rounds", "1", "--kg", str(tmp_path / "kb.txt")]) == 0
+    train = _trained_one_round_on_kb_txt(tmp_path, monkeypatch)
     moved = tmp_path / "elsewhere"
     moved.mkdir()
     (tmp_path / "kb.txt").rename(moved / "films.txt")
