@@ -468,6 +468,26 @@ async def test_search_ignores_accents_in_plain_files(tmp_path):
     assert (await one(kg, "Jorg Muller")).label == "Jörg Müller"
 
 
+async def test_labels_containing_every_word_come_shortest_first_then_in_label_order(tmp_path):
+    # the stage keeps the first few of a common word's labels (heapq.nsmallest, not a sort of
+    # them all): the same ones, in the same order, ties of one length by label
+    names = ["the owl", "the cat", "the ant", "the bee of the hill", "cat of the hill", "the dog and the cat",
+             "ant hill", "hill of the ants", "bee", "the elk"]
+    p = tmp_path / "labels.txt"
+    p.write_text("".join(f"{n}|in|Zoo\n" for n in names), "utf-8")
+    kg = OxigraphKG.from_file(p)
+    assert [e.label for e in await kg.search("the", limit=5)] == ["the ant", "the cat", "the elk", "the owl",
+                                                                 "cat of the hill"]
+    assert [e.label for e in await kg.search("hill the", limit=3)] == ["cat of the hill", "hill of the ants",
+                                                                      "the bee of the hill"]
+    for query in ("the", "the hill", "cat the", "of", "bee", "ant", "nothing"):
+        words = query.split()
+        every = sorted((n for n in names if all(w in n.split() for w in words)), key=lambda n: (len(n), n))
+        for limit in range(len(names) + 2):
+            assert kg._containing(query, limit) == every[:limit], (query, limit)
+    kg.close_sync()
+
+
 # ------------------------------------------------------ damaged gzip, empty files
 
 

@@ -549,17 +549,23 @@ class OxigraphKG:
         return self._entities([self._term_of_key(k) for k in found[:limit]])
 
     def _containing(self, norm: str, limit: int) -> list[str]:
-        """Normalised labels that contain every word of ``norm``, shortest first."""
+        """Normalised labels that contain every word of ``norm``, shortest first (ties in
+        label order)."""
         words = set(_WORD.findall(norm))
         if not words:
             return []
         postings = sorted((self._words.get(w, ()) for w in words), key=len)
-        hits = set(postings[0])
-        for post in postings[1:]:
-            hits.intersection_update(post)
-            if not hits:
-                return []
-        return sorted(hits, key=lambda c: (len(c), c))[:limit]
+        hits: Iterable[str] = postings[0]  # distinct labels already: one word needs no set
+        if len(postings) > 1:
+            common = set(postings[0])
+            for post in postings[1:]:
+                common.intersection_update(post)
+                if not common:
+                    return []
+            hits = common
+        # the first ``limit`` only: a common word ("the") has 150,000 labels of 300,000, and
+        # sorting them all took 270 ms a search, nsmallest 20 ms
+        return heapq.nsmallest(max(limit, 0), hits, key=lambda c: (len(c), c))
 
     def get_relations_sync(
         self, entities: Sequence[Entity], limit: int = DEFAULT_MAX_RELATIONS
