@@ -806,6 +806,48 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     assert ActionType.EXPAND_KG not in allowed_default_actions(done)
 
 
+async def test_a_hub_is_read_once_a_question_to_see_that_it_does_not_only_walk_back():
+    # Film 0 reaches the genre Drama by has_genre; from Drama, ~has_genre reverses that
+    # edge, so it is checked for walking back: ten films, more than a call shows (3), so it
+    # never only walks back, and a hub is not read again for it at the next selections
+    class Counting(DictKG):
+        def __init__(self, *a, **k) -> None:
+            super().__init__(*a, **k)
+            self.edges_asked: list[tuple[tuple[str, ...], str]] = []
+
+        async def get_edges(self, entities, relation, limit=50):
+            self.edges_asked.append((tuple(e.id for e in entities), relation.key))
+            return await super().get_edges(entities, relation, limit)
+
+    kg = Counting([(f"Film {i}", "has_genre", "Drama") for i in range(10)] + [("Film 0", "directed_by", "Ann")])
+    u = Usage()
+    for screen in (50, 0):
+        kg.edges_asked.clear()
+        machine = Machine(KGSet([kg], max_edges=3), screen_limit=screen)
+        node = await expand(machine, machine.root(Subgraph().with_entities([kg.entities["Film 0"]])),
+                            kg.entities["Film 0"], "has_genre", u)
+        assert [e.label for e in node.subgraph.entities] == ["Film 0", "Drama"]
+        drama = kg.entities["Drama"]
+        offered = []
+        for _ in range(3):  # three branches select Drama from the same node
+            picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+            picking = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(drama,)), u)
+            offered.append(list(picking.relation_keys))
+        assert offered == [["~has_genre"]] * 3  # offered every time: it reaches nine more films
+        assert kg.edges_asked.count((("Drama",), "~has_genre")) == 1  # was 4 with the screen, 3 without
+    # a relation that only walks back is still checked, and left out, at every selection
+    film = kg.entities["Film 0"]
+    machine = Machine(KGSet([kg], max_edges=3), screen_limit=0)
+    node = await expand(machine, machine.root(Subgraph().with_entities([kg.entities["Ann"]])),
+                        kg.entities["Ann"], "~directed_by", u)
+    kg.edges_asked.clear()
+    for _ in range(2):
+        picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        picking = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(film,)), u)
+        assert list(picking.relation_keys) == ["has_genre"]
+    assert kg.edges_asked.count((("Film 0",), "directed_by")) == 2
+
+
 def test_dead_ends_are_screened_by_default_only_when_every_kg_is_embedded():
     from traversals.api import screen_limit
     from traversals.errors import BadInput

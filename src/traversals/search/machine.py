@@ -417,6 +417,10 @@ class Machine:
         #: selections offer the latest expansion's entities as one option too (:func:`selection_group`)
         self.group_option = group_option
         self._ids = count()
+        #: (kg, relation key, the entities' keys) of the relations :meth:`_drop_walks_back`
+        #: found with more edges than a call shows: they never only walk back (the KG does
+        #: not change during a question), so a hub is not read again to see it
+        self._more_than_shown: set[tuple[str, str, frozenset[tuple[str, str]]]] = set()
 
     # -- nodes -----------------------------------------------------------------
     def root(self, subgraph: Subgraph) -> Node:
@@ -826,13 +830,20 @@ class Machine:
         already has — from a film reached by "~directed_by", "directed_by" returns to its
         director and adds nothing (the 1.5B model picked it for "who acted in the films
         directed by X" because the query says "directed"). Only a relation that reverses
-        an edge into a selected entity can do that; each is checked with one KG call."""
+        an edge into a selected entity can do that; each is checked with one KG call, once
+        a question for one with more edges than a call shows (a hub: "~has_genre" from
+        Drama read its 100,000 edges at every check, 2-4 times a question)."""
         reverses = self._reversals(entities, subgraph)
-        suspects = [r for r in relations if (r.kg, r.id, r.inverse) in reverses]
+        keys = frozenset(entity_key(e) for e in entities)
+        suspects = [
+            r for r in relations
+            if (r.kg, r.id, r.inverse) in reverses and (r.kg, r.key, keys) not in self._more_than_shown
+        ]
         if not suspects:
             return relations, []
         known = {(e.relation.kg, e.subject.id, e.relation.id, e.object.id) for e in subgraph.edges()}
         found = await gather(*(self.kgs.get_edges(entities, r, usage) for r in suspects))
+        self._more_than_shown.update((r.kg, r.key, keys) for r, got in zip(suspects, found) if got.omitted)
         back = [
             r for r, got in zip(suspects, found)
             if not got.omitted and all((e.relation.kg, e.subject.id, e.relation.id, e.object.id) in known for e in got.edges)
