@@ -60,8 +60,9 @@ Search
     punctuation stripped at both ends), the sorted list of normalised labels for fuzzy matching
     with rapidfuzz (``token_sort_ratio``, cutoff 80: typos and word order; ``WRatio``
     was too loose - "ai" scored 90 for "Charles Bail") and a word index. Results:
-    exact, then normalised, then fuzzy (best score first), then labels containing every
-    query word (shortest first: "Nolan" -> "Christopher Nolan"). Nodes that are
+    exact, then normalised, then labels containing every query word (shortest first, the
+    first few only: "Nolan" -> "Christopher Nolan", "Bail" -> "Charles Bail" before the near
+    spelling "Brazil"), then fuzzy (best score first: "Charls Bail"). Nodes that are
     predicates or property entities (``wikibase:directClaim`` subjects, ``wd:P..``,
     typed ``rdf:Property``/``owl:*Property``, carriers of an inverse label) are not
     indexed. No SPARQL runs per search except one ``VALUES`` lookup of descriptions.
