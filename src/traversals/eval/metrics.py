@@ -28,7 +28,8 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
    would normalise to nothing, like ``"The"``, is compared with its articles kept.) An ``a``
    that is a letter stays: one followed by a dot (``Howard A. Rodman``, ``L.A. Story``) or
    by the end of a name (the end of the text or a line, ``,`` ``;`` ``|`` ``)`` and the like:
-   ``Easy A``, ``Boy A``).
+   ``Easy A``, ``Boy A``). A gold that keeps such a letter is also looked for in the
+   prediction with its articles kept (``Easy A and Friends``, ``Howard A Rodman``).
 
 Matching is by whole tokens: gold ``"paris"`` is in ``"it is paris texas"`` but gold
 ``"1"`` is not in ``"1941"``. A prediction that is empty or ``"Cannot find answer"``
@@ -347,18 +348,28 @@ class _Pred:
         self.norm = normalize(text)
         self._full: str | None = None
 
-    def form(self, alt: Alt) -> str:
-        if not alt[1]:
-            return self.norm
+    def full(self) -> str:
         if self._full is None:
             self._full = normalize(self.text, drop_articles=False)
         return self._full
 
+    def forms(self, alt: Alt) -> tuple[str, ...]:
+        """The prediction's forms ``alt`` is looked for in. A gold that keeps a letter ``a``
+        (``easy a``, ``howard a rodman``) is looked for in the articles-kept form too: the
+        prediction's ``a`` is read as the article when a word follows it, so ``Easy A and
+        Friends with Benefits`` and ``Howard A Rodman`` (no dot) lost the letter the gold
+        has and scored 0; kept, ``easy a`` is still not in ``easy rider``."""
+        if alt[1]:
+            return (self.full(),)
+        if "a" in alt[0].split():
+            return (self.norm, self.full())
+        return (self.norm,)
+
     def has(self, alt: Alt) -> bool:
-        return contains(self.form(alt), alt[0])
+        return any(contains(f, alt[0]) for f in self.forms(alt))
 
     def equals(self, alt: Alt) -> bool:
-        return self.form(alt) == alt[0]
+        return alt[0] in self.forms(alt)
 
 
 def as_gold(gold: object) -> list[Gold]:
