@@ -355,14 +355,14 @@ def mentions_label(text: str, label: str) -> bool:
 _NAME_GOES_ON = re.compile(r" [A-Z0-9]")
 _NAME_CAME_BEFORE = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]* \Z")
 #: words that, starting a sentence right before a label, introduce it and begin no longer name:
-#: a role ("Director Christopher Nolan"), what the answer is ("Film Inception", "Answer Tom
-#: Hanks") or how sure or how many ("Only Tom Hanks starred in it"). A short list on purpose:
-#: any other capitalised word there ("Christopher Nolan" for "Nolan") still makes a longer name.
+#: a role ("Director Christopher Nolan") or "Answer" ("Answer Tom Hanks"). Role nouns only, on
+#: purpose: a title's first word is any other word ("Only Yesterday", "Authors Anonymous",
+#: "Movie Crazy", "Film noir" are MetaQA films or genres whose rest, "Yesterday", "Anonymous",
+#: "crazy", "noir", is another entity), and there it must still make a longer name.
 _INTRODUCING_WORDS = frozenset({
     "director", "directors", "actor", "actors", "actress", "actresses", "writer", "writers",
     "screenwriter", "screenwriters", "producer", "producers", "composer", "composers", "singer",
-    "singers", "author", "authors", "artist", "artists", "answer", "film", "films", "movie",
-    "movies", "both", "only", "probably",
+    "singers", "artist", "artists", "answer",
 })
 #: capitalised words that start the text or a sentence (after ". ", ": ", a line break, an
 #: opening quote, bracket or list mark) and run up to the end: the words before a label
@@ -371,7 +371,7 @@ _SENTENCE_LEAD = re.compile(r"(?:\A|[.!?:;]\s|\n)[\s\"'“‘(\[*-]*((?:[A-Z][A-
 
 def _introduced(text: str, start: int) -> bool:
     """Are the words before ``start`` (where a label begins) a sentence's first words, each one
-    of :data:`_INTRODUCING_WORDS` ("Director", "Film Director")?"""
+    of :data:`_INTRODUCING_WORDS` ("Director", "Writer Director")?"""
     lead = _SENTENCE_LEAD.search(text, 0, start)
     return lead is not None and all(w.casefold() in _INTRODUCING_WORDS for w in lead.group(1).split())
 
