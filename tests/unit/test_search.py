@@ -1521,6 +1521,28 @@ async def test_an_answer_rating_cut_at_max_tokens_is_asked_its_score_after_its_r
     assert len(again) == 1 and again[0].prefix.startswith("Reasoning: The path shows")  # the reasoning, continued
 
 
+@pytest.mark.parametrize("words_before,stated,value,asked", [
+    (100, "0.9.", 0.9, 0),  # stated, then ran on past the 200 tokens
+    (189, "0.9", 0.3, 1),  # cut right after it: the number may be unfinished ("0.9" of "0.95"), asked again
+])
+async def test_an_answer_rating_that_states_its_score_before_the_cut_keeps_it(words_before, stated, value, asked):
+    """A rating that stated its score and ran on past max_tokens was asked its score again:
+    an extra call, whose number (here 0.3) replaced the 0.9 it had stated."""
+
+    def answer_value(prompt, prefix, n, t):
+        if prefix.endswith("So the score for the provided answer should be "):
+            return "0.3"
+        return (f"Reasoning: {' '.join(['path'] * words_before)} So the score for the provided answer should be "
+                f"{stated} " + "Additional commentary follows here " * 60)
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, "0.5"), (RELATION, "P25"),
+                             (ENTITIES, lambda p, *_: "Q62519478" if "SELECT RELATION" in p else "Q392"),
+                             (DEFAULT, grandmother_policy)], cut_at_max_tokens=True)
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone" and answer.value == value
+    assert len([c for c in llm.generate_calls if c.prefix.endswith("should be ")]) == asked
+
+
 async def test_an_answer_cut_at_max_tokens_is_noted():
     llm = scripted(default=lambda p, *a: grandmother_policy(p, *a).replace(
         "Florence Stone", "Florence Stone, " + "who was born in Duluth " * 30))

@@ -3,9 +3,9 @@
 Constrained decoding reads a value as the expectation of the rating tokens 0.0 … 1.0
 under the model's distribution; sampled decoding parses the number the model writes
 (for answers after its reasoning, as in F.5; a reasoning cut at ``max_tokens`` before its
-number is continued: the score is asked for after it). An output with no number gives
-``UNPARSEABLE_INTERMEDIATE`` (0.5, "unsure") for an intermediate node and 0.0 for an
-answer, and is noted in the trace.
+number is continued: the score is asked for after it; a score stated before the cut
+stands). An output with no number gives ``UNPARSEABLE_INTERMEDIATE`` (0.5, "unsure") for
+an intermediate node and 0.0 for an answer, and is noted in the trace.
 """
 
 from __future__ import annotations
@@ -129,6 +129,16 @@ def parse_rating(text: str, *, last: bool = False, cued: bool = False) -> float 
     return found[-1][1] if last else found[0][1]
 
 
+def _stated_before_cut(text: str) -> float | None:
+    """The score an answer rating cut at ``max_tokens`` states in the prompt's own words
+    before the cut ("... should be 0.9. Additional commentary"), None when it states none.
+    Its last word may be unfinished ("should be 0." of "0.9"), so it is not read; nor is a
+    number outside the phrase, which a reasoning cut short may still take back."""
+    whole = re.sub(r"\S+\Z", "", text)
+    at = whole.find(SCORE_PHRASE)
+    return None if at < 0 else parse_rating(whole[at + len(SCORE_PHRASE):])
+
+
 class NodeValue(Protocol):
     """What rates a tree's nodes: the LLM (:class:`ValueFunction`) or a trained model
     (:class:`~.trained_value.TrainedValue`)."""
@@ -245,7 +255,10 @@ class ValueFunction:
             usage.add_generation(gen)
             text = gen.texts[0] if gen.texts else ""
             if gen.cut(0):
-                return await self._score_after(prompt, text, node, usage)
+                # a score stated before the cut stands (re-asked, it cost a call and was
+                # replaced by whatever the continuation said); else it is asked for after it
+                stated = _stated_before_cut(text)
+                return stated if stated is not None else await self._score_after(prompt, text, node, usage)
             tail = text.split(SCORE_PHRASE)[-1]
             # the prompt's own phrase, else a number said to be the score, the last one
             value = parse_rating(tail) if tail != text else parse_rating(text, last=True, cued=True)
