@@ -192,6 +192,32 @@ async def test_a_comparison_answered_with_one_of_its_entities_is_not_scaled_as_u
     assert await ask("Which was released first, [Heat] or [Thief]?", "Heat, Thief", "Collateral") == (0.7, no_path)
     assert await ask("What did the director of [Heat] and [Thief] make?", "Heat, Thief", "Heat") == (0.7, no_path)
     assert await ask("Which was released first, [Heat] or Ronin?", "Heat", "Heat") == (0.7, no_path)
+    # an "or", a "which of", a comparative that offers no choice between the two: scaled
+    for question in ("Which film by the director of [Thief] was more famous than [Heat]?",
+                     "Which of the films that came after [Thief] is [Heat]?",
+                     "Which film by the director of [Thief] is a remake of [Heat] or came before it?"):
+        assert await ask(question, "Heat, Thief", "Heat") == (0.7, no_path), question
+
+
+def test_a_choice_is_offered_between_the_questions_entities():
+    """An "or", a "which of" or a "which … more" anywhere made a question a choice: a wrong
+    answer that repeated one of its entities escaped the × 0.7 for an unreached answer."""
+    from traversals.search.value import offers_a_choice
+
+    dylan, films = ["Bob Dylan", "Duluth"], ["Heat", "Thief"]
+    for question, labels in (("Which singer born in [Duluth] recorded a song with [Bob Dylan] or covered one?", dylan),
+                             ("Which of the people born in [Duluth] worked with [Bob Dylan]?", dylan),
+                             ("Which musician born in [Duluth] was more famous than [Bob Dylan]?", dylan),
+                             ("What did the director of [Heat] and [Thief] make?", films),
+                             ("Who directed [Heat], [Thief]?", films), ("Is [Heat] or [Heat] older?", films)):
+        assert not offers_a_choice(question, labels), question
+    for question, labels in (("Who was born first, [Bob Dylan] or [Duluth]?", dylan),
+                             ("Which was released first, [Heat] or [Thief]?", films),
+                             ("Which of [Heat] and [Thief] is older?", films),
+                             ("Which film came out earlier: [Heat], [Thief]?", films),
+                             ('Which of the two, "Heat" or "Thief", came first?', films),
+                             ("Which one of heat and thief is older?", films)):
+        assert offers_a_choice(question, labels), question
 
 
 async def test_an_answer_forced_at_the_budget_and_rated_over_the_threshold_stopped_there():

@@ -336,6 +336,12 @@ def find_label(text: str, label: str) -> re.Match[str] | None:
     return pattern.search(folded_text(text)) if pattern else None
 
 
+def find_labels(text: str, label: str) -> list[re.Match[str]]:
+    """Every place ``text`` names ``label`` (:func:`find_label`), in the folded text."""
+    pattern = _whole_words(label)
+    return list(pattern.finditer(folded_text(text))) if pattern else []
+
+
 def _whole_words(label: str) -> re.Pattern[str] | None:
     """``label`` folded (:func:`folded_text`) as whole words, in any case, to search a folded
     text with (:func:`find_label`, :func:`names_entity`); None for a label that folds to no

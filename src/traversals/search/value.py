@@ -17,7 +17,7 @@ from typing import Protocol
 from ..errors import BadInput
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
-from .machine import Action, Machine, Node, State, names_entity
+from .machine import Action, Machine, Node, State, find_labels, folded_text, names_entity
 from .policy import YES_NO, is_yes_no_question, shown_answer
 from .templates import PromptSet
 from .provenance import answer_paths, reached_back, render_paths, render_walk
@@ -40,14 +40,44 @@ UNCONFIRMED_SCALE = 0.7
 #: and an answer that is one ("3", "about 12", "1,200")
 _COUNT_QUESTION = re.compile(r"\b(?:how many|how much|number of)\b", re.IGNORECASE)
 _COUNT = re.compile(r"\s*(?:about |around |approximately )?\d[\d,]*(?:\.\d+)?\b", re.IGNORECASE)
-#: a question that offers a choice between entities: "[A] or [B]", "which of", "which … first",
-#: "which … older" (a comparative or superlative word after "which")
-_CHOICE_QUESTION = re.compile(
-    r"\bor\b|\bwhich (?:one )?of\b|\bwhich\b.*\b(?:first|last|earlier|earliest|later|latest|older|oldest|younger|"
+#: what joins two of the question's entities into a choice between them, after the first's
+#: closing bracket or quote and before the second's opening one: "[A] or [B]", "[A], or [B]";
+#: "and" only after "which of" ("Which of [A] and [B] …"); a comma only in a question that
+#: asks which is first, older, more … ("Which came out earlier: [A], [B]?")
+_OPENS, _CLOSES = r"[\s\[\"'(]*", r"[\]\"')]*"
+_JOINED_BY_OR = re.compile(rf"{_CLOSES},?\s+or\s+{_OPENS}", re.IGNORECASE)
+_JOINED_BY_AND = re.compile(rf"{_CLOSES},?\s+and\s+{_OPENS}", re.IGNORECASE)
+_JOINED_BY_COMMA = re.compile(rf"{_CLOSES}\s*,\s*{_OPENS}")
+_WHICH_OF = re.compile(r"\bwhich (?:one )?of(?:\s+the two)?" + _OPENS + r"\Z", re.IGNORECASE)
+#: "which" then a comparative or superlative word: a question that asks for one of a list
+_WHICH_COMPARES = re.compile(
+    r"\bwhich\b.*\b(?:first|last|earlier|earliest|later|latest|older|oldest|younger|"
     r"youngest|longer|longest|shorter|shortest|more|most|less|fewer|bigger|biggest|larger|largest|smaller|smallest|"
     r"higher|highest|lower|lowest|taller|tallest)\b",
     re.IGNORECASE,
 )
+
+
+def offers_a_choice(query: str, labels: list[str]) -> bool:
+    """Does the question offer a choice between two of the entities labelled ``labels``:
+    two of them named (:func:`~.machine.find_labels`) side by side, joined by "or" ("Which was
+    released first, [A] or [B]?"), by "and" right after "which of" ("Which of [A] and [B] is
+    older?"), or by a comma where "which" asks for a comparative ("Which came out earlier:
+    [A], [B]?")? An "or", a "which of" or a "more" elsewhere offers none ("Which singer born
+    in [A] recorded a song with [B] or covered one?", "Which of the people born in [A] worked
+    with [B]?", "Which musician born in [A] was more famous than [B]?")."""
+    folded = folded_text(query)
+    spans = sorted((m.start(), m.end(), i) for i, label in enumerate(labels) for m in find_labels(query, label))
+    compares = _WHICH_COMPARES.search(folded) is not None
+    for (first, end, i), (start, _, j) in zip(spans, spans[1:]):
+        if i == j or start < end:  # the same entity twice, or labels that overlap
+            continue
+        between = folded[end:start]
+        if (_JOINED_BY_OR.fullmatch(between)
+                or _JOINED_BY_AND.fullmatch(between) and _WHICH_OF.search(folded, 0, first)
+                or compares and _JOINED_BY_COMMA.fullmatch(between)):
+            return True
+    return False
 
 
 def names_no_entity(query: str, answer: str) -> bool:
@@ -66,7 +96,7 @@ def names_a_choice(query: str, node: Node) -> bool:
     own entity, yet the facts that decide between them are the ones the expansions gathered
     from them, so "not among the entities reached" says nothing about it either."""
     question_entities = node.path()[0].subgraph.entities
-    if len(question_entities) < 2 or not _CHOICE_QUESTION.search(query):
+    if len(question_entities) < 2 or not offers_a_choice(query, [e.label for e in question_entities]):
         return False
     answer = node.answer or ""
     return any(e in node.subgraph and names_entity(answer, e.label) for e in question_entities)
