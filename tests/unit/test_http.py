@@ -332,6 +332,17 @@ def test_a_server_message_reads_html_by_its_type_or_its_start_and_never_fails() 
         said = server_message(broken, "text/html")
         assert isinstance(said, str) and "\n" not in said and len(said) <= 300
     assert len(server_message("<!DOCTYPE html><p>" + "x" * 1000)) == 300
+    # plain text labelled text/html (Virtuoso labels its text replies so) keeps its angle brackets
+    virtuoso = "Virtuoso 37000 Error SP030: syntax error at 'x' before '<http://example.org/a>'\nSPARQL query: x"
+    assert server_message(virtuoso, "text/html") == virtuoso.splitlines()[0]
+    assert server_message('{"error": "bad query <x>"}', "text/html") == '{"error": "bad query <x>"}'
+    # many comments before a body that is no page: read at once (the start's pattern backtracked
+    # exponentially, about a second at 22 comments and doubling with each, beyond any timeout)
+    from traversals.kg.http import is_html
+
+    started = time.monotonic()
+    assert not is_html("<!-- c -->" * 40 + "{}") and is_html("<!-- a -- b -->\n<!-- c --><!DOCTYPE html><p>x")
+    assert time.monotonic() - started < 5  # milliseconds when linear
     with pytest.raises(KGQueryError, match=r"did not return SPARQL JSON results: Login: Please log in$"):
         parse_results("<!DOCTYPE html><html><head><title>Login</title></head><body>Please log in</body></html>", "it")
 

@@ -118,14 +118,24 @@ def _clip(line: str, limit: int) -> str:
 
 #: how much of an HTML page is read for its message (an error page's stack trace can run long)
 _HTML_READ = 200_000
-_HTML_START = re.compile(r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b", re.I | re.S)
+#: a page's start: an XML declaration, comments (none crossing another's end: a pattern that
+#: could backtracked exponentially over a body of many comments, blocking the event loop
+#: beyond any timeout), then the doctype or the html element
+_HTML_START = re.compile(r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--(?:[^-]|-(?!->))*-->\s*)*<(?:!doctype\s+html|html)\b", re.I)
+#: markup: a body that begins with a tag, or holds one of a page's elements near its start
+_HTML_MARKUP = re.compile(r"\A\s*<[A-Za-z!]|<(?:html|head|body|title|h1|div|p|pre)\b", re.I)
 
 
 def is_html(text: str, content_type: str | None = None) -> bool:
-    """Is the body an HTML page: its Content-Type says so, or it begins as one
-    (``<!DOCTYPE html>``, ``<html>``) whatever the type claims?"""
+    """Is the body an HTML page: it begins as one (``<!DOCTYPE html>``, ``<html>``) whatever
+    its type claims, or its Content-Type says HTML and it holds markup? A plain-text message
+    labelled text/html (Virtuoso labels its text replies so) is not parsed as HTML, which
+    would drop what it writes in angle brackets ("before '<http://example.org/a>'")."""
+    head = text[:2000]
+    if _HTML_START.match(head):
+        return True
     kind = (content_type or "").split(";", 1)[0].strip().lower()
-    return kind in ("text/html", "application/xhtml+xml") or bool(_HTML_START.match(text[:2000]))
+    return kind in ("text/html", "application/xhtml+xml") and bool(_HTML_MARKUP.search(head))
 
 
 class _PageText(HTMLParser):
