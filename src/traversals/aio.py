@@ -40,10 +40,14 @@ class LoopLock:
         )
 
     def lock(self) -> asyncio.Lock:
-        """The running loop's lock (made on its first use; it goes with its loop)."""
+        """The running loop's lock, made on its first use. The locks of closed loops are
+        dropped here: a lock that was waited on holds its loop, so the weak keys alone
+        would keep every loop it served (about 4 KB each, one per ``asyncio.run``)."""
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
+            for old in [other for other in self._locks if other.is_closed()]:
+                del self._locks[old]
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 

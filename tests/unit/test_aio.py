@@ -93,3 +93,21 @@ def test_a_loop_lock_serves_each_asyncio_run_and_excludes_within_one() -> None:
 
     for _ in range(2):
         assert asyncio.run(contend()) == ["a+", "a-", "b+", "b-", "c+", "c-"]
+
+
+def test_a_loop_lock_keeps_no_lock_of_a_closed_loop():
+    """A lock that was waited on holds its loop, so weak keys alone kept every loop a LoopLock
+    served: one per asyncio.run, for a library user who runs one a question."""
+    lock = LoopLock()
+
+    async def one():
+        async with lock:
+            await asyncio.sleep(0)
+
+    async def contended():
+        await asyncio.gather(*(one() for _ in range(3)))
+
+    for _ in range(5):
+        asyncio.run(contended())
+    assert len(lock._locks) == 1
+
