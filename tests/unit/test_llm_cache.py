@@ -280,8 +280,12 @@ async def test_a_reply_paid_for_is_counted_when_a_sibling_call_fails(tmp_path):
 
         async def generate(self, prompt, **kw):
             if prompt == "boom":
-                for _ in range(3):
-                    await asyncio.sleep(0)  # the siblings' replies arrive first
+                # the siblings' replies arrive first: each call looks the cache up in a
+                # thread first, which on a loaded machine takes more than a few loop turns
+                for _ in range(2000):
+                    if self.answered == 2:
+                        break
+                    await asyncio.sleep(0.005)
                 raise LLMError("boom")
             self.answered += 1
             return Generation([f"re {prompt}"], prompt_tokens=10, completion_tokens=1)
