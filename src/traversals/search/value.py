@@ -24,8 +24,8 @@ from .provenance import answer_paths, reached_back, render_paths, render_walk
 
 RATING_PREFIX = "RATING [0.0-1.0]: "
 ANSWER_SCORE_PREFIX = "So the score for the provided answer should be "
-#: where F.5's answer rating says its score (the prompt's own words)
-SCORE_PHRASE = "score for the provided answer should be"
+#: where F.5's answer rating says its score (the prompt's own words, however the sentence starts)
+SCORE_PHRASE = ANSWER_SCORE_PREFIX.removeprefix("So the ").strip()
 REASONING_PREFIX = "Reasoning:"
 #: the F.5 instruction when the rating reasons first (sampled decoding, or ``reasoning``)
 REASONED_INSTRUCTION = (
