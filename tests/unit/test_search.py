@@ -1581,3 +1581,27 @@ def test_a_cut_selection_is_read_to_its_last_whole_item():
     assert whole_items("E2, E5, E1") == "E2, E5" and whole_items("E2, E5,") == "E2, E5,"
     assert whole_items("Beatrice Stone, Florence St") == "Beatrice Stone"
     assert whole_items("E2 because she is the mother") == "E2 because she is the" and whole_items("P1") == ""
+
+
+async def test_a_trace_names_the_chosen_relations_predicate_iri(tmp_path):
+    """A relation's key (``directedBy``, a local name) cannot look its predicate up again:
+    the trace's relation choice carries the full IRI too, as an edge's JSON does."""
+    from traversals.kg.factory import open_kg
+
+    path = tmp_path / "films.ttl"
+    path.write_text(
+        "@prefix ex: <http://example.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        'ex:heat rdfs:label "Heat" ; ex:directedBy ex:mann .\nex:mann rdfs:label "Michael Mann" .\n'
+    )
+    kg = open_kg(str(path))
+    llm = scripted(
+        default=lambda p, *_: "ANSWER: Michael Mann" if "SELECT RELATION" in p else "EXPAND_KG: the director",
+        entities="E1",
+        relation="directedBy",
+        extra=[("Find the names in a text", "Heat")],
+    )
+    answer = await solver(llm, kg, k=1).ask("Who directed [Heat]?")
+    chosen = [n["action"]["relation"] for n in answer.trace["nodes"] if (n["action"] or {}).get("relation")]
+    assert chosen and chosen[0] == {
+        "key": "directedBy", "label": "directed by", "kg": kg.name, "iri": "http://example.org/directedBy",
+    }

@@ -94,6 +94,16 @@ class Relation:
     def reversed(self) -> "Relation":
         return replace(self, inverse=not self.inverse)
 
+    def choice_json(self, key: str | None = None) -> dict:
+        """The relation as a trace records a choice of it: the ``key`` the LLM was shown
+        (default :attr:`key`), the label in the walked direction, the KG, and the
+        predicate's full ``"iri"`` when it has one (a key such as ``livesIn`` or
+        ``name#2`` cannot look the predicate up again)."""
+        out = {"key": self.key if key is None else key, "label": self.display, "kg": self.kg}
+        if self.iri:
+            out["iri"] = self.iri
+        return out
+
 
 @dataclass(frozen=True)
 class Edge:

@@ -154,7 +154,7 @@ class Action:
                 for e in self.entities
             ]
         if self.relation is not None:
-            out["relation"] = {"key": self.relation_key, "label": self.relation.display, "kg": self.relation.kg}
+            out["relation"] = self.relation.choice_json(self.relation_key)
         return out
 
 

@@ -95,7 +95,7 @@ class PathNode:
             "state": "default",
             "action": None if self.relation is None else {
                 "type": "SELECT_RELATION", "text": "",
-                "relation": {"key": self.relation.key, "label": self.relation.display, "kg": self.relation.kg},
+                "relation": self.relation.choice_json(),
             },
             "value": None if self.value is None else round(self.value, 4),
             **({} if self.answer_value is None else {"answer_value": round(self.answer_value, 4)}),
