@@ -250,6 +250,32 @@ def test_a_year_before_1000_is_found_in_a_full_date():
     assert normalize("24 May 1941") == "1941 05 24"
 
 
+@pytest.mark.parametrize("label, gold", [
+    ("1999-03-31Z", "1999-03-31"),  # an xsd:date with its time zone, as a store shows it
+    ("1999-03-31Z", "March 31, 1999"),
+    ("1999-03-31+02:00", "31 March 1999"),
+    ("1999-03-31T10:00:00-05:00", "1999-03-31"),
+    ("1999Z", "1999"),  # an xsd:gYear with its time zone
+    ("0979", "979"),  # xsd:gYear pads a year before 1000
+    ("-0500", "500 BC"),  # and writes one before the common era with a minus
+    ("-0500", "-500"),
+])
+def test_a_kgs_date_or_year_label_finds_its_gold(label, gold):
+    """A KG literal's own label scored 0 against its gold: a zone after the day kept the
+    date from being read (``1999-03-31Z``), and a bare year kept its padding and zone."""
+    assert score(label, [gold]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
+    assert score(f"It was {label}.", [gold])["em_in"] == 1.0
+
+
+def test_an_unpadded_year_is_still_only_itself():
+    assert normalize("0979") == normalize("979") == "979"
+    assert normalize("-0500") == normalize("500 BC") == "-500"
+    assert score("0500", ["500 BC"])["em_in"] == 0.0  # a year of the common era
+    assert score("x-0500", ["500 BC"])["em_in"] == 0.0  # a hyphen is no sign
+    assert score("0979", ["97"])["em_in"] == 0.0 and score("1999Z", ["1999-01-01"])["em_in"] == 0.0
+    assert normalize("007") == "007" and normalize("0979.5") == "0979.5"  # no year
+
+
 @pytest.mark.parametrize(
     "raw,norm",
     [

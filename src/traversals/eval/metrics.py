@@ -11,17 +11,20 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
    letters with a stroke or ligature NFKD keeps whole spelled plainly (``ł`` -> ``l``,
    ``ø`` -> ``o``, ``æ`` -> ``ae``, ``þ`` -> ``th``).
 2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``): ISO ``1941-05-24`` (a ``T...`` time part
-   dropped), ``24 May 1941``, ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English
-   month names and 3-letter abbreviations. The dashes then become spaces, so a date is
-   the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date (a year
-   before 1000 as it is written: ``3 August 979`` is ``979 08 03``).
+   or a time zone dropped: ``1941-05-24Z``, ``1941-05-24+02:00``), ``24 May 1941``,
+   ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English month names and 3-letter
+   abbreviations. The dashes then become spaces, so a date is the tokens ``1941 05 24``
+   and a gold year ``1941`` is found inside a full date (a year before 1000 as it is
+   written: ``3 August 979`` is ``979 08 03``).
 3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
    trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); number words
    become digits, a compound its one value (``twenty-five`` and ``twenty five`` -> ``25``,
    ``one hundred and five`` -> ``105``, ``two thousand five hundred`` -> ``2500``; words a
    comma parts stay apart). A minus that starts a number is
    kept (``-5``, ``minus 5``), years before the common era are negative (``44 BC`` ->
-   ``-44``), and ``thousand`` .. ``trillion`` after a number multiply it out.
+   ``-44``), and ``thousand`` .. ``trillion`` after a number multiply it out. A year as
+   xsd:gYear writes it is read as a bare year is written: unpadded, without a time zone
+   (``0979`` -> ``979``, ``-0500`` -> ``-500``, ``1999Z`` -> ``1999``).
 4. Apostrophes removed (``God's`` -> ``gods``); underscores (PathQuestion names) and every
    other punctuation or symbol character become a space, except a ``.`` between digits.
 5. The articles ``a``, ``an``, ``the`` removed; whitespace collapsed. (A gold string that
@@ -61,7 +64,15 @@ _MONTHS = {
 }  # fmt: skip
 _MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ORD = r"(?:st|nd|rd|th)?"
-_ISO = re.compile(r"(?<![\w.])[+]?(\d{3,4})-(\d{1,2})-(\d{1,2})(?:t\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?z?)?(?!\w)", re.I)
+#: an XSD time zone: ``Z`` or an offset (``+02:00``, ``-05:00``)
+_ZONE = r"(?:z|[+\-]\d{2}:\d{2})"
+#: an ISO date, with a time or a time zone (``1999-03-31Z``: an xsd:date with its zone, as a
+#: store writes it) dropped
+_ISO = re.compile(
+    rf"(?<![\w.])[+]?(\d{{3,4}})-(\d{{1,2}})-(\d{{1,2}})"
+    rf"(?:t\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?{_ZONE}?|{_ZONE})?(?!\w)",
+    re.I,
+)
 _DMY = re.compile(rf"(?<![\w])(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?\s+(\d{{3,4}})(?!\w)", re.I)
 _MDY = re.compile(rf"(?<![\w]){_MONTH}\s+(\d{{1,2}}){_ORD},?\s+(\d{{3,4}})(?!\w)", re.I)
 _MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
@@ -69,6 +80,12 @@ _MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLUS = re.compile(r"(?<![\w.])\+(?=\d)")
 _DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+#: a year as xsd:gYear writes it: four digits, zero-padded before 1000 (``0979``), a minus
+#: before the common era (``-0500``), maybe a time zone (``1999Z``). A minus after a word
+#: or a number is a hyphen, not the year's sign (``x-0500``). Any other four-digit number
+#: that starts with ``0`` loses its padding too (``Gundam 0079`` is ``gundam 79``): alike
+#: in prediction and gold, it still matches itself.
+_YEAR = re.compile(rf"(?<![\w.\-\u2212])([\-\u2212]?)(\d{{4}}){_ZONE}?(?![\w:]|\.\d)", re.I)
 #: ``44 BC``, ``44 B.C.``, ``44 BCE``, ``44 B.C.E.`` (after casefold): the year ``-44``.
 _BCE = re.compile(r"(?<![\w.\-\u2212])(\d+)\s*b\.?\s?c\.?(?:\s?e\.?)?(?!\w)")
 #: A minus sign that starts a number (``-5``, ``(−5``), not a hyphen inside a word or
@@ -126,10 +143,19 @@ def canonical_dates(text: str) -> str:
     return _MY.sub(my, text)
 
 
+def _year(m: re.Match) -> str:
+    """A four-digit year unpadded and without its time zone: ``0979`` -> ``979`` (as a year
+    before 1000 is written, and as a full date reads it), ``-0500`` -> ``-500`` (as ``500
+    BC`` reads), ``1999Z`` -> ``1999``."""
+    year = int(m.group(2))
+    return ("-" if m.group(1) and year else "") + str(year)
+
+
 def canonical_numbers(text: str) -> str:
     text = _THOUSANDS.sub("", text)
     text = _PLUS.sub("", text)
     text = _BCE.sub(r"-\1", text)
+    text = _YEAR.sub(_year, text)
 
     def dec(m: re.Match) -> str:
         frac = m.group(2).rstrip("0")
