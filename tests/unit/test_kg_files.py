@@ -299,6 +299,31 @@ def test_blank_node_ids_are_the_same_at_every_load(tmp_path, name, text):
     assert ids[0][1] == ("_:y" if name.endswith(".nt") else "_:anon:1")
 
 
+def test_a_date_or_years_time_zone_z_is_not_in_its_label_but_in_its_id(tmp_path):
+    """An xsd:date or xsd:gYear written with its zone was shown with it ('1999-03-31Z',
+    '1999Z'): the LLM read and answered a date with a stray Z. A dateTime keeps its zone
+    unless its time is midnight (a time of day is in UTC or not)."""
+    import asyncio
+
+    from traversals.kg import iris
+
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    path = tmp_path / "d.nt"
+    path.write_text('<http://e.org/a> <http://www.w3.org/2000/01/rdf-schema#label> "A" .\n'
+                    f'<http://e.org/a> <http://e.org/born> "1999-03-31Z"^^<{xsd}date> .\n'
+                    f'<http://e.org/a> <http://e.org/founded> "-0500Z"^^<{xsd}gYear> .\n')
+    kg = OxigraphKG.from_file(path)
+    [a] = kg.search_sync("A")
+    [born] = asyncio.run(kg.get_edges([a], kg.relation("born"))).edges
+    assert (born.object.label, born.object.id) == ("1999-03-31", '"1999-03-31Z"^^xsd:date')
+    [founded] = asyncio.run(kg.get_edges([a], kg.relation("founded"))).edges
+    assert founded.object.label == "-0500"
+    assert iris.literal_label("1999Z", iris.XSD + "gYear") == "1999"
+    assert iris.literal_label("1999-03-31T10:00:00Z", iris.XSD + "dateTime") == "1999-03-31T10:00:00Z"
+    assert iris.literal_label("1999-03-31+02:00", iris.XSD + "date") == "1999-03-31+02:00"
+    assert iris.literal_label("Z", iris.XSD + "string") == "Z"
+
+
 def test_a_literal_with_line_breaks_is_shown_on_one_line_and_keeps_its_value_in_its_id(tmp_path):
     """Labels read through label predicates were collapsed, literal values were not: `kg edges`
     printed one entity over two lines (both back ends share iris.literal_label)."""

@@ -84,6 +84,9 @@ def literal_label(value: str, datatype: str = "") -> str:
     """A literal value as both back ends show it: its lexical form, whitespace runs (a
     newline, tabs) as one space (:func:`display_text`), dates without a midnight time part
     or a leading ``+`` (``1929-01-01``). Its id keeps the exact value."""
+    # a day's or a year's time zone Z (UTC) is noise to the reader: 1999-03-31Z, 1999Z
+    if datatype in (XSD + "date", XSD + "gYear") and value.endswith("Z"):
+        value = value[:-1]
     if datatype in (XSD + "dateTime", XSD + "date"):
         for suffix in ("T00:00:00Z", "T00:00:00"):
             if value.endswith(suffix):

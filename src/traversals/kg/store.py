@@ -26,7 +26,8 @@ Literal objects
     whose ``id`` is its N-Triples form with XSD datatypes shortened
     (``"1929"^^xsd:integer``, ``"Bob"@en``, ``"x"``; :func:`literal_id`, the same ids as
     the SPARQL back end) and whose ``label`` is the lexical form (``1929``; dates
-    without a midnight time part), so values can be shown and answered with. Such an
+    without a midnight time part, dates and years without a ``Z`` zone: ``1999-03-31Z``
+    is ``1999-03-31``), so values can be shown and answered with. Such an
     entity can be passed back in: its inverse relations (who has this value) are found;
     it has no forward ones. Blank nodes are entities with id ``_:<id>``: the file's own id,
     or ``_:anon:N`` for the N-th it leaves unnamed (``[ ... ]``), the same at every load.
