@@ -208,3 +208,35 @@ async def test_dense_vectors_of_two_lengths_are_an_error_not_a_similarity():
     assert len((await emb.embed(["ab"]))[0]) == 3
     with pytest.raises(EmbedderError, match="a vector of 1 dimensions after ones of 3"):
         await emb.embed(["abc"])
+
+
+async def test_a_users_vectors_come_back_as_python_floats_and_bad_components_are_named():
+    """NumPy vectors (sentence-transformers' encode()) went on as they were, and their float32
+    cosines reached Answer.value and the traces, which JSON refused; a vector of strings was a
+    TypeError in cosine, a NaN a NaN similarity."""
+    np = pytest.importorskip("numpy")
+    from traversals.embed.base import checked_embedder
+    from traversals.errors import EmbedderError
+
+    class Given:
+        name = "given"
+
+        def __init__(self, vectors):
+            self.vectors = vectors
+
+        async def embed(self, texts):
+            return self.vectors
+
+    dense = await checked_embedder(Given(np.array([[1, 2], [3, 4]], dtype=np.float32))).embed(["a", "b"])
+    assert dense == [[1.0, 2.0], [3.0, 4.0]] and all(type(x) is float for v in dense for x in v)
+    assert type(cosine(np.float32([1, 0]), np.float32([1, 1]))) is float  # unchecked, as a CriticalModel's own
+    [sparse] = await checked_embedder(Given([{"ab": np.float32(0.5), 7: np.int64(2)}])).embed(["a"])
+    assert sparse == {"ab": 0.5, "7": 2.0} and all(type(x) is float for x in sparse.values())
+    [listed] = await checked_embedder(Given([(np.float64(1.0), 2)])).embed(["a"])
+    assert listed == [1.0, 2.0] and all(type(x) is float for x in listed)
+    for vectors, says in (([["0.5", "1"]], "a vector holding '0.5'"), ([[float("nan"), 1.0]], "a vector holding nan"),
+                          ([{"ab": float("inf")}], "a vector holding inf"), ([[True, 1.0]], "a vector holding True"),
+                          (np.array([[[1.0]]]), "a vector holding \\[1.0\\]"),
+                          (["ab"], "str 'ab' as a vector"), ([0.5], "float 0.5 as a vector")):
+        with pytest.raises(EmbedderError, match=f"embedder 'given': embed\\(\\) returned {says}"):
+            await checked_embedder(Given(vectors)).embed(["a"])

@@ -23,7 +23,7 @@ from traversals.search.result import NO_ANSWER
 from traversals.search.retrieve import MAX_FACTS, MAX_KG_CALLS, NO_FACTS, RetrieveThenRead
 from traversals.viewer import render_trace
 
-from .test_rwt import CountingEmbedder
+from .test_rwt import CountingEmbedder, NumpyEmbedder
 
 QUESTION = "what films did [Charles Bail] direct"
 KB = """\
@@ -136,6 +136,18 @@ async def test_usage_counts_the_embedders_calls_and_texts(tmp_path):
     assert embedder.batches[0] == ["what films did Charles Bail direct"] and len(embedder.batches) == 2
     assert (answer.usage.embedder_calls, answer.usage.embedded_texts) == (2, 1 + answer.trace["retrieved"]) == (2, 5)
     assert answer.trace["usage"] == answer.usage.to_json() and answer.to_json()["embedded_texts"] == 5
+
+
+async def test_an_embedder_of_numpy_vectors_gives_fact_scores_that_are_json(tmp_path):
+    """Its float32s made every fact's score a NumPy scalar: the trace was no JSON."""
+    import json
+
+    ask = build_solver("retrieve", ScriptedLLM(["ANSWER: The Gumball Rally"]), [open_kg(str(kb(tmp_path)))],
+                       SearchConfig(), embedder=NumpyEmbedder())
+    answer = await ask.ask(QUESTION)
+    scores = [f["score"] for f in answer.trace["facts"]]
+    assert scores and all(type(s) is float for s in scores)
+    json.dumps(answer.trace)  # was: Object of type float32 is not JSON serializable
 
 
 async def test_a_fact_two_kgs_state_is_one_line_and_each_kgs_edge_supports_the_answer(tmp_path):

@@ -216,6 +216,37 @@ async def test_the_critical_models_embedder_calls_are_counted_where_the_llm_call
     assert "embedder_calls" not in again.to_json()
 
 
+class NumpyEmbedder:
+    """Letter counts as a NumPy float32 array, the kind sentence-transformers' encode() returns."""
+
+    name = "numpy"
+
+    async def embed(self, texts):
+        np = pytest.importorskip("numpy")
+        out = np.zeros((len(texts), 26), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out
+
+
+@pytest.mark.parametrize("strategy", ["mcts", "beam"])
+async def test_an_embedder_of_numpy_vectors_gives_an_answer_that_is_json(strategy):
+    """Its float32s went on into every cosine: Answer.value and the trace's node values were
+    NumPy scalars, and json.dumps (ask --json, the service, an eval's results.jsonl) refused them."""
+    import json
+
+    solver = build_solver(strategy, llm(), open_kgs(["demo"]), SearchConfig(simulations=6, max_hops=2),
+                          embedder=NumpyEmbedder())
+    answer = await solver.ask(QUESTION, topic_entities=["Bob Dylan"])
+    assert answer.text == "Florence Stone" and type(answer.value) is float
+    assert json.loads(json.dumps(answer.to_json()))["value"] == answer.value
+    json.dumps(answer.trace)  # was: Object of type float32 is not JSON serializable
+    critical = [n["critical"] for n in answer.trace["nodes"] if "critical" in n]
+    assert critical and all(type(v) is float for v in critical)
+
+
 async def test_a_full_embedding_cache_loses_no_vector_of_the_call_that_clears_it():
     """Cleared for the new texts, the cache lost the guesses looked up after: a KeyError one
     question in every few thousand labels of an eval (one critical model for all)."""

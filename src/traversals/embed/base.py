@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, Sequence, Union
 
@@ -63,7 +64,9 @@ async def close_embedder(embedder: object) -> None:
 
 
 def cosine(a: Vector, b: Vector) -> float:
-    """Cosine similarity of two vectors of the same kind (0.0 if either is zero)."""
+    """Cosine similarity of two vectors of the same kind (0.0 if either is zero): a Python
+    float even of NumPy vectors, which reach it from a user's embedder not wrapped in
+    :class:`CheckedEmbedder` (a ``CriticalModel`` built by hand)."""
     if isinstance(a, dict) and isinstance(b, dict):
         dot = sum(v * b.get(k, 0.0) for k, v in a.items())
         na, nb = math.sqrt(sum(v * v for v in a.values())), math.sqrt(sum(v * v for v in b.values()))
@@ -74,14 +77,16 @@ def cosine(a: Vector, b: Vector) -> float:
             raise ValueError(f"cosine of vectors of {len(a)} and {len(b)} dimensions")
         dot = sum(x * y for x, y in zip(a, b))
         na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
+    return float(dot / (na * nb)) if na and nb else 0.0
 
 
 class CheckedEmbedder:
     """A user's embedder, checked at the boundary as :class:`~traversals.llm.checked.CheckedLLM`
     checks an LLM: a failure, a sync ``embed``, or a reply without one vector per text is an
     :class:`~traversals.errors.EmbedderError` naming it (they were a raw exception, or a
-    KeyError deep in RwT's critical model). Other attributes are the wrapped embedder's."""
+    KeyError deep in RwT's critical model). Each vector comes back as the library's own kind
+    (:func:`_plain`): a dense one a list of Python floats, a sparse one ``{str: float}``.
+    Other attributes are the wrapped embedder's."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
@@ -107,7 +112,8 @@ class CheckedEmbedder:
         if not sized or len(got) != len(texts):
             n = len(got) if sized else type(got).__name__
             raise EmbedderError(f"{where} returned {n} vectors for {len(texts)} texts: one per text belongs there")
-        for vector in got:
+        vectors = [_plain(vector, where) for vector in got]
+        for vector in vectors:
             if isinstance(vector, dict):  # sparse: any keys
                 continue
             size = len(vector)
@@ -116,7 +122,39 @@ class CheckedEmbedder:
             elif size != self.dimensions:  # compared by cosine, which needs one length
                 raise EmbedderError(f"{where} returned a vector of {size} dimensions after ones of "
                                     f"{self.dimensions}: every vector of an embedder has one length")
-        return got
+        return vectors
+
+
+def _plain(vector: object, where: str) -> Vector:
+    """``vector`` as a list of Python floats (dense) or ``{str: float}`` (sparse). NumPy's
+    float32s (what sentence-transformers' ``encode()`` returns) passed through unchanged made
+    every cosine, and so RwT's state values, ``Answer.value`` and retrieve's fact scores,
+    NumPy scalars that ``json.dumps`` refuses; a component that is no finite number (a
+    string, a NaN) is an :class:`~traversals.errors.EmbedderError` here, not a TypeError or a
+    NaN similarity later (as :class:`~traversals.embed.openai.OpenAIEmbedder` refuses one)."""
+    from ..errors import EmbedderError
+
+    if isinstance(vector, dict):
+        items = list(vector.items())
+        values = [v for _, v in items]
+    else:
+        if hasattr(vector, "tolist"):  # a NumPy array or a tensor: its numbers as Python's, at once
+            vector = vector.tolist()
+        if isinstance(vector, (str, bytes)) or not isinstance(vector, Sequence):
+            raise EmbedderError(f"{where} returned {type(vector).__name__} {_short(vector)} as a vector: a list of "
+                                "numbers (dense) or a dict of feature -> number (sparse) belongs there")
+        values = list(vector)
+    for x in values:
+        if not isinstance(x, numbers.Real) or isinstance(x, bool) or not math.isfinite(x):
+            raise EmbedderError(f"{where} returned a vector holding {_short(x)}: its components are finite numbers")
+    if isinstance(vector, dict):
+        return {str(k): float(v) for k, v in items}
+    return [float(x) for x in values]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def checked_embedder(embedder: Embedder) -> Embedder:
