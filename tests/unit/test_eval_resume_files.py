@@ -180,3 +180,37 @@ def test_a_write_that_fails_leaves_no_hidden_temporary_file(tmp_path, monkeypatc
         with pytest.raises(OSError):
             write()
     assert [p.name for p in tmp_path.iterdir()] == [] and not os.listdir(tmp_path)
+
+
+class NumpySolver(FakeSolver):
+    """Answers with NumPy numbers: a solver of the user's, or a plug-in's value passed on."""
+
+    async def ask(self, question, *, topic_entities=None):
+        import numpy as np
+
+        answer = await super().ask(question, topic_entities=topic_entities)
+        answer.value = np.float32(0.83744204)
+        answer.trace["nodes"][1]["value"] = np.float32(0.83744204)
+        answer.trace["extra"] = {"n": np.int64(3), "kept": np.bool_(True), "v": np.array([0.5, np.nan])}
+        return answer
+
+
+async def test_numpy_numbers_are_written_as_numbers_not_strings(tmp_path):
+    """default=str wrote "value": "0.83744204" into results.jsonl and the trace: the summary
+    and `traversals report` skip a string as no value ("No data: no trace has a proposed
+    answer with a value")."""
+    from pathlib import Path
+
+    pytest.importorskip("numpy")
+    from traversals.eval.runfiles import write_json_atomic
+
+    out = tmp_path / "run"
+    await run_eval(make_dataset(2), NumpySolver(), out, progress=False, config={"llm": "x"})
+    rows = read_results(out / "results.jsonl")
+    assert [type(r["value"]) for r in rows] == [float, float] and rows[0]["value"] == pytest.approx(0.83744204)
+    trace = json.loads((out / rows[0]["trace"]).read_text())
+    assert type(trace["nodes"][1]["value"]) is float
+    assert trace["extra"] == {"n": 3, "kept": True, "v": [0.5, None]}  # NaN: null, as a float's
+    # what JSON has no number for is still its string, not a stopped run
+    write_json_atomic(tmp_path / "run2.json", {"prompts": Path("/p/prompts.toml")})
+    assert json.loads((tmp_path / "run2.json").read_text()) == {"prompts": "/p/prompts.toml"}

@@ -33,6 +33,7 @@ import errno
 import hashlib
 import json
 import math
+import numbers
 import os
 import re
 from dataclasses import dataclass, field
@@ -238,15 +239,33 @@ def trace_names(questions: Sequence[Question], rows: Sequence[Mapping] = ()) -> 
 
 def _json_safe(value: Any) -> Any:
     """``value`` as JSON can hold it: a NaN or infinity as null, a lone surrogate (from a
-    plug-in's text) as U+FFFD, so one odd reply cannot stop a run at each resume."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    plug-in's text) as U+FFFD, so one odd reply cannot stop a run at each resume. A number
+    of another type (NumPy's float32, int64, bool_, an array of them: a solver's or a
+    plug-in's) is written as the JSON number (or list) it holds: the files' ``default=str``
+    wrote ``"value": "0.83744204"``, a string that ``summarize`` and ``report`` skip as no
+    value. Anything else JSON has no form for (a ``Path`` in a config) is still written as
+    its ``str``, rather than stop the run."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int)):
+        return value
     if isinstance(value, str):
         return scrub_surrogates(value)
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
+    if callable(getattr(value, "tolist", None)):  # a NumPy scalar or array: Python's numbers, bools, lists
+        try:
+            plain = value.tolist()
+        except Exception:  # noqa: BLE001 - someone else's tolist: written as its str, as before
+            return value
+        if plain is not value:
+            return _json_safe(plain)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):  # a Fraction
+        return _json_safe(float(value))
     return value
 
 
