@@ -577,3 +577,17 @@ async def test_supporting_facts_are_the_walks_to_the_answer_only():
                                                                         top_facts=20)).ask(question)
         assert answer.text == final
         assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == support, final
+
+
+async def test_a_number_is_not_supported_by_the_fact_of_a_number_that_is_part_of_it():
+    """A fact ending in the literal 5 was support of "-5" and "2.5" (a sign or a decimal point
+    was a word boundary, as written and normalised), numbers the KG does not hold."""
+    from .kgdouble import DictKG
+
+    kg = DictKG([("oslo", "lowest_temperature", '"5"^^xsd:integer')], labels={"oslo": "Oslo", '"5"^^xsd:integer': "5"})
+    for final, support in (("-5", []), ("2.5 degrees", []), ("−5", []), ("5", [("Oslo", "5")])):
+        llm = ScriptedLLM(rules=[("", f"ANSWER: {final}")])
+        answer = await build_solver("retrieve", llm, [kg], SearchConfig(embedder="lexical")).ask(
+            "What is the lowest temperature in [Oslo]?")
+        assert answer.text == final
+        assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == support, final

@@ -351,6 +351,38 @@ async def test_an_answer_spelled_with_a_curly_apostrophe_or_without_accents_name
     assert find_label("हिन्दू", "हिन्दी") is None and names_entity("भाषा: हिन्दी", "हिन्दी")
 
 
+async def test_a_number_is_not_named_by_a_longer_number_that_holds_its_digits():
+    """A literal 5 was named by "-5", "2.5", "0.5" and "1.5 million", a 2 by "2.5", a 000 by
+    "1,000" (a sign, a decimal point or a comma was a word boundary): an answer the KG does
+    not hold was confirmed by a different number's edge (no × 0.7) and supported by it."""
+    from traversals.api import SearchConfig, build_solver
+    from traversals.search.machine import names_entity
+
+    from .kgdouble import DictKG
+
+    kg = DictKG([("oslo", "lowestTemperature", '"5"^^xsd:integer'), ("oslo", "averageRainfall", '"2"^^xsd:integer')],
+                labels={"oslo": "Oslo", '"5"^^xsd:integer': "5", '"2"^^xsd:integer': "2"})
+
+    async def ask(final: str) -> tuple[float, list[tuple[str, str]]]:
+        llm = walk_then_answer("Oslo", "lowestTemperature", "E1", final, [])
+        answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask(
+            "What is the lowest temperature of [Oslo]?")
+        assert answer.text == final
+        return answer.value, [(e.subject.label, e.object.label) for e in answer.supporting_edges]
+
+    for final in ("-5", "2.5", "−5 degrees"):
+        assert await ask(final) == (0.7, []), final
+    assert await ask("5 degrees") == (1.0, [("Oslo", "5")])
+    for text, label in (("-5", "5"), ("+5", "5"), ("2.5", "5"), ("0.5", "5"), (".5", "5"), ("1.5 million", "5"),
+                        ("2.5", "2"), ("1,000", "000"), ("1,000", "1"), ("12:30", "12"), ("Catch-22", "22"),
+                        ("Apollo 13.5", "Apollo 13")):
+        assert not names_entity(text, label), (text, label)
+    for text, label in (("It was 5.", "5"), ("($5)", "5"), ("Oslo,5", "5"), ("-5", "-5"), ("2.5", "2.5"),
+                        ("Apollo 13, in 1970", "Apollo 13"), ("2001: A Space Odyssey", "2001: A Space Odyssey"),
+                        ("it was 2001: a year", "2001"), ("5 - 6", "5")):
+        assert names_entity(text, label), (text, label)
+
+
 async def test_an_answer_that_names_no_reached_entity_has_no_supporting_edges():
     """"Carol Double Space", never reached, was "supported" by every edge the path walked (the
     two people who live in Berlin), as a yes or a count is; it names neither, so it has none."""

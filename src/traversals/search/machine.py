@@ -342,12 +342,31 @@ def find_labels(text: str, label: str) -> list[re.Match[str]]:
     return list(pattern.finditer(folded_text(text))) if pattern else []
 
 
+#: before a label that starts with a digit, what makes its digits part of a longer number: a
+#: sign or a hyphen ("-5", "+5", "Catch-22"), a decimal point (".5", "2.5") or a comma after a
+#: digit ("1,000" holds no "000"); a comma after a word still parts ("Oslo,5")
+_NUMBER_BEFORE = r"(?<![\w.+-])(?<!\d,)"
+#: after a label that ends with a digit: a decimal point, a comma or a colon followed by a
+#: digit ("2.5", "1,000", "12:30" hold no "2", "1", "12"); "It was 5." and "2001: A Space
+#: Odyssey" still end there
+_NUMBER_AFTER = r"(?![.,:]?\d)(?!\w)"
+
+
 def _whole_words(label: str) -> re.Pattern[str] | None:
     """``label`` folded (:func:`folded_text`) as whole words, in any case, to search a folded
     text with (:func:`find_label`, :func:`names_entity`); None for a label that folds to no
-    word (one of combining marks alone matched between any two characters)."""
+    word (one of combining marks alone matched between any two characters). A label's
+    leading or trailing digits are whole only where the number they start or end is
+    (:data:`_NUMBER_BEFORE`, :data:`_NUMBER_AFTER`): with ``\\w`` alone as the boundary, a
+    literal 5 was named by "-5", "2.5" and "1.5 million", 000 by "1,000", so a number the KG
+    lacks was confirmed by a different one's edge."""
     words = folded_text(label).split()
-    return re.compile(rf"(?<!\w){re.escape(' '.join(words))}(?!\w)", re.IGNORECASE) if words else None
+    if not words:
+        return None
+    text = " ".join(words)
+    before = _NUMBER_BEFORE if text[0].isdigit() else r"(?<!\w)"
+    after = _NUMBER_AFTER if text[-1].isdigit() else r"(?!\w)"
+    return re.compile(before + re.escape(text) + after, re.IGNORECASE)
 
 
 def mentions_label(text: str, label: str) -> bool:

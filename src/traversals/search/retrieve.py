@@ -34,7 +34,6 @@ is None (nothing is rated) and ``stopped`` None (nothing stops early). See docs/
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from dataclasses import dataclass, replace
 from typing import Awaitable, Sequence, TypeVar
@@ -161,11 +160,12 @@ def _interleaved(lists: Sequence[Sequence[T]]) -> list[T]:
 def _names(label: str, answer: str) -> bool:
     """Whether ``answer`` names ``label``: as written, not inside a longer name
     (:func:`~.machine.names_entity`: "The Dark Knight Rises" does not name "The Dark Knight");
-    written otherwise (accents, case, punctuation), its normalised words as a whole."""
+    written otherwise (accents, case, punctuation), its normalised words as a whole, a number
+    only as the whole number (:func:`~.machine.find_label`: "-5" and "2.5" name no 5)."""
     if find_label(answer, label) is not None:
         return names_entity(answer, label)
     norm = normalise_label(label)
-    return bool(norm) and re.search(rf"(?<!\w){re.escape(norm)}(?!\w)", normalise_label(answer)) is not None
+    return bool(norm) and find_label(normalise_label(answer), norm) is not None
 
 
 def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
