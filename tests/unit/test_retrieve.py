@@ -591,3 +591,18 @@ async def test_a_number_is_not_supported_by_the_fact_of_a_number_that_is_part_of
             "What is the lowest temperature in [Oslo]?")
         assert answer.text == final
         assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == support, final
+
+
+async def test_a_literal_value_written_another_way_is_supported_by_its_fact():
+    """"March 31, 1999" for the KG's 1999-03-31, "1,000" for its 1000: no fact was its support."""
+    from .kgdouble import DictKG
+
+    date, count = '"1999-03-31"^^xsd:date', '"1000"^^xsd:integer'
+    kg = DictKG([("alice", "birth_date", date), ("alice", "follower_count", count)],
+                labels={"alice": "Alice", date: "1999-03-31", count: "1000"})
+    for final, support in (("March 31, 1999", [("Alice", "1999-03-31")]), ("1,000", [("Alice", "1000")]),
+                           ("April 1, 1999", [])):
+        llm = ScriptedLLM(rules=[("", f"ANSWER: {final}")])
+        answer = await build_solver("retrieve", llm, [kg], SearchConfig(embedder="lexical")).ask("What about [Alice]?")
+        assert answer.text == final
+        assert [(e.subject.label, e.object.label) for e in answer.supporting_edges] == support, final

@@ -383,6 +383,39 @@ async def test_a_number_is_not_named_by_a_longer_number_that_holds_its_digits():
         assert names_entity(text, label), (text, label)
 
 
+async def test_a_literal_value_written_another_way_is_named():
+    """"March 31, 1999" for the KG's date 1999-03-31, or "1,000" for its 1000, named nothing
+    (labels were matched as written), though the metrics score them right: the right answer
+    was "not among the entities reached" (× 0.7) with no supporting edge."""
+    from traversals.api import SearchConfig, build_solver
+
+    from .kgdouble import DictKG
+
+    date, count = '"1999-03-31"^^xsd:date', '"1000"^^xsd:integer'
+    kg = DictKG([("alice", "birth_date", date), ("alice", "follower_count", count)],
+                labels={"alice": "Alice", date: "1999-03-31", count: "1000"})
+
+    async def ask(relation: str, final: str) -> tuple[float, list[tuple[str, str]]]:
+        llm = walk_then_answer("Alice", relation, "E1", final, [])
+        answer = await build_solver("chain", llm, [kg], SearchConfig(decoding="sampled")).ask("What about [Alice]?")
+        assert answer.text == final
+        return answer.value, [(e.subject.label, e.object.label) for e in answer.supporting_edges]
+
+    for final in ("March 31, 1999", "She was born on 31 March 1999.", "1999-03-31"):
+        assert await ask("birth_date", final) == (1.0, [("Alice", "1999-03-31")]), final
+    assert await ask("follower_count", "1,000") == (1.0, [("Alice", "1000")])
+    # another date or number is still not the KG's
+    for relation, final in (("birth_date", "April 1, 1999"), ("birth_date", "March 31, 2000"),
+                            ("follower_count", "10,000"), ("follower_count", "1,000.5")):
+        assert await ask(relation, final) == (0.7, []), final
+    # only a literal is read in another writing: a node's label is matched as written
+    from traversals.kg.base import Entity
+    from traversals.search.machine import names
+
+    assert names("+709000", Entity('"+709000"^^xsd:decimal', "709000")) and names("2.5", Entity('"2.50"^^xsd:decimal', "2.50"))
+    assert not names("1,000", Entity("http://example.org/n1000", "1000"))
+
+
 async def test_an_answer_that_names_no_reached_entity_has_no_supporting_edges():
     """"Carol Double Space", never reached, was "supported" by every edge the path walked (the
     two people who live in Berlin), as a yes or a count is; it names neither, so it has none."""

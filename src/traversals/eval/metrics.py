@@ -10,12 +10,12 @@ Normalisation (:func:`normalize`), applied to predictions and gold alike:
 1. Unicode NFKC, ``casefold``, accents stripped (NFKD, combining marks dropped), and the
    letters with a stroke or ligature NFKD keeps whole spelled plainly (``ł`` -> ``l``,
    ``ø`` -> ``o``, ``æ`` -> ``ae``, ``þ`` -> ``th``).
-2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``): ISO ``1941-05-24`` (a ``T...`` time part
-   or a time zone dropped: ``1941-05-24Z``, ``1941-05-24+02:00``), ``24 May 1941``,
-   ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English month names and 3-letter
-   abbreviations. The dashes then become spaces, so a date is the tokens ``1941 05 24``
-   and a gold year ``1941`` is found inside a full date (a year before 1000 as it is
-   written: ``3 August 979`` is ``979 08 03``).
+2. Dates to ``YYYY-MM-DD`` (or ``YYYY-MM``; :func:`~traversals.canonical.canonical_dates`,
+   shared with the search's reading of literal values): ISO ``1941-05-24`` (a ``T...`` time part
+   or a time zone dropped: ``1941-05-24Z``, ``1941-05-24+02:00``), ``24 May 1941``, ``24th May, 1941``, ``May 24, 1941``, ``May 1941``; English
+   month names and 3-letter abbreviations. The dashes then become spaces, so a date is
+   the tokens ``1941 05 24`` and a gold year ``1941`` is found inside a full date (a year
+   before 1000 as it is written: ``3 August 979`` is ``979 08 03``).
 3. Numbers: thousands separators removed (``1,000`` -> ``1000``), a leading ``+`` dropped,
    trailing fractional zeros removed (``3.0`` -> ``3``, ``2.50`` -> ``2.5``); number words
    become digits, a compound its one value (``twenty-five`` and ``twenty five`` -> ``25``,
@@ -53,41 +53,10 @@ import unicodedata
 from decimal import Decimal
 from typing import Collection, Iterable, cast
 
+from ..canonical import canonical_dates, canonical_numbers
 from ..search.result import NO_ANSWER
 from .datasets.base import Gold, GoldJSON
 
-_MONTHS = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
-    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
-_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_ORD = r"(?:st|nd|rd|th)?"
-#: an XSD time zone: ``Z`` or an offset (``+02:00``, ``-05:00``)
-_ZONE = r"(?:z|[+\-]\d{2}:\d{2})"
-#: an ISO date, with a time or a time zone (``1999-03-31Z``: an xsd:date with its zone, as a
-#: store writes it) dropped
-_ISO = re.compile(
-    rf"(?<![\w.])[+]?(\d{{3,4}})-(\d{{1,2}})-(\d{{1,2}})"
-    rf"(?:t\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?{_ZONE}?|{_ZONE})?(?!\w)",
-    re.I,
-)
-_DMY = re.compile(rf"(?<![\w])(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?\s+(\d{{3,4}})(?!\w)", re.I)
-_MDY = re.compile(rf"(?<![\w]){_MONTH}\s+(\d{{1,2}}){_ORD},?\s+(\d{{3,4}})(?!\w)", re.I)
-_MY = re.compile(rf"(?<![\w]){_MONTH},?\s+(\d{{4}})(?!\w)", re.I)
-
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_PLUS = re.compile(r"(?<![\w.])\+(?=\d)")
-_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
-#: a year as xsd:gYear writes it: four digits, zero-padded before 1000 (``0979``), a minus
-#: before the common era (``-0500``), maybe a time zone (``1999Z``). A minus after a word
-#: or a number is a hyphen, not the year's sign (``x-0500``). Any other four-digit number
-#: that starts with ``0`` loses its padding too (``Gundam 0079`` is ``gundam 79``): alike
-#: in prediction and gold, it still matches itself.
-_YEAR = re.compile(rf"(?<![\w.\-\u2212])([\-\u2212]?)(\d{{4}}){_ZONE}?(?![\w:]|\.\d)", re.I)
-#: ``44 BC``, ``44 B.C.``, ``44 BCE``, ``44 B.C.E.`` (after casefold): the year ``-44``.
-_BCE = re.compile(r"(?<![\w.\-\u2212])(\d+)\s*b\.?\s?c\.?(?:\s?e\.?)?(?!\w)")
 #: A minus sign that starts a number (``-5``, ``(−5``), not a hyphen inside a word or
 #: between numbers (``COVID-19``, ``1990-1995``).
 _MINUS = "-\u2212"
@@ -113,55 +82,6 @@ _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty sevent
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth".split())
 #: what may stand between the words of one number: spaces, or a hyphen (``twenty-five``)
 _NUMBER_JOIN = re.compile(r"[ \t_]*[-\u2010\u2011]?[ \t_]*")
-
-
-def _date(y: str, m: int, d: int | None = None) -> str | None:
-    if not 1 <= m <= 12 or (d is not None and not 1 <= d <= 31):
-        return None
-    # the year as a bare year is written (979, not 0979): a gold year is found in a full date
-    return f"{int(y)}-{m:02d}" + (f"-{d:02d}" if d is not None else "")
-
-
-def canonical_dates(text: str) -> str:
-    """Rewrite the date forms listed in the module doc to ``YYYY-MM-DD`` / ``YYYY-MM``."""
-
-    def iso(m: re.Match) -> str:
-        return _date(m.group(1), int(m.group(2)), int(m.group(3))) or m.group(0)
-
-    def dmy(m: re.Match) -> str:
-        return _date(m.group(3), _MONTHS[m.group(2).lower()], int(m.group(1))) or m.group(0)
-
-    def mdy(m: re.Match) -> str:
-        return _date(m.group(3), _MONTHS[m.group(1).lower()], int(m.group(2))) or m.group(0)
-
-    def my(m: re.Match) -> str:
-        return _date(m.group(2), _MONTHS[m.group(1).lower()]) or m.group(0)
-
-    text = _ISO.sub(iso, text)
-    text = _DMY.sub(dmy, text)
-    text = _MDY.sub(mdy, text)
-    return _MY.sub(my, text)
-
-
-def _year(m: re.Match) -> str:
-    """A four-digit year unpadded and without its time zone: ``0979`` -> ``979`` (as a year
-    before 1000 is written, and as a full date reads it), ``-0500`` -> ``-500`` (as ``500
-    BC`` reads), ``1999Z`` -> ``1999``."""
-    year = int(m.group(2))
-    return ("-" if m.group(1) and year else "") + str(year)
-
-
-def canonical_numbers(text: str) -> str:
-    text = _THOUSANDS.sub("", text)
-    text = _PLUS.sub("", text)
-    text = _BCE.sub(r"-\1", text)
-    text = _YEAR.sub(_year, text)
-
-    def dec(m: re.Match) -> str:
-        frac = m.group(2).rstrip("0")
-        return m.group(1) + ("." + frac if frac else "")
-
-    return _DECIMAL.sub(dec, text)
 
 
 #: Latin letters whose diacritic is part of the letter (a stroke, a ligature), so NFKD

@@ -80,6 +80,12 @@ def display_text(value: str) -> str:
     return " ".join(value.split())
 
 
+def is_literal_id(ident: str) -> bool:
+    """Is ``ident`` a literal value's entity id (its N-Triples form, ``"1929"^^xsd:integer``,
+    ``"Bob"@en``, ``"x"``: both back ends' ids of values), not a node's IRI or blank node?"""
+    return ident.startswith('"')
+
+
 def literal_label(value: str, datatype: str = "") -> str:
     """A literal value as both back ends show it: its lexical form, whitespace runs (a
     newline, tabs) as one space (:func:`display_text`), dates without a midnight time part

@@ -81,7 +81,7 @@ from ..aio import gather
 # the vocabulary shared with the embedded store (one definition: kg/iris.py)
 from .iris import (  # noqa: F401 - also read from this module by its users
     DEFAULT_LABEL_PREDICATES, RDFS_LABEL, SCHEMA_DESCRIPTION, SCHEMA_NAME, SKOS, SKOS_PREF_LABEL, WIKIBASE,
-    WIKIBASE_DIRECT_CLAIM, WIKIDATA_DIRECT, WIKIDATA_ENTITY, XSD,
+    WIKIBASE_DIRECT_CLAIM, WIKIDATA_DIRECT, WIKIDATA_ENTITY, XSD, is_literal_id,
 )
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,6 @@ def entity_iri(entity_or_id: Entity | str) -> str:
         return WIKIDATA_ENTITY + ident
     st.iri(ident)  # raises BadInput
     return ident
-
-
-def is_literal_id(ident: str) -> bool:
-    return ident.startswith('"')
 
 
 def literal_id(value: str, language: str = "", datatype: str = "") -> str:

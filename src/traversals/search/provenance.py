@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..kg.base import Edge, Entity
-from .machine import Node, names_entity
+from .machine import Node, names
 from .subgraph import Fact, Subgraph, shown
 
 
@@ -126,7 +126,8 @@ def named_entities(node: Node) -> list[Entity]:
     """The subgraph's entities whose labels the node's answer text holds."""
     text = node.answer or ""
     # whole words ("Go" is not in "Gone Girl"), not inside a longer name ("The Dark Knight Rises")
-    return [e for e in node.subgraph.entities if names_entity(text, e.label)]
+    # a literal value also written another way ("March 31, 1999" for 1999-03-31: `names`)
+    return [e for e in node.subgraph.entities if names(text, e)]
 
 
 def answer_paths(node: Node) -> list[list[Fact]]:

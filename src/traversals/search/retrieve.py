@@ -46,7 +46,7 @@ from .cot import extract_answer
 from .events import EventSink
 from .kgset import KGSet
 from .linking import Linker, without_brackets
-from .machine import find_label, names_entity, normalise_label
+from .machine import find_label, names, names_entity, normalise_label
 from .result import NO_ANSWER, Answer
 from .subgraph import shown
 from .templates import PromptSet, default_prompts
@@ -157,15 +157,17 @@ def _interleaved(lists: Sequence[Sequence[T]]) -> list[T]:
     return out
 
 
-def _names(label: str, answer: str) -> bool:
-    """Whether ``answer`` names ``label``: as written, not inside a longer name
+def _names(entity: Entity, answer: str) -> bool:
+    """Whether ``answer`` names ``entity``: its label as written, not inside a longer name
     (:func:`~.machine.names_entity`: "The Dark Knight Rises" does not name "The Dark Knight");
     written otherwise (accents, case, punctuation), its normalised words as a whole, a number
-    only as the whole number (:func:`~.machine.find_label`: "-5" and "2.5" name no 5)."""
+    only as the whole number (:func:`~.machine.find_label`: "-5" and "2.5" name no 5); a
+    literal value in another writing of it (:func:`~.machine.names`: "1,000" names 1000)."""
+    label = entity.label
     if find_label(answer, label) is not None:
         return names_entity(answer, label)
     norm = normalise_label(label)
-    return bool(norm) and find_label(normalise_label(answer), norm) is not None
+    return bool(norm) and find_label(normalise_label(answer), norm) is not None or names(answer, entity)
 
 
 def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequence[Entity]) -> list[Edge]:
@@ -180,7 +182,7 @@ def supporting_facts(facts: Sequence[Fact], answer: str, question_entities: Sequ
     out: dict[Edge, None] = {}
     for f in (g for listed in facts for g in (listed, *listed.twins)):
         end = f.reached
-        if (end.kg, end.id) not in own and _names(end.label, answer):
+        if (end.kg, end.id) not in own and _names(end, answer):
             for step in f.walk:
                 out.setdefault(step.edge)
     return list(out)

@@ -17,7 +17,7 @@ from typing import Protocol
 from ..errors import BadInput
 from ..llm.base import LLM, Usage
 from .choices import expected_rating
-from .machine import Action, Machine, Node, State, find_labels, folded_text, names_entity
+from .machine import Action, Machine, Node, State, find_labels, folded_text, names
 from .policy import YES_NO, is_yes_no_question, shown_answer
 from .templates import PromptSet
 from .provenance import answer_paths, reached_back, render_paths, render_walk
@@ -90,7 +90,7 @@ def names_no_entity(query: str, answer: str) -> bool:
 
 
 def names_a_choice(query: str, node: Node) -> bool:
-    """Does the answer name (:func:`~.machine.names_entity`) one of the question's own
+    """Does the answer name (:func:`~.machine.names`) one of the question's own
     entities, in the subgraph, where the question offers a choice between two or more of
     them ("Which was released first, [A] or [B]?" answered "A")? No walk reaches a question's
     own entity, yet the facts that decide between them are the ones the expansions gathered
@@ -99,7 +99,7 @@ def names_a_choice(query: str, node: Node) -> bool:
     if len(question_entities) < 2 or not offers_a_choice(query, [e.label for e in question_entities]):
         return False
     answer = node.answer or ""
-    return any(e in node.subgraph and names_entity(answer, e.label) for e in question_entities)
+    return any(e in node.subgraph and names(answer, e) for e in question_entities)
 
 
 def names_no_reached_entity(query: str, node: Node) -> bool:
