@@ -295,3 +295,43 @@ def test_a_triple_term_from_an_endpoint_is_no_edges_end(tmp_path) -> None:
         ends = asyncio.run(run(hide))
         assert ends["since"] == [('"2001"', "2001", "")]
         assert ends.get("reifies", []) == []
+
+
+def test_a_number_an_endpoint_writes_with_a_plus_is_labelled_without_it(tmp_path) -> None:
+    """Wikidata writes its quantities with a '+' ("+709000"^^xsd:decimal): a date lost it in
+    its label, a number kept it, so the prompt showed "+709000" for the number 709000 (the
+    embedded store reads the value as "709000")."""
+    import json
+
+    import pyoxigraph as ox
+
+    from traversals.kg import iris
+
+    path = tmp_path / "kg.ttl"
+    path.write_text('@prefix ex: <http://ex.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+                    'ex:oslo rdfs:label "Oslo" ; ex:population 709000.0 ; ex:motto "+1 more" .\n', encoding="utf-8")
+    store = ox.Store()
+    store.load(path=str(path), format=ox.RdfFormat.TURTLE)
+    answer = _store_endpoint(store).handle_request
+
+    def with_plus(request: httpx.Request) -> httpx.Response:  # as Wikidata's endpoint writes them
+        data = json.loads(answer(request).read())
+        for binding in data.get("results", {}).get("bindings", []):
+            for v in binding.values():
+                if v.get("datatype") == iris.XSD + "decimal" and not v["value"].startswith(("+", "-")):
+                    v["value"] = "+" + v["value"]
+        return httpx.Response(200, json=data, headers={"content-type": "application/sparql-results+json"})
+
+    remote = SparqlKG("http://sparql.test/query", http=HttpClient(transport=httpx.MockTransport(with_plus)))
+
+    async def run():
+        [oslo] = await remote.search("Oslo")
+        rels = {r.id: r for r in (await remote.get_relations([oslo])).items}
+        population = (await remote.get_edges([oslo], rels["population"])).edges
+        motto = (await remote.get_edges([oslo], rels["motto"])).edges
+        return [(e.object.id, e.object.label) for e in population + motto]
+
+    assert asyncio.run(run()) == [('"+709000"^^xsd:decimal', "709000"), ('"+1 more"', "+1 more")]
+    for value, datatype, label in (("+1.5E3", "double", "1.5E3"), ("+42", "integer", "42"), ("-7", "decimal", "-7"),
+                                   ("+5", "nonNegativeInteger", "5"), ("+5", "string", "+5")):
+        assert iris.literal_label(value, iris.XSD + datatype) == label, (value, datatype)

@@ -86,10 +86,21 @@ def is_literal_id(ident: str) -> bool:
     return ident.startswith('"')
 
 
+#: XSD's numeric datatypes, whose lexical form may start with a ``+`` (Wikidata writes its
+#: quantities so: ``"+709000"^^xsd:decimal``)
+NUMERIC_TYPES = frozenset(XSD + t for t in (
+    "decimal", "integer", "float", "double", "long", "int", "short", "byte", "nonNegativeInteger",
+    "positiveInteger", "nonPositiveInteger", "negativeInteger", "unsignedLong", "unsignedInt",
+    "unsignedShort", "unsignedByte",
+))  # fmt: skip
+
+
 def literal_label(value: str, datatype: str = "") -> str:
     """A literal value as both back ends show it: its lexical form, whitespace runs (a
     newline, tabs) as one space (:func:`display_text`), dates without a midnight time part
-    or a leading ``+`` (``1929-01-01``). Its id keeps the exact value."""
+    or a leading ``+`` (``1929-01-01``), a day's or a year's time zone ``Z`` (``1999-03-31``),
+    numbers without a leading ``+`` (``709000``: shown ``+709000``, the prompt's value was
+    not the number an answer writes). Its id keeps the exact value."""
     # a day's or a year's time zone Z (UTC) is noise to the reader: 1999-03-31Z, 1999Z
     if datatype in (XSD + "date", XSD + "gYear") and value.endswith("Z"):
         value = value[:-1]
@@ -99,6 +110,8 @@ def literal_label(value: str, datatype: str = "") -> str:
                 value = value[: -len(suffix)]
                 break
         value = value[1:] if value.startswith("+") else value
+    elif datatype in NUMERIC_TYPES and value.startswith("+"):
+        value = value[1:]
     return display_text(value) or value  # a value of blanks alone is shown as it is
 
 
