@@ -218,6 +218,37 @@ def test_markdown_lists_and_a_line_of_prose_before_the_choice_parse_as_a_reader_
     assert machine.parse(pick, "1. FC Köln").entities == (koln.entities["Q1"],)
 
 
+async def test_an_answer_whose_name_starts_or_ends_with_a_star_keeps_it_and_its_evidence(tmp_path):
+    """Emphasis marks were cut from either end alone: "ANSWER: 61*" (a MetaQA film) answered
+    61, "*batteries not included" (Wikidata's) batteries not included; neither named an
+    entity: no supporting edge, the value scaled, the search ran on to frontier_empty."""
+    from traversals import open_kg
+    from traversals.search.cot import extract_answer
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("61*|directed_by|Billy Crystal\n*batteries not included|directed_by|Matthew Robbins\n")
+    for who, film in (("Billy Crystal", "61*"), ("Matthew Robbins", "*batteries not included")):
+        llm = ScriptedLLM(rules=[
+            (RELATION, "~directed_by"), ("You have selected the following entities", "E1"),
+            ("score the correctness", "Score: 1.0"), (f"E2: {film}", f"ANSWER: {film}"),
+            ("Choose the next action", "EXPAND_KG: films this person directed"),
+        ])
+        s = build_solver("chain", llm, [open_kg(str(kb))], SearchConfig(k=1, decoding="sampled"))
+        answer = await s.ask(f"what films did [{who}] direct")
+        assert answer.text == film and answer.stopped == "threshold", (answer.text, answer.stopped)
+        assert [e.subject.label for e in answer.supporting_edges] == [film]
+    # markdown around the answer still goes, paired or left open before the action word
+    kg = dylan_kg()
+    root = Machine(KGSet([kg])).root(Subgraph().with_entities([kg.entities["Q392"]]))
+    for reply, text in (("ANSWER: **61***", "61*"), ("**ANSWER: 61***", "61*"), ("ANSWER: `61*`", "61*"),
+                        ("**ANSWER:** *batteries not included", "*batteries not included"),
+                        ("**ANSWER: Beatrice Stone**", "Beatrice Stone"), ("ANSWER: ***Beatrice Stone***", "Beatrice Stone"),
+                        ("ANSWER: **Beatrice Stone", "Beatrice Stone")):
+        got = Machine(KGSet([kg])).parse(root, reply)
+        assert (got.type, got.text) == (ActionType.ANSWER, text), reply
+        assert extract_answer(f"Thinking.\n{reply}") == text, reply
+
+
 def test_a_sampled_selection_of_an_exhausted_entity_is_no_choice_of_it():
     """options() leaves exhausted entities out, but a sampled "Q1" still selected one: a child of
     the k spent on a dead end known already."""

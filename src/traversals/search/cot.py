@@ -8,7 +8,7 @@ from typing import Sequence
 
 from ..llm.base import LLM, Usage
 from .linking import checked_question, without_brackets
-from .machine import EMPHASIS, LIST_MARK
+from .machine import LIST_MARK, left_open, without_emphasis
 from .result import NO_ANSWER, Answer
 from .templates import PromptSet, default_prompts
 
@@ -26,7 +26,8 @@ def extract_answer(text: str) -> str:
         m = _ANSWER.search(lines[i])
         if m is None:
             continue
-        if got := EMPHASIS.sub("", m.group(1).strip()).strip():
+        opened = left_open(lines[i][: m.start()], lines[i][m.start() + len("ANSWER"): m.start(1)])
+        if got := without_emphasis(m.group(1), opened=opened):
             return got
         below: list[str] = []
         for line in lines[i + 1:]:

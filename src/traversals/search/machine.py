@@ -250,9 +250,43 @@ _ACTION_RE = re.compile(
     r"[*_`]*\s*[:\-]?[*_`]*\s*(.*)$",
     re.I | re.S,
 )
-#: emphasis marks left around a reply's text ("**The Gumball Rally**"; cot's answers too)
-EMPHASIS = re.compile(r"^[*`]+|[*`]+$")
 _ECHO_RE = re.compile(r"^(THINK|EXPAND[ _]KG|ANSWER)\s*:\s*(.*)$", re.I | re.S)
+
+
+def left_open(before: str, between: str) -> str:
+    """The emphasis marks a reply opens before its action word and does not close after
+    it: "**" in "**ANSWER: x**" (closed at the text's end), "" in "**ANSWER:** x" or
+    "**Answer**: x". ``before`` is the reply up to the action word, ``between`` what joins
+    the word to its text (":** ")."""
+    if re.search(r"[*`]", between):
+        return ""
+    before = before.rstrip()
+    return before[len(before.rstrip("*`")):]
+
+
+def without_emphasis(text: str, *, opened: str = "") -> str:
+    """``text`` without the emphasis marks around it: marks at its end that close the
+    ``opened`` ones (:func:`left_open`), then the same marks at both ends, nested as
+    markdown nests them ("**x**", "`x`", "***x***", "**`x`**"), then two marks or a
+    backtick left on one side ("**x"). One star on one side only is the text's own:
+    MetaQA's film "61*", Wikidata's "*batteries not included" (both were cut, and the
+    answer named no entity)."""
+    text = text.strip()
+    if opened and text.endswith(opened[::-1]):
+        text = text[: -len(opened)].rstrip()
+    if not text.strip("*`"):
+        return ""  # marks alone: no text
+    lead = text[: len(text) - len(text.lstrip("*`"))]
+    trail = text[len(text.rstrip("*`")):][::-1]  # outermost first, as lead
+    n = 0
+    while n < min(len(lead), len(trail)) and lead[n] == trail[n]:
+        n += 1
+    lead, trail = lead[n:], trail[n:]
+    # left on one side, two marks or a backtick are markdown too ("**Beatrice Stone" cut
+    # before its closing marks); no title starts or ends so
+    lead = lead if len(lead) > 1 or "`" in lead else ""
+    trail = trail if len(trail) > 1 or "`" in trail else ""
+    return text[len(lead) + n: len(text) - len(trail) - n].strip()
 
 
 #: task lines a model may echo before its choice ("I suggest selecting property: P25")
@@ -593,14 +627,17 @@ class Machine:
                 return Action(ActionType.ANSWER, _first_line(raw))
             return Action(ActionType.INVALID, raw)
         kind = m.group(1).upper().replace(" ", "_")
-        body = EMPHASIS.sub("", m.group(2).strip()).strip()
+        opened = left_open(raw[: m.start(1)], raw[m.end(1): m.start(2)])
+        body = without_emphasis(m.group(2), opened=opened)
+        answer = without_emphasis(_first_line(m.group(2)), opened=opened)  # the first line's own marks
         again = _ECHO_RE.match(body)  # "ANSWER: ANSWER: x" when the prefix was echoed
         if again and again.group(1).upper().replace(" ", "_") == kind:
             body = again.group(2).strip()
+            answer = without_emphasis(_first_line(body))
         elif again and kind == "ANSWER":  # "ANSWER: EXPAND_KG: E1": another action, not an answer
             return Action(ActionType.INVALID, raw)
         if kind == "ANSWER":
-            return Action(ActionType.ANSWER, _first_line(body)) if body else Action(ActionType.INVALID, raw)
+            return Action(ActionType.ANSWER, answer) if answer else Action(ActionType.INVALID, raw)
         if forced:
             return Action(ActionType.INVALID, raw)
         body = " ".join(body.split())
