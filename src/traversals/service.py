@@ -23,7 +23,7 @@ Endpoints
 Errors are ``{"error": {"type": NAME, "message": TEXT}}`` with the status saying who
 should act: 400 a bad request (``BadInput``), 413 a body over ``max_body_bytes``, 503 the
 service is busy (``Busy``, with ``Retry-After``), stopping (``ShuttingDown``) or an LLM/KG
-cannot be reached, 504 a KG query or the whole request timed out, 502 the LLM or a KG
+cannot be reached, 504 a KG query, an LLM request or the whole request timed out, 502 the LLM or a KG
 failed otherwise.
 
 Concurrency: at most ``ServiceLimits.max_concurrency`` questions are searched at once
@@ -57,6 +57,7 @@ from .errors import (
     KGTimeout,
     KGUnavailable,
     LLMError,
+    LLMTimeout,
     LLMUnavailable,
     TraversalsError,
 )
@@ -295,7 +296,7 @@ def status_for(exc: BaseException) -> int:
         return 400
     if isinstance(exc, (Busy, ShuttingDown, KGUnavailable, LLMUnavailable, EmbedderUnavailable)):
         return 503
-    if isinstance(exc, (KGTimeout, RequestTimeout)):
+    if isinstance(exc, (KGTimeout, LLMTimeout, RequestTimeout)):
         return 504
     if isinstance(exc, ClientGone):
         return 499  # nginx's "client closed request": nobody reads it, the log does

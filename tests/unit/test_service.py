@@ -14,7 +14,7 @@ import pytest
 from contextlib import asynccontextmanager
 
 from traversals.api import SearchConfig
-from traversals.errors import KGQueryError, KGTimeout, KGUnavailable, LLMError
+from traversals.errors import KGQueryError, KGTimeout, KGUnavailable, LLMError, LLMTimeout
 from traversals.kg.base import Edge, Entity, Relation
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
@@ -209,6 +209,8 @@ async def test_an_over_long_question_is_refused():
         (KGUnavailable("connection refused: http://127.0.0.1:1/sparql"), 503),
         (KGQueryError("400 Bad Request"), 502),
         (LLMError("the model returned nothing"), 502),
+        # a gateway timeout as a KG's is (docs/service.md): it was a 502, a failure
+        (LLMTimeout("openai: the request timed out after 60 s (--llm-timeout)"), 504),
     ],
 )
 async def test_backend_failures_map_to_statuses_with_the_message(exc, status):
@@ -244,8 +246,9 @@ async def test_a_bug_in_the_llm_backend_is_a_502_naming_it_with_its_traceback_in
 
 async def test_a_backend_timeout_or_refusal_logs_no_traceback(caplog):
     caplog.set_level("DEBUG", logger="traversals.service")
-    for cause in (TimeoutError("slow"), ConnectionRefusedError("refused")):
-        wrapped = KGTimeout("kg: timed out") if isinstance(cause, TimeoutError) else KGUnavailable("kg: refused")
+    for wrapped, cause in ((KGTimeout("kg: timed out"), TimeoutError("slow")),
+                           (LLMTimeout("llm: timed out"), TimeoutError("slow")),
+                           (KGUnavailable("kg: refused"), ConnectionRefusedError("refused"))):
         wrapped.__cause__ = cause
         async with client(Factory(raises=wrapped)) as c:
             assert (await c.post("/v1/ask", json={"question": "q"})).status_code in (503, 504)
