@@ -234,6 +234,14 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
             changes[name] = float(value) if float in types and isinstance(value, (int, float)) else value
         except OverflowError:  # an integer of hundreds of digits
             raise BadInput(f"'{name}' is too large") from None
+    # a strategy's own range first: a general cap's message ("between 1 and 5", "1 and 8")
+    # named a range the strategy refuses too (retrieve's max_hops 4, chain's k 2)
+    if strategy == "retrieve" and changes.get("max_hops") is not None and not 1 <= changes["max_hops"] <= RETRIEVE_MAX_HOPS:
+        raise BadInput(f"'max_hops' with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around the "
+                       f"question's entities)")
+    # the server's own k (tree requests', as /v1/info shows it) sent back is no k asked for
+    if strategy == "chain" and changes.get("k") not in (None, 1, defaults.k):
+        raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
     for cap_name, name in _CAPPED.items():
         cap = getattr(limits, cap_name)
         if changes.get(name) is not None and not 1 <= changes[name] <= cap:
@@ -243,16 +251,10 @@ def parse_ask_request(body: object, default_strategy: str, defaults: SearchConfi
     if "threshold" in changes and not 0.0 <= changes["threshold"] <= top:
         raise BadInput(f"'threshold' must be between 0 and {top:g}")
     _refuse_unread(strategy, changes, defaults)
-    if strategy == "retrieve" and (changes.get("max_hops") or 0) > RETRIEVE_MAX_HOPS:
-        raise BadInput(f"'max_hops' with retrieve is 1 to {RETRIEVE_MAX_HOPS} (the facts that many hops around the "
-                       f"question's entities)")
     if strategy == "retrieve" and "max_hops" not in changes and (defaults.max_hops or 0) > RETRIEVE_MAX_HOPS:
         raise BadInput(f"the server's max_hops ({defaults.max_hops}, its --max-hops) is more than retrieve's "
                        f"1 to {RETRIEVE_MAX_HOPS}: give 'max_hops' 1 to {RETRIEVE_MAX_HOPS} with a retrieve question")
     if strategy == "chain":
-        # the server's own k (tree requests', as /v1/info shows it) sent back is no k asked for
-        if changes.get("k") not in (None, 1, defaults.k):
-            raise BadInput("'chain' is the k = 1 search; use 'tree' for k > 1")
         changes["k"] = 1
     config = dataclasses.replace(defaults, **changes)
     return AskRequest(question.strip(), strategy, config, [t.strip() for t in topics] if topics else None, trace, stream)

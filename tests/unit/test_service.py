@@ -130,7 +130,12 @@ async def test_request_overrides_reach_the_search_config_and_chain_is_k_1():
         (b'{"question": "q", "strategy": "mcts", "max_hops": 6}', "'max_hops' must be between 1 and 5"),
         (b'{"question": "q", "max_hops": "3"}', "'max_hops' must be an integer or null"),
         (b'{"question": "q", "strategy": "retrieve", "max_hops": 4}', "'max_hops' with retrieve is 1 to 3"),
+        # a strategy's own range, not the general cap's "between 1 and 5" or "1 and 8"
+        (b'{"question": "q", "strategy": "retrieve", "max_hops": 0}', "'max_hops' with retrieve is 1 to 3"),
+        (b'{"question": "q", "strategy": "retrieve", "max_hops": 6}', "'max_hops' with retrieve is 1 to 3"),
         (b'{"question": "q", "strategy": "chain", "k": 3}', "k = 1"),
+        (b'{"question": "q", "strategy": "chain", "k": 0}', "'chain' is the k = 1 search"),
+        (b'{"question": "q", "strategy": "chain", "k": 9}', "'chain' is the k = 1 search"),
         (b'{"question": "q", "topic_entities": "Alpha"}', "list of non-empty strings"),
         (b'{"question": "q", "trace": "yes"}', "'trace'"),
         (b'{"question": "q", "stream": 1}', "'stream'"),
