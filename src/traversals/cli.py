@@ -274,8 +274,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         service_log.addHandler(handler)
     service_log.setLevel(args.log_level.upper())
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=args.shutdown_timeout)
+    with _sigterm_as_ctrl_c():  # its graceful shutdown then exit 0, as Ctrl-C's
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                    timeout_graceful_shutdown=args.shutdown_timeout)
     return 0
 
 
@@ -524,8 +525,22 @@ def _sigterm_as_interrupt(command: str | None) -> Iterator[None]:
     fetch stops its downloads. ``ask``, ``eval`` and ``train-value`` run their event loop
     with :func:`~traversals.interrupt.run_interruptible`, whose own handler cancels the
     search where it awaits (an eval says how to resume). Not for ``serve`` and ``mcp``,
-    whose servers handle it themselves, nor off the main thread (no handler can be set)."""
-    if command in ("serve", "mcp") or threading.current_thread() is not threading.main_thread():
+    whose servers handle it themselves (``serve`` its server's end: :func:`_sigterm_as_ctrl_c`)."""
+    if command in ("serve", "mcp"):
+        yield
+        return
+    with _sigterm_as_ctrl_c():
+        yield
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM handled as Ctrl-C (SIGINT) is, on the main thread (off it no handler can be
+    set). Around ``uvicorn.run`` too: uvicorn shuts down gracefully on either, then raises the
+    signal again with the handler found at its start; SIGINT's KeyboardInterrupt it catches
+    (exit 0), but with no handler of ours SIGTERM killed the process (-15; 143 in a shell,
+    which ``docker stop`` or a script checking the status read as a failure)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 

@@ -1,6 +1,6 @@
 """The HTTP service over a real socket: `traversals serve` as a uvicorn process on
 127.0.0.1 with the default local model and MetaQA's KB in the embedded store, then stopped
-with SIGINT (a clean shutdown, exit 0); and an in-process uvicorn server whose client hangs
+with SIGINT (a clean shutdown, exit 0), as SIGTERM stops it too; and an in-process uvicorn server whose client hangs
 up mid-search (the search is cancelled)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from traversals.llm.scripted import ScriptedLLM
 from traversals.service import ServiceLimits, create_app
 
-from .servers import free_port, start_traversals
+from .servers import free_port, start_traversals, stop_process
 
 
 @pytest.fixture()
@@ -69,6 +69,26 @@ def test_serve_answers_over_http_with_provenance_then_shuts_down_cleanly(served)
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
+
+
+@pytest.mark.server
+@pytest.mark.timeout(180)
+def test_serve_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(tmp_path):
+    """SIGTERM (``docker stop``, systemd, ``kill``) is Ctrl-C's stop: the server shut down
+    gracefully, then uvicorn raised the signal again and the process died of it (-15, 143 in
+    a shell), while SIGINT's exit was 0."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    proc = start_traversals(["serve", "--kg", "demo", "--strategy", "cot", "--port", str(port)], log, base + "/health")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    finally:
+        stop_process(proc)
+    output = log.read_text(errors="replace")
+    assert code == 0, output[-2000:]
+    assert "Application shutdown complete" in output and "Traceback" not in output and "interrupted" not in output
 
 
 class _NoKG:
