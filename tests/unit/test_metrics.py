@@ -112,6 +112,9 @@ def test_hits_at_1_uses_the_top_item():
     assert hits_at_1("Lima | Oslo", gold) == 0.0  # right answer, but not first
     assert hits_at_1("The capital is Rome.", gold) == 1.0  # a sentence is one item
     assert hits_at_1("Paris, Texas", ["Paris, Texas"]) == 1.0  # whole prediction = gold
+    # a gold without the comma does not keep the answer whole: its top item is "Hi", but
+    # the whole answer normalises to the gold
+    assert hits_at_1("Hi, Mom", ["Hi Mom"]) == 1.0
     assert hits_at_1("Roma", [["Rome", "Roma"]]) == 1.0  # alias
     assert hits_at_1("Lima", gold) == 0.0
 
@@ -122,6 +125,10 @@ def test_f1_over_answer_sets():
     assert f1("Rome", gold) == pytest.approx(2 / 3)  # p=1, r=1/2
     assert f1("Rome, Oslo, Lima", gold) == pytest.approx(0.8)  # p=2/3, r=1
     assert f1("Rome, Rome", gold) == pytest.approx(2 / 3)  # duplicates count once
+    # ... as their normalised form: "Paris" and "paris" are one item, p=1/2, r=1
+    assert f1("Paris | paris | Rome", ["Paris"]) == pytest.approx(2 / 3)
+    # the whole answer equal to the gold is one right item, not "Hi" and "Mom" (both wrong)
+    assert f1("Hi, Mom", ["Hi Mom"]) == 1.0
     assert f1("Lima", gold) == 0.0
     assert f1("Roma, Oslo", [["Rome", "Roma"], ["Oslo"]]) == 1.0
     assert f1("Missoula, Montana", [["Missoula", "Missoula, Montana"]]) == 1.0
@@ -199,6 +206,10 @@ def test_a_yes_no_question_is_scored_by_the_answers_polarity_not_by_containment(
         ("Cannot find answer", no, 0.0), ("Berlin", yes, 0.0),
     ]:
         assert score(prediction, gold) == {"hits@1": want, "em_in": want, "f1": want}, prediction
+    # a gold of the bare word, without its alias, is a polarity too (containment found "no")
+    assert score("Yes, there is no doubt", ["no"]) == {"hits@1": 0.0, "em_in": 0.0, "f1": 0.0}
+    assert score("No, I would not say yes", ["yes"]) == {"hits@1": 0.0, "em_in": 0.0, "f1": 0.0}
+    assert score("Yes, there is no doubt", ["yes"]) == {"hits@1": 1.0, "em_in": 1.0, "f1": 1.0}
     # a gold answer that is a word, not a polarity, is matched as before
     assert score("Yes (band)", [Gold("Yes (band)")])["em_in"] == 1.0
 
