@@ -73,6 +73,12 @@ def test_trace_names_are_the_usual_ones_without_a_clash():
     assert trace_names(ds.questions) == {q.id: f"traces/toy_dev_{i}.json" for i, q in enumerate(ds.questions)}
     long = questions("q:" + "x" * 200 + "1", "q:" + "x" * 200 + "2")  # the same first 180 characters
     assert len(set(trace_names(long.questions).values())) == 2
+    # a recorded row's trace takes its name whatever the case: Q1's file is q1's on a file
+    # system that ignores case, so q1 gets another
+    q1 = questions("q1").questions
+    named = trace_names(q1, [{"id": "Q1", "trace": "traces/Q1.json"}])["q1"]
+    assert named.casefold() != "traces/q1.json" and named.startswith("traces/q1-")
+    assert trace_names(q1, [{"id": "q1", "trace": "traces/q1.json"}]) == {"q1": "traces/q1.json"}  # its own
 
 
 class Swallower(FakeSolver):
@@ -122,6 +128,26 @@ async def test_run_eval_says_how_many_selected_questions_are_unanswered(tmp_path
     s = await run_eval(make_dataset(4), FakeSolver(), tmp_path / "run", limit=3, progress=False, config={})
     assert s.unanswered == 0 and s.complete
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["unanswered"] == 0
+
+
+async def test_a_selected_question_without_a_row_is_unanswered_however_many_rows_there_are(tmp_path):
+    """A full run stopped at its last question (the server went down), resumed with --limit 2,
+    whose sample holds that question, while the server is still down: three rows, two
+    selected questions, one of them never answered -- not a complete run."""
+    from traversals.errors import LLMUnavailable
+    from traversals.eval.report import write_report
+
+    ds = make_dataset(4)  # --limit 2 selects toy:dev:3 and toy:dev:0
+    down = FakeSolver(raises={ds.questions[3].text: LLMUnavailable("connection refused")})
+    out = tmp_path / "run"
+    with pytest.raises(LLMUnavailable):
+        await run_eval(ds, down, out, progress=False, config={"strategy": "cot"})
+    with pytest.raises(LLMUnavailable):
+        await run_eval(ds, down, out, resume=True, limit=2, progress=False, config={"strategy": "cot"})
+    assert [r["id"] for r in read_results(out / "results.jsonl")] == ["toy:dev:0", "toy:dev:1", "toy:dev:2"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["n"], summary["selected"], summary["unanswered"]) == (3, 2, 1)
+    assert "(n=3, partial of 2)" in write_report([out], out=tmp_path / "report.md").read_text()
 
 
 async def test_a_resume_without_progress_still_says_what_it_cut(tmp_path, capsys):

@@ -355,6 +355,11 @@ def test_summarize_counts_each_id_once():
     s = summarize(rows)
     assert s.n == 2 and s.em_in == 0.5 and s.errors == 1 and s.mean_seconds == 1.0
     assert summarize([]).n == 0
+    # the counts and totals too: a later error row of an answered id is neither an error
+    # nor tokens spent (the report reads the same first row)
+    s = summarize([{"id": "a", "hits@1": 1.0, "prompt_tokens": 10, "completion_tokens": 1},
+                   {"id": "a", "error": "LLMError: x", "prompt_tokens": 99, "completion_tokens": 9}])
+    assert (s.n, s.errors, s.total_prompt_tokens, s.total_completion_tokens) == (1, 0, 10, 1)
 
 
 def test_safe_id():
@@ -630,19 +635,24 @@ def test_code_revision_names_the_commit_and_whether_files_differ(tmp_path):
     assert code_revision(tmp_path / "site") is None
 
 
-async def test_run_json_records_the_code_of_the_run_and_of_each_resume(tmp_path):
+async def test_run_json_records_the_code_start_and_command_of_the_run_and_of_each_resume(tmp_path):
     from traversals.eval.resume import code_revision
 
     ds = make_dataset(4)
-    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2)
+    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2, config={"command": "traversals eval FIRST"})
     run = json.loads((tmp_path / "run.json").read_text())
     assert "code" in run and run["code"] == code_revision()
     run["code"] = {"commit": "0" * 40, "dirty": False}  # as if an older commit had started it
+    run["started"] = "2001-01-01T00:00:00+00:00"  # ... long ago
     (tmp_path / "run.json").write_text(json.dumps(run))
-    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2, resume=True)
+    await run_eval(ds, FakeSolver(), tmp_path, progress=False, limit=2, resume=True,
+                   config={"command": "traversals eval SECOND --resume"})
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["code"] == {"commit": "0" * 40, "dirty": False}
     assert run["resumed_code"] == [code_revision()] and len(run["resumed"]) == 1
+    # when and how the run started stay those of its first invocation
+    assert run["started"] == "2001-01-01T00:00:00+00:00" and run["resumed"][0] > run["started"]
+    assert run["command"] == "traversals eval FIRST"
 
 
 def test_a_run_that_answered_nothing_prints_no_score_rather_than_zero():
