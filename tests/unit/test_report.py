@@ -101,6 +101,25 @@ def test_backtracking_case_detection():
     assert best["answer"] == "High" and backtracked
 
 
+def test_value_points_and_backtracking_cases_score_by_em_in(tmp_path):
+    """A gold of two labels, an answer naming one of them: EM-in 0.5, where Hits@1 is 1."""
+    from traversals.eval.report import backtracking_cases
+
+    run = tmp_path / "r"
+    (run / "traces").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "tree", "llm": "local"}))
+    row = {"id": "x:0", "question": "q", "answer": "Ann", "gold": [["Ann"], ["Bob"]], "hits@1": 1.0, "em_in": 0.5,
+           "f1": 2 / 3, "trace": "traces/x_0.json"}
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    nodes = backtracked_trace("Ann", "Bob")  # the first subtree proposes Ann; the search backtracks
+    (run / "traces" / "x_0.json").write_text(json.dumps({"nodes": nodes}))
+    loaded = load_run(run)
+    assert sorted(value_points(loaded)) == [(0.4, 0.5), (1.0, 0.5)]
+    [case] = backtracking_cases(loaded)
+    assert (case.first_subtree_answer, case.first_subtree_em_in) == ("Ann", 0.5)
+    assert (case.final_answer, case.final_em_in) == ("Ann", 0.5)  # the row's EM-in, not its Hits@1
+
+
 async def test_report_tables_and_plots(tmp_path):
     tree, chain, tree2 = await make_runs(tmp_path)
     pts = value_points(load_run(tree))
@@ -173,14 +192,15 @@ def test_efficiency_counts_valid_actions_median_seconds_and_cache_reuse(tmp_path
     rows = []
     for i, (name, nodes) in enumerate(traces.items()):
         (run / "traces" / f"{name}.json").write_text(json.dumps({"nodes": nodes}))
-        rows.append({"id": name, "question": name, "answer": "x", "gold": [["x"]], "hits@1": 1.0, "seconds": [1.0, 5.0, 9.0][i],
+        rows.append({"id": name, "question": name, "answer": "x", "gold": [["x"]], "hits@1": 1.0, "seconds": [1.0, 5.0, 30.0][i],
                      "prompt_tokens": 1000, "computed_prompt_tokens": [200, 300, 1000][i],
                      "error": "KGTimeout" if name == "c" else None, "trace": f"traces/{name}.json"})
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     eff = efficiency(load_run(run))
     assert (eff.actions, eff.valid_actions) == (5, 4) and eff.valid_rate == 0.8
     # the errored question's actions are left out, its seconds and tokens counted, as the means
-    # count them (the median had been 3.0 and computed / sent 0.25, without it)
+    # count them (the median had been 3.0 and computed / sent 0.25, without it); a median,
+    # not the mean of 12.0 the slow question makes
     assert eff.median_seconds == 5.0 and eff.computed_over_sent == 0.5
     text = write_report([run]).read_text()
     assert "| 5.00 | 80.0 | 0.50 |" in text
@@ -261,6 +281,24 @@ async def test_the_report_replays_llm_valued_runs_at_lower_thresholds(tmp_path):
     assert "| tree · toy | 0.5 | 4 | 25.0 | 25.0 | 5.0 | 4 |" in text  # stopped at expansion 1
     assert "| tree · toy | 0.8 | 4 | 0.0 | 0.0 | 8.0 | 0 |" in text  # the run as it was
     assert "| tree · toy | 0.6 |" not in text  # nothing stops earlier at 0.6 (0.7 crosses at 2, the end)
+
+
+def test_a_threshold_is_replayed_only_when_every_questions_search_can_be(tmp_path):
+    """A question whose trace is gone cannot be replayed: the table would be of the other
+    questions (and its replayed answers were paired with the wrong questions' gold)."""
+    from traversals.eval.report import threshold_table
+
+    run = tmp_path / "t"
+    (run / "traces").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "tree", "llm": "local", "threshold": 0.8}))
+    (run / "results.jsonl").write_text(_row("x:0", "A2", "Nope", 0.0, trace="traces/x_0.json")
+                                       + _row("x:1", "A2", "A1", 0.0, trace="traces/x_1.json"))
+    for name in ("x_0", "x_1"):
+        (run / "traces" / f"{name}.json").write_text(json.dumps(llm_valued_trace([0.6, 0.7], final="A2")))
+    whole = {t.threshold: (t.n, t.hits_at_1) for t in threshold_table(load_run(run))}
+    assert whole[0.5] == (2, 0.5)  # both stop at A1: x:1 right
+    (run / "traces" / "x_1.json").unlink()
+    assert threshold_table(load_run(run)) == []
 
 
 def test_the_answer_choice_is_replayed_from_the_proposed_answers():
@@ -364,6 +402,18 @@ def test_a_resume_to_a_larger_limit_stopped_before_its_first_row_is_partial(tmp_
     (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:1", "B", "C", 0.0))
     (run / "summary.json").write_text(json.dumps({"n": 2, "selected": 2, "unanswered": 0}))
     assert "| cot | 50.0 / 50.0 (n=2, partial of 3) |" in write_report([run]).read_text()
+
+
+def test_the_report_reads_the_first_row_of_an_id_as_the_runs_summary_does(tmp_path):
+    from traversals.eval.runfiles import read_results, summarize
+
+    run = tmp_path / "twice"
+    run.mkdir()
+    (run / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0) + _row("x:0", "B", "A", 0.0))
+    loaded = load_run(run)
+    assert [r["answer"] for r in loaded.rows] == ["A"]
+    assert loaded.summary.hits_at_1 == summarize(read_results(run / "results.jsonl")).hits_at_1 == 1.0
+    assert "100.0 / 100.0 (n=1)" in write_report([run]).read_text()
 
 
 def test_a_rerun_to_a_smaller_limit_says_its_n_counts_the_earlier_rows(tmp_path):
@@ -474,6 +524,21 @@ def test_the_cost_of_each_run_at_given_prices(tmp_path):
     shutil.copytree(run, local)
     (local / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "local", "selected": 3}))
     assert cost(load_run(local), prices).total == pytest.approx(1.0 + 0.1 + 0.2 + 0.1)
+    # more computed than sent (a hand-edited or odd count) is billed as the sent tokens, no
+    # negative cached ones
+    over = tmp_path / "over"
+    over.mkdir()
+    (over / "run.json").write_text(json.dumps({"dataset": "x", "strategy": "chain", "llm": "openai:m"}))
+    (over / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0, prompt_tokens=1_000_000,
+                                             computed_prompt_tokens=1_500_000, completion_tokens=0))
+    assert cost(load_run(over), prices).total == pytest.approx(1.0)
+    # a folder with results.jsonl only (no run.json to say the LLM) bills what the server's
+    # cache served at the cached price, as the counts say
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "results.jsonl").write_text(_row("x:0", "A", "A", 1.0, prompt_tokens=1_000_000,
+                                             computed_prompt_tokens=0, completion_tokens=0))
+    assert cost(load_run(bare), prices).total == pytest.approx(0.1)
     for bad in ("1", "a,b", "1,-2", "1,2,3,4", "1,inf"):
         with pytest.raises(BadInput, match="--price .*PROMPT,COMPLETION"):
             Prices.parse(bad)
@@ -572,6 +637,8 @@ def test_value_buckets_put_every_half_way_value_up():
     values = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
     assert [b for b, _, _ in _buckets((v, 1.0) for v in values)] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     assert _buckets([(0.0, 1.0), (0.04, 0.0), (0.5, 1.0), (1.0, 1.0)]) == [(0.0, 2, 0.5), (0.5, 1, 1.0), (1.0, 1, 1.0)]
+    # a bucket holds the mean score (the share right), not the median
+    assert _buckets([(0.5, 0.0), (0.5, 0.0), (0.5, 1.0)]) == [(0.5, 3, pytest.approx(1 / 3))]
 
 
 def test_runs_in_folders_of_one_name_get_labels_of_their_own_and_a_run_named_twice_counts_once(tmp_path):
