@@ -430,6 +430,38 @@ async def test_without_an_answer_over_the_threshold_the_tree_returns_the_best_va
     assert crossing.text == "Sara Dylan" and crossing.trace["stopped"] == "threshold"
 
 
+async def test_an_answer_over_the_threshold_is_returned_though_another_answer_has_more_support():
+    # Sara Dylan is proposed twice under τ = 0.65 (0.9 × 0.7 = 0.63 each: pooled 1.26), then
+    # Florence Stone once at 1.0 × 0.7 = 0.7 > τ: Algorithm 1 returns the answer that crossed
+    # τ, whatever the configured choice among answers under it
+    def default(prompt, *_):
+        h = history(prompt)
+        if not h:
+            return ["THINK: a", "THINK: b"]
+        if len(h) == 1:
+            return ["ANSWER: Sara Dylan", "ANSWER: Florence Stone"] if h[0] == "THINK: b" else ["ANSWER: Sara Dylan", "THINK: c"]
+        return "ANSWER: Sara Dylan"
+
+    def answer_value(prompt, *_):
+        return f"So the score for the provided answer should be {1.0 if 'Provided answer: Florence' in prompt else 0.9}"
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, lambda p, *_: "0.9" if "THINK: a" in p else "0.5"),
+                             (DEFAULT, default)])
+    answer = await solver(llm, k=2, answer_choice="support", threshold=0.65).ask("Who is Bob Dylan's maternal grandmother?")
+    proposed = [(n["answer"], n["value"]) for n in answer.trace["nodes"] if "answer" in n]
+    assert proposed == [("Sara Dylan", 0.63), ("Sara Dylan", 0.63), ("Florence Stone", 0.7)]
+    assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 0.7, "threshold")
+
+
+async def test_answers_of_equal_value_return_the_one_proposed_first():
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, "So the score for the provided answer should be 0.5"), (RATING, "0.5"),
+                             (DEFAULT, ["ANSWER: Sara Dylan", "ANSWER: Florence Stone"])])
+    answer = await solver(llm, k=2, max_expansions=1).ask("Who is Bob Dylan's maternal grandmother?")
+    proposed = [(n["answer"], n["value"]) for n in answer.trace["nodes"] if "answer" in n]
+    assert proposed == [("Sara Dylan", 0.35), ("Florence Stone", 0.35)]
+    assert answer.text == "Sara Dylan"
+
+
 async def test_the_search_reports_its_events_as_it_goes():
     events = []
     cfg = SearchConfig(k=2, decoding="sampled")
@@ -460,6 +492,24 @@ async def test_best_first_expands_the_highest_value_and_breaks_ties_depth_first(
     assert second["value"] == 0.7 and second["id"] == 3  # equal values: the newest (deepest) first
 
 
+async def test_a_tree_of_two_rates_its_intermediate_states_and_expands_the_better_one():
+    # evaluate_intermediate's default rates intermediate states whenever k > 1: with k = 2
+    # the better-rated thought, proposed first but older, is expanded second, not the newer
+    def default(prompt, *_):
+        h = history(prompt)
+        if not h:
+            return ["THINK: the good idea", "THINK: the bad idea"]
+        return "ANSWER: Florence Stone" if "good" in h[-1] else "ANSWER: Sara Dylan"
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, "So the score for the provided answer should be 0.5"),
+                             (RATING, lambda p, *_: "0.9" if "THINK: the good idea" in p else "0.1"), (DEFAULT, default)])
+    answer = await solver(llm, k=2, max_expansions=2).ask("Who is Bob Dylan's maternal grandmother?")
+    thoughts = {n["action"]["text"]: n for n in answer.trace["nodes"] if n["depth"] == 1}
+    assert (thoughts["the good idea"]["value"], thoughts["the bad idea"]["value"]) == (0.9, 0.1)
+    assert thoughts["the good idea"]["expansion"] == 2 and thoughts["the bad idea"]["expansion"] is None
+    assert answer.text == "Florence Stone"
+
+
 async def test_forced_answer_past_max_depth():
     llm = scripted(default="EXPAND_KG: more", extra=[("The search is over", ["ANSWER: Beatrice Stone"])])
     answer = await solver(llm, k=1, max_depth=3).ask("Who is Bob Dylan's maternal grandmother?")
@@ -486,6 +536,30 @@ async def test_a_search_out_of_expansions_with_no_answer_answers_from_its_deepes
     # every LLM call counted once: the forced answer's node has its own usage, not its parent's
     assert answer.usage.llm_calls == len(llm.calls)
     assert chosen["usage"] != parent["usage"]
+
+
+async def test_the_budget_answers_from_a_state_only_when_it_is_rated_above_every_answer_found():
+    # The budget (one expansion) ends with Sara Dylan rated 0.5 × 0.7 = 0.35 and a thought on
+    # the frontier; with answer_at_budget the thought is asked for its answer only when it is
+    # rated above 0.35: at 0.35 exactly it is no better than the answer in hand
+    from traversals.search.tree import TreeConfig, TreeOfTraversals
+
+    async def run(rating):
+        def answer_value(prompt, *_):
+            return f"So the score for the provided answer should be {1.0 if 'Provided answer: Florence' in prompt else 0.5}"
+
+        llm = ScriptedLLM(rules=[EXTRACT, ("The search is over", " Florence Stone"), (ANSWER_EVAL, answer_value),
+                                 (RATING, rating), (DEFAULT, ["ANSWER: Sara Dylan", "THINK: a"])])
+        tree = TreeOfTraversals(llm, KGSet([dylan_kg()]),
+                                TreeConfig(k=2, max_expansions=1, answer_at_budget=True, constrained=False))
+        answer = await tree.ask("Who is Bob Dylan's maternal grandmother?")
+        return answer, sum("The search is over" in c.prompt for c in llm.generate_calls)
+
+    answer, forced = await run("0.35")
+    assert (answer.text, answer.value, forced) == ("Sara Dylan", 0.35, 0)
+    assert [n["value"] for n in answer.trace["nodes"] if n["depth"] == 1] == [0.35, 0.35]
+    answer, forced = await run("0.36")
+    assert (answer.text, answer.value, forced) == ("Florence Stone", 0.7, 1)
 
 
 async def test_an_answer_says_when_nothing_in_the_question_was_found_in_the_kg():
@@ -1275,6 +1349,34 @@ async def test_answers_sets_how_many_distinct_answers_an_answer_action_proposes(
         assert len({n["action"]["text"] for n in done}) == expected  # distinct
     with pytest.raises(BadInput, match="--answers"):
         build_solver("chain", llm, [dylan_kg()], SearchConfig(answers=0))
+
+
+async def test_a_tree_with_the_llm_value_proposes_one_answer_per_answer_action_whatever_its_k():
+    # the default is one answer with the LLM value (each costs a rating call), not k: a k = 3
+    # tree's ANSWER action where the KG offers Beatrice Stone beside the free text still
+    # proposes one answer. States are rated 1.0 once Dylan's mother is walked, else 0.5.
+    table = table_score({"EXPAND_KG": -0.1, "THINK": -3.0, "ANSWER": -2.0, "Q392 (Bob Dylan)": -0.2,
+                         "Q62519478 (Beatrice Stone)": -0.1})
+
+    def score(prompt, options, prefix):
+        if prefix.startswith("RATING"):
+            best = "1.0" if "SELECT RELATION: P25" in prompt else "0.5"
+            return [0.0 if o == best else -5.0 for o in options]
+        return table(prompt, options, prefix)
+
+    llm = scripted(score=score, extra=[
+        (lambda text: text.endswith("ANSWER:"), " Florence Stone"),
+        (lambda text: text.endswith("EXPAND_KG:"), " look up the mother"),
+        (lambda text: text.endswith("THINK:"), " the mother first"),
+    ])
+    s = build_solver("tree", llm, [dylan_kg()], SearchConfig(k=3, decoding="constrained", max_expansions=8))
+    answer = await s.ask("Who is Bob Dylan's maternal grandmother?")
+    nodes = {n["id"]: n for n in answer.trace["nodes"]}
+    done = [n for n in nodes.values() if n["state"] == "done"]
+    parents = [n["parent"] for n in done]
+    assert len(parents) == len(set(parents))  # one answer per ANSWER action
+    # among them one at the state that walked to Beatrice Stone, where the KG offered her
+    assert any((nodes[p]["action"] or {}).get("relation", {}).get("key") == "P25" for p in parents)
 
 
 async def test_calibrated_answers_rank_the_kgs_candidates_by_what_the_query_adds():

@@ -438,3 +438,25 @@ async def test_an_answer_that_names_no_reached_entity_has_no_supporting_edges():
     # a yes or a count names no entity by its kind: the facts its path added support it
     assert await ask("Does Éve Ångström live in [Berlin]?", "Yes") == (1.0, walk)
     assert await ask("How many people live in [Berlin]?", "2") == (1.0, walk)
+
+
+async def test_an_answer_rated_exactly_the_threshold_does_not_end_the_search():
+    # Algorithm 1 stops when an answer's value *exceeds* τ (line 18: value > τ; the authors'
+    # code stops at >=): Beatrice Stone, reached by the first hop (confirmed, not scaled), is
+    # rated exactly 0.8 and the search goes on to Florence Stone, rated 0.9
+    from .test_search import ANSWER_EVAL, DEFAULT, ENTITIES, EXTRACT, RATING, RELATION, grandmother_policy, history
+
+    def default(prompt, prefix, n, t):
+        if len([ln for ln in history(prompt) if ln.startswith("SELECT RELATION")]) == 1:
+            return ["ANSWER: Beatrice Stone", "EXPAND_KG: search the grandmother"]
+        return grandmother_policy(prompt, prefix, n, t)
+
+    def answer_value(prompt, *_):
+        return f"So the score for the provided answer should be {0.8 if 'Provided answer: Beatrice' in prompt else 0.9}"
+
+    llm = ScriptedLLM(rules=[EXTRACT, (ANSWER_EVAL, answer_value), (RATING, "0.5"), (RELATION, "P25"),
+                             (ENTITIES, lambda p, *_: "Q62519478" if "SELECT RELATION" in p else "Q392"), (DEFAULT, default)])
+    answer = await solver(llm, k=2).ask("Who is Bob Dylan's maternal grandmother?")
+    proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
+    assert proposed == {"Beatrice Stone": 0.8, "Florence Stone": 0.9}
+    assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 0.9, "threshold")
