@@ -538,6 +538,35 @@ async def test_a_search_out_of_expansions_with_no_answer_answers_from_its_deepes
     assert chosen["usage"] != parent["usage"]
 
 
+async def test_a_search_whose_frontier_empties_with_no_answer_answers_from_its_deepest_state_not_its_best_rated():
+    # The thought (rated 0.9) is followed by a second thought, the state after the walk to
+    # Beatrice Stone (rated 0.3) by unparseable output: each invalid node is retried once,
+    # then the frontier is empty. The thought was expanded and its rating did not pan out;
+    # the deepest state holds the most facts walked, so it is made to answer.
+    def default(prompt, *_):
+        h = history(prompt)
+        if not h:
+            return ["THINK: idea one", "EXPAND_KG: search the mother"]
+        return "I am not sure what to do" if h[-1].startswith("SELECT RELATION") else "THINK: again"
+
+    def forced(prompt, *_):
+        return " Florence Stone" if "SELECT RELATION" in prompt else " Sara Dylan"
+
+    llm = ScriptedLLM(rules=[EXTRACT, ("The search is over", forced),
+                             (ANSWER_EVAL, "So the score for the provided answer should be 0.5"),
+                             (RATING, lambda p, *_: "0.9" if "idea one" in p else "0.3"), (ENTITIES, "Q392"),
+                             (RELATION, "P25"), (DEFAULT, default)])
+    answer = await solver(llm, k=2).ask("Who is Bob Dylan's maternal grandmother?")
+    assert answer.text == "Florence Stone" and answer.stopped == "frontier_empty"
+    nodes = {n["id"]: n for n in answer.trace["nodes"]}
+    chosen = nodes[answer.trace["answer_node"]]
+    parent = nodes[chosen["parent"]]
+    assert "frontier ran out" in chosen["note"] and parent["value"] == 0.3
+    states = [n for n in nodes.values() if n["state"] == "default" and not n["invalid"]]
+    assert parent["depth"] == max(n["depth"] for n in states) == 3
+    assert max(n["value"] or 0.0 for n in states) == 0.9  # the thought, rated higher, did not answer
+
+
 async def test_the_budget_answers_from_a_state_only_when_it_is_rated_above_every_answer_found():
     # The budget (one expansion) ends with Sara Dylan rated 0.5 × 0.7 = 0.35 and a thought on
     # the frontier; with answer_at_budget the thought is asked for its answer only when it is

@@ -457,11 +457,14 @@ class TreeOfTraversals:
                                   "answered when the expansions ran out")
         if not answers and (not frontier or expansions >= cfg.max_expansions):
             # No answer was proposed at all: "Cannot find answer" would throw away the facts
-            # walked. Every branch ended in invalid outputs or dead ends: answer from the
-            # deepest state reached, as at max depth; the budget ran out (a chain whose
-            # states are not rated, a small budget): from the best-rated, else deepest, state.
-            # The answer says the search stopped under τ (Answer.stopped); `ask` notes it.
-            rated = bool(frontier)  # the frontier's end leaves no rating to prefer
+            # walked. The frontier emptied (every branch ended in invalid outputs or dead
+            # ends): answer from the deepest state reached, as at max depth — every rated
+            # state was expanded and its rating did not pan out, and the deepest holds the
+            # most facts walked. The budget ran out (a chain whose states are not rated, a
+            # small budget): from the best-rated, else deepest, state, as states on the
+            # frontier were never expanded to test their ratings. The answer says the search
+            # stopped under τ (Answer.stopped); `ask` notes it.
+            rated = bool(frontier)  # False when the frontier emptied: no rating is left untested
             states = [n for n in nodes if n.state is State.DEFAULT and not n.invalid]
             last = max(states, key=lambda n: ((n.value or 0.0) if rated else 0.0, n.depth, n.id))
             await answer_from(last, f"answered when the {'expansions' if rated else 'frontier'} ran out")
