@@ -73,3 +73,25 @@ async def test_options_are_backfilled_to_the_cap_after_expanded_and_walking_back
     picking = await select(machine, node, hub)
     assert len(picking.relation_keys) == RELATIONS - 30 and picking.relations_omitted == 0
     assert "more not shown" not in machine.prompt("what does the hub link to?", picking)
+
+
+async def test_fresh_relations_over_the_cap_show_exactly_the_cap_and_count_the_rest(tmp_path) -> None:
+    # From the hub, ~a_link reverses the edge the walk came by but also reaches Other: it is
+    # kept, so three relations are fresh for a cap of two. Exactly two are shown, and the
+    # prompt says one more is not.
+    path = tmp_path / "small.txt"
+    path.write_text("Start|a_link|Hub\nOther|a_link|Hub\nHub|r1|item 1\nHub|r2|item 2\n", encoding="utf-8")
+    kg = OxigraphKG.from_file(path, name="small")
+    try:
+        machine = Machine(KGSet([kg], max_relations=2))
+        start = (await kg.search("Start", limit=1))[0]
+        node = await follow(machine, machine.root(Subgraph().with_entities([start])), start, "a_link")
+        hub = next(e for e in node.subgraph.entities if e.label == "Hub")
+        everything = await kg.get_relations([hub], limit=10)
+        assert {r.key for r in everything.items} == {"~a_link", "r1", "r2"}
+        picking = await select(machine, node, hub)
+        assert list(picking.relation_keys) == [r.key for r in everything.items][:2]
+        assert picking.relations_omitted == 1
+        assert "(1 more not shown)" in machine.prompt("what does the hub link to?", picking)
+    finally:
+        kg.close_sync()

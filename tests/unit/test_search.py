@@ -940,6 +940,69 @@ async def test_an_entity_whose_relations_were_all_expanded_is_not_offered_again(
     assert ActionType.EXPAND_KG not in allowed_default_actions(done)
 
 
+async def test_the_dead_end_screen_checks_as_many_reached_entities_as_its_limit():
+    # the genre X reaches two films whose only relation walks back to it: with a screen of
+    # 1 (--screen-dead-ends 1) the first film reached is found a dead end, the second is not
+    # checked; with 2 both are (X, whose one relation was walked, is exhausted either way)
+    kg = DictKG([("f1", "has_genre", "x"), ("f2", "has_genre", "x")],
+                labels={"f1": "Film 1", "f2": "Film 2", "x": "Genre X"})
+    x, f1, f2 = (entity_key(kg.entities[k]) for k in ("x", "f1", "f2"))
+    exhausted = {}
+    for limit in (1, 2):
+        machine = Machine(KGSet([kg]), screen_limit=limit)
+        node = await expand(machine, machine.root(Subgraph().with_entities([kg.entities["x"]])), kg.entities["x"],
+                            "~has_genre", Usage())
+        assert [f.target.label for f in node.new_facts] == ["Film 1", "Film 2"]
+        exhausted[limit] = node.exhausted
+    assert exhausted == {1: {x, f1}, 2: {x, f1, f2}}
+
+
+async def test_an_entity_with_relations_not_shown_is_not_exhausted_by_walking_the_shown_ones():
+    # max_relations 1: one of Bob Dylan's three relations is shown, "(2 more not shown)";
+    # once it is walked he is still offered, and the next selection shows another one
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg], max_relations=1))
+    dylan = kg.entities["Q392"]
+    u = Usage()
+    node = machine.root(Subgraph().with_entities([dylan]))
+    picking = await machine.transition(await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u),
+                                       Action(ActionType.SELECT_ENTITIES, entities=(dylan,)), u)
+    (first,) = picking.relation_keys
+    assert picking.relations_omitted == 2
+    node = await expand(machine, node, dylan, first, u)
+    assert entity_key(dylan) not in node.exhausted
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+    assert "Bob Dylan" in [a.entities[0].label for _, a in machine.options(picking)]
+    picking = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(dylan,)), u)
+    assert picking.state is State.SELECTING_RELATION and len(picking.relation_keys) == 1
+    assert picking.relation_keys[0] != first and picking.relations_omitted == 1
+
+
+async def test_relations_expanded_for_some_of_the_selected_entities_are_offered_for_the_others():
+    # Film A's genres were walked; selected with Film B, has_genre is still offered (Film
+    # B's are not known), and the walk's new facts are Film B's alone: re-walking Film A's
+    # known edges adds nothing new
+    kg = DictKG([("a", "has_genre", "comedy"), ("a", "has_genre", "drama"), ("b", "has_genre", "drama"),
+                 ("b", "has_genre", "mystery")],
+                labels={"a": "Film A", "b": "Film B", "comedy": "Comedy", "drama": "Drama", "mystery": "Mystery"})
+    machine = Machine(KGSet([kg]), screen_limit=0)
+    a, b = kg.entities["a"], kg.entities["b"]
+    u = Usage()
+    node = await expand(machine, machine.root(Subgraph().with_entities([a, b])), a, "has_genre", u)
+    assert [(f.source.label, f.target.label) for f in node.new_facts] == [("Film A", "Comedy"), ("Film A", "Drama")]
+    picking = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+    picking = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(a, b)), u)
+    assert list(picking.relation_keys) == ["has_genre"]
+    both = await machine.transition(picking, Action(ActionType.SELECT_RELATION, relation=picking.relation_options[0],
+                                                    relation_key="has_genre"), u)
+    assert len(both.subgraph.facts) == 4
+    assert [(f.source.label, f.target.label) for f in both.new_facts] == [("Film B", "Drama"), ("Film B", "Mystery")]
+    # once walked for both, it is offered for neither
+    picking = await machine.transition(both, Action(ActionType.EXPAND_KG, "go"), u)
+    again = await machine.transition(picking, Action(ActionType.SELECT_ENTITIES, entities=(a, b)), u)
+    assert again.invalid and "already expanded" in again.note
+
+
 async def test_a_hub_is_read_once_a_question_to_see_that_it_does_not_only_walk_back():
     # Film 0 reaches the genre Drama by has_genre; from Drama, ~has_genre reverses that
     # edge, so it is checked for walking back: ten films, more than a call shows (3), so it
