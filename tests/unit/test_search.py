@@ -1830,3 +1830,31 @@ async def test_a_trace_names_the_chosen_relations_predicate_iri(tmp_path):
     assert chosen and chosen[0] == {
         "key": "directedBy", "label": "directed by", "kg": kg.name, "iri": "http://example.org/directedBy",
     }
+
+
+async def test_a_forced_answer_whose_prompt_does_not_fit_falls_back_to_a_shallower_state():
+    """No answer was proposed and the frontier emptied: the deepest state is made to answer,
+    but its prompt (the grown subgraph) does not fit the context. A shallower state, whose
+    prompt fits, answers instead of the search returning "Cannot find answer"."""
+    from traversals.errors import PromptTooLong
+
+    def respond(prompt, prefix, n, temperature):
+        text = prompt + prefix
+        if "So the next action should be:" in text:
+            if "Beatrice Stone" in prompt:
+                raise PromptTooLong("the prompt has 9000 tokens but the context window is 8192")
+            if "The search is over" in prompt:
+                return "ANSWER: Beatrice Stone"
+            return "EXPAND_KG: look up his mother"
+        if "entities to expand" in text:
+            return "Q392"
+        if "selecting property" in text:
+            return "P25"
+        return "0.5"
+
+    solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
+    answer = await solver.ask("who is the mother of [Bob Dylan]")
+    assert answer.text == "Beatrice Stone" and answer.stopped == "frontier_empty"
+    notes = [n.get("note") or "" for n in answer.trace["nodes"]]
+    assert any("no answer forced here: its prompt does not fit" in n for n in notes)
+    assert any("answered when the frontier ran out" in n for n in notes)

@@ -422,15 +422,16 @@ class TreeOfTraversals:
             if early and not finished:  # no answer crossed τ: the state is expanded as usual later
                 frontier.append(node)
 
-        async def answer_from(last: Node, why: str) -> None:
+        async def answer_from(last: Node, why: str) -> bool:
             """Force the answers of ``last`` (one LLM proposal) and rate them; one rated over
-            τ ends the search as any answer over τ does (``stopped`` says "threshold")."""
+            τ ends the search as any answer over τ does (``stopped`` says "threshold").
+            False when ``last``'s prompt does not fit the LLM's context (nothing asked)."""
             nonlocal finished
             try:
                 proposal = await policy.propose(question, last, 1, last.usage, force_answer=True)
             except PromptTooLong as exc:
                 last.add_note(f"no answer forced here: its prompt does not fit the LLM's context ({exc})")
-                return
+                return False
             offered = grounded_sets(last)
             for action in proposal.actions:
                 child = await machine.transition(last, action, Usage())  # its own usage: the proposal was last's
@@ -445,6 +446,7 @@ class TreeOfTraversals:
                 answers.append(child)
                 if (child.value or 0.0) > cfg.threshold:
                     finished = True
+            return True
 
         answer_at_budget = self.value is not None if cfg.answer_at_budget is None else cfg.answer_at_budget
         if not finished and answer_at_budget and expansions >= cfg.max_expansions:
@@ -466,8 +468,11 @@ class TreeOfTraversals:
             # stopped under τ (Answer.stopped); `ask` notes it.
             rated = bool(frontier)  # False when the frontier emptied: no rating is left untested
             states = [n for n in nodes if n.state is State.DEFAULT and not n.invalid]
-            last = max(states, key=lambda n: ((n.value or 0.0) if rated else 0.0, n.depth, n.id))
-            await answer_from(last, f"answered when the {'expansions' if rated else 'frontier'} ran out")
+            # a state whose prompt does not fit the context gives way to the next one (a
+            # shallower state's prompt is shorter): "Cannot find answer" only when none fits
+            for last in sorted(states, key=lambda n: ((n.value or 0.0) if rated else 0.0, n.depth, n.id), reverse=True):
+                if await answer_from(last, f"answered when the {'expansions' if rated else 'frontier'} ran out"):
+                    break
         answers.sort(key=lambda n: n.id)
         # an answer over τ was returned at once (Algorithm 1); otherwise the configured choice
         chosen = choose_answer([(a.answer or "", a.value) for a in answers], "value" if finished else cfg.answer_choice,
