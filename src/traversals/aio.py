@@ -1,13 +1,26 @@
-"""asyncio helpers shared by the search, the KG and the LLM clients."""
+"""asyncio helpers shared by the search, the KG and the LLM clients.
+
+An object kept across event loops -- a library user's LLM or KG answering one question per
+``asyncio.run``, or shared by threads that each run their own loop -- cannot keep one
+asyncio primitive or one ``httpx.AsyncClient``: each belongs to the loop that first used
+it. :class:`PerLoop` keeps one value per loop (:class:`LoopLock`, :class:`LoopClients`);
+what must hold across loops and threads at once (a cap on requests in flight) is a
+:class:`SharedSemaphore`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Awaitable
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopLock", "gather"]
+__all__ = ["LoopClients", "LoopLock", "PerLoop", "SharedSemaphore", "gather"]
+
+T = TypeVar("T")
 
 
 async def gather(*aws: Awaitable[Any]) -> list[Any]:
@@ -25,6 +38,44 @@ async def gather(*aws: Awaitable[Any]) -> list[Any]:
         raise
 
 
+class PerLoop(Generic[T]):
+    """One value for each event loop, made by ``make`` on the loop's first :meth:`get`.
+
+    The values of closed loops are dropped whenever a new loop's is made: a value that
+    refers to its loop (a lock that was waited on, a client's connections) would otherwise
+    keep it, and every loop before it, alive through the weak keys (one per ``asyncio.run``).
+    Loops in several threads may share one ``PerLoop``: a ``threading.Lock`` guards the table."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._values: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T]" = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._values)
+
+    def get(self) -> T:
+        """The running loop's value, made on its first use."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            value = self._values.get(loop)
+        if value is None:
+            value = self._make()  # outside the guard: only this loop's thread makes this loop's value
+            with self._guard:
+                for old in [other for other in self._values if other.is_closed()]:
+                    del self._values[old]
+                self._values[loop] = value
+        return value
+
+    def pop_all(self) -> list[tuple[asyncio.AbstractEventLoop, T]]:
+        """Every loop's value, taken out of the table."""
+        with self._guard:
+            values = list(self._values.items())
+            self._values.clear()
+        return values
+
+
 class LoopLock:
     """An ``asyncio.Lock`` for each running event loop, used as ``async with lock:``. One
     ``asyncio.Lock`` is bound to the loop of the first call that waits on it, and raises
@@ -35,21 +86,11 @@ class LoopLock:
     guards across threads needs a ``threading.Lock`` beside it."""
 
     def __init__(self) -> None:
-        self._locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
-            weakref.WeakKeyDictionary()
-        )
+        self._locks: PerLoop[asyncio.Lock] = PerLoop(asyncio.Lock)
 
     def lock(self) -> asyncio.Lock:
-        """The running loop's lock, made on its first use. The locks of closed loops are
-        dropped here: a lock that was waited on holds its loop, so the weak keys alone
-        would keep every loop it served (about 4 KB each, one per ``asyncio.run``)."""
-        loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            for old in [other for other in self._locks if other.is_closed()]:
-                del self._locks[old]
-            lock = self._locks[loop] = asyncio.Lock()
-        return lock
+        """The running loop's lock, made on its first use."""
+        return self._locks.get()
 
     async def __aenter__(self) -> None:
         await self.lock().acquire()
@@ -57,3 +98,133 @@ class LoopLock:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         self.lock().release()
+
+
+class _Kept(Generic[T]):
+    """A client and the async generator that closes it when its loop shuts down."""
+
+    def __init__(self, client: T, close: Callable[[T], Awaitable[None]]) -> None:
+        self.client = client
+        self.keeper = self._keep(client, close)
+        self.started = False
+
+    @staticmethod
+    async def _keep(client: T, close: Callable[[T], Awaitable[None]]) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await close(client)
+
+
+class LoopClients(Generic[T]):
+    """A client for each event loop (an ``httpx.AsyncClient``: its kept-alive connections
+    belong to the loop that opened them, and fail in another with "Event loop is closed"),
+    closed with ``close`` while its loop still runs.
+
+    A closed loop's connections cannot be closed any more: closing an asyncio transport
+    schedules a callback on its loop (``RuntimeError: Event loop is closed``), and what
+    ``httpx``, ``httpcore`` and asyncio show of its socket (``TransportSocket``) cannot close
+    it either. Each loop's client is therefore closed as the loop shuts down: a started async
+    generator that holds it is closed by ``loop.shutdown_asyncgens()``, which ``asyncio.run``,
+    ``asyncio.Runner`` and pytest-asyncio call before closing the loop, and its ``finally``
+    closes the client there. (A client made anew in each ``asyncio.run`` without that was
+    left to the garbage collector with its sockets open: "ResourceWarning: unclosed
+    transport", one file descriptor each until a collection.) A loop closed without
+    ``shutdown_asyncgens`` leaves its client to the garbage collector, as before."""
+
+    def __init__(self, make: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
+        self._kept: PerLoop[_Kept[T]] = PerLoop(lambda: _Kept(make(), close))
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    async def get(self) -> T:
+        """The running loop's client, made on its first use."""
+        kept = self._kept.get()
+        if not kept.started:
+            kept.started = True
+            # runs to the generator's yield at once, and registers it with the loop's
+            # asyncgen hooks: from here the loop's shutdown closes the client
+            await kept.keeper.asend(None)
+        return kept.client
+
+    async def aclose(self) -> None:
+        """Close every loop's client: the running loop's now, another running loop's in that
+        loop (scheduled there, not waited for); a closed loop's is dropped. A later
+        :meth:`get` makes a new one."""
+        running = asyncio.get_running_loop()
+        for loop, kept in self._kept.pop_all():
+            if not kept.started:
+                continue
+            if loop is running:
+                await kept.keeper.aclose()
+            elif not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(loop.create_task, kept.keeper.aclose())
+                except RuntimeError:  # it closed meanwhile: nothing left to close it in
+                    pass
+
+
+def _wake(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class SharedSemaphore:
+    """A semaphore that every event loop and thread shares, used as ``async with``: at most
+    ``value`` holders at once, whichever loop each runs in, served in the order they came.
+    An ``asyncio.Semaphore`` is bound to one loop, so a client used from several threads
+    (each with its own ``asyncio.run``) or from one ``asyncio.run`` after another needed one
+    per loop, and each loop got the whole cap: 4 threads with ``max_concurrency=2`` had 8
+    requests in flight at the server.
+
+    A waiter waits on a future of its own loop, which a release in any thread completes
+    (``call_soon_threadsafe``), so no loop is ever blocked; a ``threading.Lock`` guards the
+    count for the moment it is read and changed. A release hands its place straight to the
+    first waiter; a waiter cancelled after that passes it on. A place held or handed to a
+    task of a loop closed without its tasks being cancelled (``asyncio.run`` cancels them) is
+    lost with that loop."""
+
+    def __init__(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("a semaphore's value must be >= 1")
+        self._free = value
+        self._guard = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            waiter = (loop, loop.create_future())
+            self._waiters.append(waiter)
+        try:
+            await waiter[1]
+        except BaseException:  # cancelled: give up the place, or pass it on if it was handed over
+            with self._guard:
+                handed = waiter not in self._waiters
+                if not handed:
+                    self._waiters.remove(waiter)
+            if handed:
+                self.release()
+            raise
+
+    def release(self) -> None:
+        with self._guard:
+            while self._waiters:
+                loop, future = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(_wake, future)
+                    return
+                except RuntimeError:  # its loop is closed: nobody waits there any more
+                    continue
+            self._free += 1
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.release()

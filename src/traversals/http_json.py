@@ -51,6 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .aio import LoopClients, SharedSemaphore
 from .errors import BadInput, PromptTooLong, TraversalsError
 from .headers import check_headers, has_authorization
 from .retry import backoff_delay, parse_retry_after
@@ -188,8 +189,8 @@ class JsonPoster:
     """An ``httpx.AsyncClient`` for one API root (``base_url``, e.g.
     ``http://127.0.0.1:8000/v1``) that posts JSON objects and returns JSON objects (module
     doc). ``name`` starts every error message; at most ``max_concurrency`` requests are in
-    flight at once. ``merge_stream`` turns the events of a reply streamed though not asked
-    for into the reply's JSON object."""
+    flight at once, across all the event loops and threads that use it. ``merge_stream``
+    turns the events of a reply streamed though not asked for into the reply's JSON object."""
 
     def __init__(
         self,
@@ -229,7 +230,9 @@ class JsonPoster:
         self.merge_stream = merge_stream
         self._rng = random.Random()
         self._sleep = sleep
-        self._sem = asyncio.Semaphore(max(1, int(max_concurrency)))
+        #: the cap on requests in flight, held across event loops and threads (one object
+        #: shared by threads that each run asyncio.run: docs/decisions.md)
+        self._sem = SharedSemaphore(max(1, int(max_concurrency)))
         api_key = (api_key or "").strip()
         extra = check_headers(headers, f"{name}: headers", own=OWN_HEADERS, client="the client")
         if api_key and has_authorization(extra):
@@ -260,8 +263,10 @@ class JsonPoster:
                 )
             headers["Authorization"] = f"Bearer {api_key}"
         self._has_key = bool(api_key)
+        #: what every request carries (the key among them: never shown)
+        self._headers = httpx.Headers(headers | extra)
         self._client_args: dict[str, Any] = dict(
-            headers=headers | extra,
+            headers=self._headers,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
             limits=httpx.Limits(
                 max_connections=max(1, int(max_concurrency)),
@@ -269,20 +274,9 @@ class JsonPoster:
             ),
             transport=transport,
         )
-        self._max_concurrency = max(1, int(max_concurrency))
-        self._client = httpx.AsyncClient(**self._client_args)
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _for_this_loop(self) -> httpx.AsyncClient:
-        """The client, made anew in a new event loop (a library user's second
-        ``asyncio.run``): the kept-alive connections and the semaphore of the first belong to
-        a closed loop ("Event loop is closed" on the next request)."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not None and self._loop is not loop:
-            self._client = httpx.AsyncClient(**self._client_args)  # the old one's sockets went with its loop
-            self._sem = asyncio.Semaphore(self._max_concurrency)
-        self._loop = loop
-        return self._client
+        #: one client per event loop (its connections are that loop's), closed as the loop shuts down
+        self._clients: LoopClients[httpx.AsyncClient] = LoopClients(
+            lambda: httpx.AsyncClient(**self._client_args), httpx.AsyncClient.aclose)
 
     def url_of(self, path: str) -> str:
         """``base_url + path``, with the base URL's query after it."""
@@ -306,7 +300,7 @@ class JsonPoster:
     async def _send(self, url: str, body: dict[str, Any], bearer: str | None) -> httpx.Response:
         """One attempt, the whole of it within ``timeout`` (httpx bounds each read only)."""
         headers = {"Authorization": f"Bearer {bearer}"} if bearer is not None else None
-        client = self._for_this_loop()
+        client = await self._clients.get()
         async with self._sem:
             try:
                 return await asyncio.wait_for(client.post(url, json=body, headers=headers), self.timeout)
@@ -456,6 +450,6 @@ class JsonPoster:
         return err
 
     async def aclose(self) -> None:
-        if self._loop is not None and self._loop is not asyncio.get_running_loop():
-            return  # its connections went with the loop that made them: nothing of them to close here
-        await self._client.aclose()
+        """Close the clients: the running loop's at once, those of other loops still running
+        in their own loop (:meth:`traversals.aio.LoopClients.aclose`)."""
+        await self._clients.aclose()

@@ -5,11 +5,12 @@ went on calling the LLM after the question had ended, its cost counted short).""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
 
-from traversals.aio import LoopLock, gather
+from traversals.aio import LoopClients, LoopLock, SharedSemaphore, gather
 from traversals.api import SearchConfig, build_solver
 from traversals.errors import LLMError
 from traversals.llm.base import spending
@@ -111,3 +112,112 @@ def test_a_loop_lock_keeps_no_lock_of_a_closed_loop():
         asyncio.run(contended())
     assert len(lock._locks) == 1
 
+
+
+def test_a_shared_semaphore_caps_holders_across_threads_each_running_its_own_loop():
+    """One client used by threads that each run asyncio.run got one asyncio.Semaphore per
+    loop: each loop had the whole cap (4 threads, a cap of 2: 8 requests in flight)."""
+    sem = SharedSemaphore(2)
+    held, peak, guard = [0], [0], threading.Lock()
+
+    async def hold() -> None:
+        async with sem:
+            with guard:
+                held[0] += 1
+                peak[0] = max(peak[0], held[0])
+            await asyncio.sleep(0.01)
+            with guard:
+                held[0] -= 1
+
+    async def burst() -> None:
+        await asyncio.gather(*(hold() for _ in range(5)))
+
+    threads = [threading.Thread(target=asyncio.run, args=(burst(),)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert not any(t.is_alive() for t in threads)
+    assert peak[0] == 2 and held[0] == 0
+    assert sem._free == 2  # every place came back
+
+
+async def test_a_shared_semaphore_waiter_cancelled_passes_its_place_on():
+    sem = SharedSemaphore(1)
+    await sem.acquire()
+    first = asyncio.ensure_future(sem.acquire())
+    second = asyncio.ensure_future(sem.acquire())
+    await asyncio.sleep(0)
+    sem.release()  # hands the place to first ...
+    first.cancel()  # ... which is cancelled before it runs: second gets it
+    await asyncio.wait_for(second, 5)
+    assert first.cancelled()
+    waiting = asyncio.ensure_future(sem.acquire())
+    await asyncio.sleep(0)
+    waiting.cancel()  # cancelled while still in line: it takes no place
+    await asyncio.gather(waiting, return_exceptions=True)
+    sem.release()
+    await asyncio.wait_for(sem.acquire(), 5)
+    sem.release()
+    assert sem._free == 1
+
+
+def test_loop_clients_close_each_loops_client_as_the_loop_shuts_down():
+    """A client made anew in each asyncio.run was dropped unclosed with its loop: its
+    connections stayed open until a garbage collection ("ResourceWarning: unclosed transport")."""
+    made: list[object] = []
+    closed: list[object] = []
+
+    def make() -> object:
+        made.append(object())
+        return made[-1]
+
+    async def close(client: object) -> None:
+        await asyncio.sleep(0)  # the loop still runs
+        closed.append(client)
+
+    clients: LoopClients[object] = LoopClients(make, close)
+
+    async def use() -> object:
+        one = await clients.get()
+        assert await clients.get() is one  # one per loop
+        return one
+
+    used = [asyncio.run(use()) for _ in range(3)]
+    assert used == made and closed == made
+    assert len(clients) == 1  # the closed loops' entries are dropped
+
+    async def use_and_close() -> None:
+        await use()
+        await clients.aclose()
+        assert closed[-1] is made[-1]
+
+    asyncio.run(use_and_close())
+    assert closed == made and len(clients) == 0
+
+
+def test_loop_clients_aclose_in_one_loop_closes_another_running_loops_client():
+    """aclose() from another loop than the last one used did nothing."""
+    closed: list[str] = []
+
+    async def close(client: str) -> None:
+        closed.append(client)
+
+    clients: LoopClients[str] = LoopClients(lambda: f"client of {threading.current_thread().name}", close)
+    other = asyncio.new_event_loop()
+    runner = threading.Thread(target=other.run_forever, name="other")
+    runner.start()
+    try:
+        assert asyncio.run_coroutine_threadsafe(clients.get(), other).result(5) == "client of other"
+
+        async def main() -> None:
+            await clients.get()
+            await clients.aclose()
+
+        asyncio.run(main())
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), other).result(5)  # the other loop has turned
+        assert sorted(closed) == ["client of MainThread", "client of other"]
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        runner.join(5)
+        other.close()

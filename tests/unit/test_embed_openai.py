@@ -467,7 +467,7 @@ async def test_embedder_url_and_key_default_to_the_llms(argv, environ, url, key)
     assert (
         isinstance(emb, OpenAIEmbedder) and emb.base_url == url and emb.timeout == 9.0
     )
-    assert emb._http._client.headers.get("authorization") == (
+    assert emb._http._headers.get("authorization") == (
         f"Bearer {key}" if key else None
     )
     await emb.aclose()
@@ -573,11 +573,13 @@ async def test_the_service_and_close_all_close_the_embedder():
             yield
 
     async with serving():
-        assert not emb._http._client.is_closed
-    assert emb._http._client.is_closed
+        served = await emb._http._clients.get()  # the client requests go out on in this loop
+        assert not served.is_closed
+    assert served.is_closed
     other = OpenAIEmbedder(URL, "emb")
+    used = await other._http._clients.get()
     await close_all(ScriptedLLM([]), [], other)
-    assert other._http._client.is_closed
+    assert used.is_closed
 
 
 def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
@@ -603,6 +605,15 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
     )
     monkeypatch.setattr(kg_factory, "open_kg", lambda spec, **kw: Closable("kg"))
     monkeypatch.setattr(api, "build_solver", build_solver)
+    closed = []
+    aclose = OpenAIEmbedder.aclose
+
+    async def recorded_aclose(self):
+        closed.append(self)
+        await aclose(self)
+
+    monkeypatch.setattr(OpenAIEmbedder, "aclose", recorded_aclose)
+    monkeypatch.setattr(OpenAIEmbedder, "close", recorded_aclose)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     out = tmp_path / "e"
@@ -613,8 +624,8 @@ def test_cli_eval_rwt_records_the_embedder_spec_and_url_never_the_key(
     assert main(args) == 0
     [emb] = embedders
     assert isinstance(emb, OpenAIEmbedder) and emb.base_url == "http://127.0.0.1:9/v1"
-    assert emb._http._client.headers["authorization"] == "Bearer sk-flag-secret"
-    assert emb._http._client.is_closed  # closed with the LLM and the KG
+    assert emb._http._headers["authorization"] == "Bearer sk-flag-secret"
+    assert closed == [emb]  # closed with the LLM and the KG
     text = (out / "run.json").read_text()
     run = json.loads(text)
     assert (

@@ -459,6 +459,67 @@ def test_one_llm_serves_one_asyncio_run_after_another() -> None:
     assert texts == [["ok"]] * 3 and len(server.requests) == 3
 
 
+def test_max_concurrency_holds_across_threads_each_running_its_own_loop() -> None:
+    """One LLM shared by threads that each run asyncio.run: each loop got a semaphore of its
+    own, so 4 threads with max_concurrency=2 had 8 requests in flight at the server."""
+    import asyncio
+    import time
+
+    server = Server(keep_alive=True)
+    in_flight, peak, guard = [0], [0], threading.Lock()
+
+    def respond(path: str, body: dict[str, Any]) -> Reply:
+        with guard:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.02)  # long enough for the threads' requests to meet
+        with guard:
+            in_flight[0] -= 1
+        return 200, chat("ok"), {}
+
+    server.respond = respond
+    llm = client(server, max_concurrency=2)
+    answers: list[list[str]] = []
+
+    async def burst() -> None:
+        replies = await asyncio.gather(*(llm.generate(f"q{i}", max_tokens=4) for i in range(5)))
+        answers.extend(r.texts for r in replies)
+
+    try:
+        threads = [threading.Thread(target=asyncio.run, args=(burst(),)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        asyncio.run(llm.close())
+    finally:
+        server.stop()
+    assert answers == [["ok"]] * 20
+    assert peak[0] <= 2, f"{peak[0]} requests in flight with max_concurrency=2"
+
+
+def test_one_llm_over_many_asyncio_runs_leaves_no_connection_open() -> None:
+    """Each asyncio.run's client was dropped unclosed when the next loop made its own: its
+    kept-alive connection stayed open until a garbage collection ("ResourceWarning: unclosed
+    transport", a file descriptor each). Each is closed as its loop shuts down."""
+    import asyncio
+    import gc
+
+    server = Server(keep_alive=True)
+    try:
+        llm = client(server)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            texts = [asyncio.run(llm.generate("hello", max_tokens=4)).texts for _ in range(5)]
+            gc.collect()
+        unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+        asyncio.run(llm.close())
+    finally:
+        server.stop()
+    assert texts == [["ok"]] * 5
+    assert unclosed == []
+
+
 async def test_a_reply_quoting_the_key_or_a_bare_bearer_token_shows_neither(server: Server) -> None:
     server.respond = lambda path, body: (200, {"detail": "invalid api key sk-test-SECRET-123"}, {})
     llm = client(server, api_key="sk-test-SECRET-123")

@@ -185,12 +185,12 @@ def test_the_embedder_gets_the_llm_headers_at_the_llms_url_only() -> None:
     other = open_embedder_from_args(parse("--llm", "openai:m", "--llm-header", f"api-key: {SECRET}",
                                           "--embedder", "openai:e", "--embedder-url", "http://other.test/v1"), env)
     assert isinstance(same, OpenAIEmbedder) and isinstance(other, OpenAIEmbedder)
-    assert same._http._client.headers.get("api-key") == SECRET
-    assert "api-key" not in other._http._client.headers  # a key meant for one server never goes to another
+    assert same._http._headers.get("api-key") == SECRET
+    assert "api-key" not in other._http._headers  # a key meant for one server never goes to another
     own = open_embedder_from_args(parse("--llm", "openai:m", "--llm-header", f"api-key: {SECRET}",
                                         "--embedder", "openai:e", "--embedder-url", "http://other.test/v1",
                                         "--embedder-header", "X-Key: ${EMBED_KEY}"), {**env, "EMBED_KEY": "k9"})
-    assert own._http._client.headers.get("x-key") == "k9" and "api-key" not in own._http._client.headers
+    assert own._http._headers.get("x-key") == "k9" and "api-key" not in own._http._headers
     with pytest.raises(BadInput, match="--embedder-header: a header is given as 'Name: value'") as e:
         open_llm_from_args(parse("--llm", "openai:m", "--embedder-header", SECRET), env)  # told before anything opens
     assert SECRET not in str(e.value)

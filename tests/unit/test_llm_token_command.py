@@ -138,7 +138,7 @@ def test_the_cli_flag_replaces_the_environment_key_and_goes_to_the_embedder_at_t
     other = open_embedder_from_args(parse("--llm", "openai:m", "--llm-token-command", "echo t", "--embedder",
                                           "openai:e", "--embedder-url", "http://other.test/v1"), env)
     assert same._http.token is not None and same._http.token.command == "echo t"
-    assert other._http.token is None and other._http._client.headers["authorization"] == "Bearer sk-env"
+    assert other._http.token is None and other._http._headers["authorization"] == "Bearer sk-env"
 
 
 def jwt(exp: float | None, n: int = 1) -> str:
