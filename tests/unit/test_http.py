@@ -382,6 +382,59 @@ async def test_max_concurrency() -> None:
     await http.aclose()
 
 
+def test_a_rate_limit_holds_across_threads_each_running_its_own_loop() -> None:
+    """WDQS's one request at a time (RateLimit(max_concurrency=1)) held in each event loop
+    only: threads sharing one KG, each with its own asyncio.run, sent theirs at once; and two
+    loops waiting out min_interval both started at the same moment."""
+    guard = threading.Lock()
+    in_flight, peak, starts = [0], [0], []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        with guard:
+            starts.append(time.monotonic())
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        await asyncio.sleep(0.005)
+        with guard:
+            in_flight[0] -= 1
+        return httpx.Response(200, text="ok")
+
+    http = HttpClient(transport=httpx.MockTransport(handler),
+                      rate_limit=RateLimit(min_interval=0.05, max_concurrency=1))
+
+    async def burst() -> list[str]:
+        return [r.text for r in await asyncio.gather(*(http.get(URL) for _ in range(3)))]
+
+    answers: list[list[str]] = []
+    threads = [threading.Thread(target=lambda: answers.append(asyncio.run(burst()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    asyncio.run(http.aclose())
+    assert answers == [["ok"] * 3] * 3
+    assert peak[0] == 1
+    starts.sort()
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert all(g >= 0.03 for g in gaps), gaps  # 0.05 s apart, less a thread switch's delay
+
+
+def test_each_event_loops_client_is_closed_as_the_loop_shuts_down() -> None:
+    """A KG used in one asyncio.run after another made a client in each and dropped the last
+    one's unclosed, its connections open until a garbage collection."""
+
+    class Counted(httpx.MockTransport):
+        closed = 0
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    transport = Counted(lambda request: httpx.Response(200, text="ok"))
+    http = HttpClient(transport=transport)
+    assert [asyncio.run(http.get(URL)).text for _ in range(3)] == ["ok"] * 3
+    assert transport.closed == 3  # each loop's client, as its asyncio.run ended
+
+
 def test_rate_limit_validation() -> None:
     with pytest.raises(ValueError):
         RateLimit(min_interval=-1)

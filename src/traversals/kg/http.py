@@ -26,9 +26,11 @@ Credentials travel per request (``auth=``, ``headers=``), so one client may serv
 endpoints, each with its own; httpx drops the ``Authorization`` header when a redirect leaves
 the endpoint's origin.
 
-The ``httpx.AsyncClient`` is created lazily on first use (so an ``HttpClient`` can be
-built outside an event loop) and is bound to that loop; call :meth:`HttpClient.aclose`
-when done.
+An ``httpx.AsyncClient`` is created lazily on first use in each event loop (so an
+``HttpClient`` can be built outside one, and serve one ``asyncio.run`` after another, or
+threads that each run their own), and is closed as that loop shuts down; the
+:class:`RateLimit` holds across all the loops and threads together. Call
+:meth:`HttpClient.aclose` when done.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
+from ..aio import LoopClients, SharedSemaphore
 from ..errors import BadInput, KGAuthError, KGError, KGQueryError, KGTimeout, KGUnavailable
 from ..retry import backoff_delay, parse_retry_after
 from ..validate import shown_url
@@ -81,7 +84,8 @@ def default_user_agent(contact: str | None = None, *, url: str | None = None) ->
 @dataclass(frozen=True)
 class RateLimit:
     """Client-side pacing: at least ``min_interval`` seconds between the starts of two
-    requests, and at most ``max_concurrency`` requests in flight (``None``: no cap)."""
+    requests, and at most ``max_concurrency`` requests in flight (``None``: no cap), of one
+    :class:`HttpClient` in all the event loops and threads that use it."""
 
     min_interval: float = 0.0
     max_concurrency: int | None = None
@@ -225,6 +229,19 @@ def _describe(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+@dataclass
+class _Pool:
+    """One event loop's client, and its connection slots: a request holds one of the pool's
+    connections before its time budget starts, so the budget is the endpoint's time, not the
+    wait behind this client's other requests."""
+
+    client: httpx.AsyncClient
+    connections: asyncio.Semaphore
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
 class HttpClient:
     """A pooled HTTP client with time budgets, retries, a User-Agent and rate limiting.
 
@@ -288,13 +305,15 @@ class HttpClient:
         self._max_connections = max_connections
         self._sleep = sleep or asyncio.sleep
         self._rng = rng or random.Random()
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphore: asyncio.Semaphore | None = None
-        #: a request holds one of the pool's connections before its time budget starts: the
-        #: budget is the endpoint's time, not the wait behind this client's other requests
-        self._connections: asyncio.Semaphore | None = None
-        self._pace_lock: asyncio.Lock | None = None
+        #: one pool per event loop (its connections are that loop's), closed as the loop shuts down
+        self._pools: LoopClients[_Pool] = LoopClients(self._new_pool, _Pool.aclose)
+        #: the cap on requests in flight, held across event loops and threads (WDQS asks for one
+        #: at a time from a client, whichever thread sends it: docs/decisions.md)
+        self._semaphore = (SharedSemaphore(rate_limit.max_concurrency)
+                           if rate_limit is not None and rate_limit.max_concurrency is not None else None)
+        #: taken by one request at a time, in whichever loop or thread, to wait out ``min_interval``
+        self._pace_lock = (SharedSemaphore(1)
+                           if rate_limit is not None and rate_limit.min_interval > 0 else None)
         self._next_start = 0.0
         #: no request starts before this (time.monotonic()): a server's Retry-After holds for
         #: the whole client, not only the request it answered (WDQS bans a client that goes on)
@@ -303,41 +322,33 @@ class HttpClient:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def _get_client(self) -> httpx.AsyncClient:
+    def _new_pool(self) -> _Pool:
+        client = httpx.AsyncClient(
+            headers={"User-Agent": self.user_agent},
+            # The overall budget is enforced by asyncio.timeout; these keep a dead
+            # connection attempt from eating the whole budget of every retry.
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            limits=httpx.Limits(
+                max_connections=self._max_connections,
+                max_keepalive_connections=self._max_connections,
+            ),
+            transport=self._transport,
+            event_hooks=self._event_hooks or None,
+            follow_redirects=True,
+        )
+        return _Pool(client, asyncio.Semaphore(self._max_connections))
+
+    async def _get_pool(self) -> _Pool:
+        """The running loop's client and its connection slots, made on the loop's first request."""
         if self._closed:
             raise KGError("HTTP client is closed")
-        loop = asyncio.get_running_loop()
-        if self._client is not None and self._loop is not loop:
-            # used from a new event loop (e.g. a second asyncio.run): the old pool and
-            # locks belong to a dead loop; start afresh
-            self._client = None
-            self._semaphore = None
-            self._connections = None
-            self._pace_lock = None
-        self._loop = loop
-        if self._connections is None:
-            self._connections = asyncio.Semaphore(self._max_connections)
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                headers={"User-Agent": self.user_agent},
-                # The overall budget is enforced by asyncio.timeout; these keep a dead
-                # connection attempt from eating the whole budget of every retry.
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-                limits=httpx.Limits(
-                    max_connections=self._max_connections,
-                    max_keepalive_connections=self._max_connections,
-                ),
-                transport=self._transport,
-                event_hooks=self._event_hooks or None,
-                follow_redirects=True,
-            )
-        return self._client
+        return await self._pools.get()
 
     async def aclose(self) -> None:
+        """Close the clients: the running loop's at once, those of other loops still running
+        in their own loop (:meth:`traversals.aio.LoopClients.aclose`)."""
         self._closed = True
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        await self._pools.aclose()
 
     async def __aenter__(self) -> "HttpClient":
         return self
@@ -347,20 +358,10 @@ class HttpClient:
 
     # -- pacing ----------------------------------------------------------------------
 
-    def _limits(self) -> tuple[asyncio.Semaphore | None, asyncio.Lock | None]:
-        rl = self.rate_limit
-        if rl is None:
-            return None, None
-        if rl.max_concurrency is not None and self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(rl.max_concurrency)
-        if rl.min_interval > 0 and self._pace_lock is None:
-            self._pace_lock = asyncio.Lock()
-        return self._semaphore, self._pace_lock
-
-    async def _pace(self, lock: asyncio.Lock | None) -> None:
-        if lock is None or self.rate_limit is None:
+    async def _pace(self) -> None:
+        if self._pace_lock is None or self.rate_limit is None:
             return
-        async with lock:
+        async with self._pace_lock:
             now = time.monotonic()
             wait = self._next_start - now
             if wait > 0:
@@ -393,8 +394,8 @@ class HttpClient:
         budget = self.timeout if timeout is None else float(timeout)
         where = f"{what} {shown_url(url)}"
         target = with_params(url, params)
-        client = self._get_client()
-        semaphore, pace_lock = self._limits()
+        pool = await self._get_pool()
+        semaphore = self._semaphore
         attempt = 0
         while True:
             retry_after: float | None = None
@@ -403,13 +404,12 @@ class HttpClient:
                 if semaphore is not None:
                     await semaphore.acquire()
                 try:
-                    await self._pace(pace_lock)
-                    assert self._connections is not None
-                    async with self._connections:  # a free connection first, then the budget
+                    await self._pace()
+                    async with pool.connections:  # a free connection first, then the budget
                         await self._hold(where)
                         self.stats.requests += 1
                         async with asyncio.timeout(budget):
-                            response = await self._send(client, method, target, data, headers, auth)
+                            response = await self._send(pool.client, method, target, data, headers, auth)
                 finally:
                     if semaphore is not None:
                         semaphore.release()
