@@ -79,3 +79,26 @@ def dylan_kg() -> DictKG:
                 "Q485708": "Duluth", "Q177220": "singer"},
         relation_labels={"P25": ("mother", "is mother of"), "P19": ("place of birth", ""), "P106": ("occupation", "")},
     )
+
+
+class GatedKG(DictKG):
+    """A DictKG whose ``search`` waits for ``gate`` to open: calls made while it is shut
+    overlap, deterministically. ``entered`` is set by each search as it starts waiting;
+    ``fail`` searches raise ``ConnectionError`` once the gate opens (then no more)."""
+
+    def __init__(self, *args, fail: int = 0, **kw) -> None:
+        import asyncio
+
+        super().__init__(*args, **kw)
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.fail = fail
+
+    async def search(self, text: str, limit: int = 10) -> list[Entity]:
+        self.entered.set()
+        await self.gate.wait()
+        if self.fail:
+            self.fail -= 1
+            self.calls.append("search")
+            raise ConnectionError("refused")
+        return await super().search(text, limit)

@@ -434,3 +434,77 @@ async def test_a_literal_value_is_never_linked_to_an_entity_of_another_kg():
     assert (year.kg, year.id) == ("books", '"1984"^^xsd:gYear') and kgs.copies(year, films) == []
     rels = await kgs.get_relations([year], Usage())
     assert {(r.kg, r.key) for r in rels.items} == {("books", "~published")}
+
+
+# -- concurrent links of one entity: linked once, counted once --
+
+def gated_pair(fail: int = 0):
+    from .kgdouble import GatedKG
+
+    wiki = DictKG([("Q1", "P1", "Q2")], labels={"Q1": "A", "Q2": "B"}, name="wiki")
+    mb = GatedKG([("mb-b", "r", "mb-x")], labels={"mb-b": "B", "mb-x": "X"}, name="mb", fail=fail)
+    return wiki, mb
+
+
+async def test_two_concurrent_links_of_one_entity_search_its_label_once():
+    """Sibling expansions reaching the same entity link it concurrently: each call left out
+    what was linked when it started, so while one's label search was under way the other
+    searched again -- kg_calls changed between identical runs as the calls interleaved.
+    Now the second awaits the first's search: one search, counted once, to the call that did it."""
+    import asyncio
+
+    wiki, mb = gated_pair()
+    kgs = KGSet([wiki, mb])
+    b = wiki.entities["Q2"]
+    first, second = Usage(), Usage()
+    one = asyncio.ensure_future(kgs.link([b], first))
+    await mb.entered.wait()  # the first call's label search is under way
+    two = asyncio.ensure_future(kgs.link([b], second))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    mb.gate.set()
+    await asyncio.wait_for(asyncio.gather(one, two), 5)
+    assert mb.searched == ["B"]
+    assert (first.kg_calls, second.kg_calls) == (1, 0)
+    assert kgs.copies(b, mb) == [mb.entities["mb-b"]]
+
+
+async def test_a_link_waiting_on_a_cancelled_or_failed_one_links_the_entity_itself():
+    """The call a concurrent one waits on may end without linking: cancelled (its sibling's
+    step failed), or its search failed. The waiter is not left cancelled, nor the entity
+    taken for linked with no copy: it searches itself, and counts that search."""
+    import asyncio
+
+    for how in ("cancelled", "failed"):
+        wiki, mb = gated_pair(fail=1 if how == "failed" else 0)
+        kgs = KGSet([wiki, mb])
+        b = wiki.entities["Q2"]
+        first, second = Usage(), Usage()
+        one = asyncio.ensure_future(kgs.link([b], first))
+        await mb.entered.wait()
+        two = asyncio.ensure_future(kgs.link([b], second))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if how == "cancelled":
+            one.cancel()
+            await asyncio.gather(one, return_exceptions=True)
+        mb.gate.set()
+        await asyncio.wait_for(asyncio.gather(one, two, return_exceptions=True), 5)
+        assert one.cancelled() if how == "cancelled" else isinstance(one.exception(), Exception), how
+        assert kgs.copies(b, mb) == [mb.entities["mb-b"]], how
+        assert second.kg_calls == 1, how  # its own search
+    # a cancelled waiter leaves the first call's work to finish for the others
+    wiki, mb = gated_pair()
+    kgs = KGSet([wiki, mb])
+    b = wiki.entities["Q2"]
+    one = asyncio.ensure_future(kgs.link([b], Usage()))
+    await mb.entered.wait()
+    two = asyncio.ensure_future(kgs.link([b], Usage()))
+    three = asyncio.ensure_future(kgs.link([b], Usage()))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    two.cancel()
+    await asyncio.gather(two, return_exceptions=True)
+    mb.gate.set()
+    await asyncio.wait_for(asyncio.gather(one, three), 5)
+    assert mb.searched == ["B"] and kgs.copies(b, mb) == [mb.entities["mb-b"]]

@@ -26,6 +26,7 @@ counted in ``omitted``).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 from collections import Counter
@@ -172,6 +173,9 @@ class KGSet:
         # per answer: a predicate sharing its local name with another gets its IRI only when
         # both are in one answer, so its key could change between the steps of a search)
         self._relation_ids: dict[tuple[str, str], str] = {}
+        # entity (kg, id) -> done when the call linking it now ends (linked, failed or
+        # cancelled): a concurrent call for the same entity awaits it (:meth:`link`)
+        self._linking: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     def fresh(self) -> KGSet:
         """The same KGs and settings with no link recorded: one question's. A solver asks
@@ -181,6 +185,7 @@ class KGSet:
         clone = copy.copy(self)
         clone._links = {}
         clone._relation_ids = {}
+        clone._linking = {}
         return clone
 
     async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -465,9 +470,33 @@ class KGSet:
         todo = list({(e.kg, e.id): e for e in entities if not e.id.startswith(('"', "_:"))}.values())
         cut = self.max_links_per_step if limit == -1 else limit
         todo = todo if cut is None else todo[: max(0, cut)]
-        todo = [e for e in todo if (e.kg, e.id) not in self._links]
-        if not todo:
-            return
+        # A sibling's concurrent call may be linking some of them now: those are awaited,
+        # not searched for again (the same label search twice, counted twice, or once,
+        # as the calls happened to interleave: kg_calls changed between identical runs).
+        # The work and its count are the call's that does it; a call that ended without
+        # linking (failed, cancelled) links nothing, and its waiters link the rest then.
+        while todo := [e for e in todo if (e.kg, e.id) not in self._links]:
+            theirs = {self._linking[(e.kg, e.id)] for e in todo if (e.kg, e.id) in self._linking}
+            mine = [e for e in todo if (e.kg, e.id) not in self._linking]
+            if mine:
+                loop = asyncio.get_running_loop()
+                done = {(e.kg, e.id): loop.create_future() for e in mine}
+                self._linking.update(done)
+                try:
+                    await self._link_now(mine, usage, hints)
+                finally:
+                    for key, fut in done.items():
+                        if self._linking.get(key) is fut:
+                            del self._linking[key]
+                        if not fut.done():
+                            fut.set_result(None)
+            if theirs:  # awaited through wait(): a waiter cancelled leaves the future to the others
+                await asyncio.wait(theirs)
+
+    async def _link_now(self, todo: list[Entity], usage: Usage,
+                        hints: dict[tuple[str, str], dict[str, Entity]] | None) -> None:
+        """:meth:`link`'s work for ``todo``, entities not linked yet that no other call is
+        linking: each one's copies in the other KGs recorded in ``_links``."""
         # the ids each entity goes by: its own, and those its own KG states are the same
         ids: dict[tuple[str, str], list[str]] = {(e.kg, e.id): [e.id] for e in todo}
         # the label searched for in the others: the entity's own, or -- given by its id alone
