@@ -194,6 +194,146 @@ async def test_critical_model_embeds_each_text_once():
     assert await crit.value(guesses, first) == v1 and len(embedder.batches) == 2
 
 
+class GatedEmbedder(CountingEmbedder):
+    """A CountingEmbedder whose embed waits for ``gate``: calls made while it is shut
+    overlap, deterministically; ``fail`` calls raise once it opens."""
+
+    def __init__(self, fail: int = 0) -> None:
+        import asyncio
+
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.fail = fail
+
+    async def embed(self, texts):
+        self.batches.append(list(texts))
+        await self.gate.wait()
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("refused")
+        return await LexicalEmbedder().embed(texts)
+
+
+async def test_states_valued_at_once_embed_a_text_once_counted_once():
+    """Sibling states are valued concurrently (beam's gather): each call sent the texts not
+    kept when it started, so the guesses and a shared label were embedded by both, counted
+    twice or once as the calls interleaved. The second now awaits the first's vectors."""
+    import asyncio
+
+    from traversals.llm.base import Usage
+
+    embedder = GatedEmbedder()
+    crit = CriticalModel(embedder)
+    guesses = ["Florence Stone", "Beatrice Stone"]
+    a = PathNode(1, (Entity("x", "Florence Stone"), Entity("z", "1941")))
+    b = PathNode(2, (Entity("z", "1941"), Entity("w", "Bob Dylan")))
+    ua, ub = Usage(), Usage()
+    one = asyncio.ensure_future(crit.value(guesses, a, ua))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    two = asyncio.ensure_future(crit.value(guesses, b, ub))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    embedder.gate.set()
+    va, vb = await asyncio.wait_for(asyncio.gather(one, two), 5)
+    assert embedder.batches == [["Florence Stone", "Beatrice Stone", "1941"], ["Bob Dylan"]]
+    assert (ua.embedder_calls, ua.embedded_texts, ub.embedder_calls, ub.embedded_texts) == (1, 3, 1, 1)
+    assert (va, vb) == (await CriticalModel().value(guesses, a), await CriticalModel().value(guesses, b))
+
+
+async def test_a_value_waiting_on_a_failed_or_cancelled_embedding_embeds_the_texts_itself():
+    """The call whose vectors another awaits may end without them: its embedder failed, or
+    it was cancelled. The waiter is neither left cancelled nor given no vectors: it embeds
+    them itself (and counts that); a waiter cancelled leaves the vectors to the others."""
+    import asyncio
+
+    guesses = ["Florence Stone"]
+    a = PathNode(1, (Entity("x", "Florence Stone"),))
+    want = await CriticalModel().value(guesses, a)
+    for how in ("failed", "cancelled", "waiter cancelled"):
+        embedder = GatedEmbedder(fail=1 if how == "failed" else 0)
+        crit = CriticalModel(embedder)
+        one = asyncio.ensure_future(crit.value(guesses, a))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        two = asyncio.ensure_future(crit.value(guesses, a))
+        three = asyncio.ensure_future(crit.value(guesses, a))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if how != "failed":
+            (one if how == "cancelled" else two).cancel()
+        embedder.gate.set()
+        got = await asyncio.wait_for(asyncio.gather(one, two, three, return_exceptions=True), 5)
+        if how == "waiter cancelled":
+            assert got[0] == got[2] == want and len(embedder.batches) == 1, how
+        else:
+            assert got[1] == got[2] == want and len(embedder.batches) == 2, how
+
+
+class SlowFirstRollout:
+    """Rates every state 0.5; the first state it is asked about (the hop's most probable
+    relation) answers last, after a few loop turns, as an LLM's reply may."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def value(self, question, node, hops_left, usage):
+        import asyncio
+
+        self.asked += 1
+        for _ in range(20 if self.asked == 1 else 0):
+            await asyncio.sleep(0)
+        return 0.5
+
+    def answer_value(self, question, node):
+        return None
+
+
+async def test_beams_siblings_are_valued_by_the_critical_model_in_their_order():
+    """Siblings are walked and rated at once, and each reached the critical model when its
+    rating came back: which sent the guesses and a shared label (and counted them) followed
+    the LLM's reply times, so embedder_calls and a node's embedded_texts changed between
+    identical runs. The critical model now values them in their order."""
+    embedder = CountingEmbedder()
+    beam = HopBeamSearch(llm(), KGSet(open_kgs(["demo"])), RwTConfig(beam_width=1, beam_branch=2, max_hops=1),
+                         rollout=SlowFirstRollout(), critical=CriticalModel(embedder))
+    answer = await beam.ask(QUESTION, topic_entities=["Bob Dylan"])
+    first = [n for n in answer.trace["nodes"] if n["depth"] == 1]
+    assert first[0]["action"]["relation"]["label"] == "mother"
+    guesses = answer.trace["guesses"]
+    # the first sibling sends the guesses (its Beatrice Stone among them), the second its own labels
+    assert embedder.batches[0] == guesses and "Beatrice Stone" in guesses
+    assert first[0]["usage"]["embedded_texts"] == len(guesses)
+    assert first[1]["usage"]["embedded_texts"] == len(embedder.batches[1]) == len(first[1]["entities"])
+
+
+class NoisyEmbedder:
+    """Fixed vectors, each component moved by ``noise``: a sentence embedder's vector for
+    a text changes in its last bits with the batch it is embedded in."""
+
+    name = "noisy"
+
+    def __init__(self, noise: float) -> None:
+        self.noise = noise
+
+    async def embed(self, texts):
+        table = {"Florence Stone": [1.0, 0.0, 0.0], "Beatrice Stone": [0.6, 0.8, 0.0],
+                 "1941": [0.0, 0.3, 0.9539392014169456], "Bob Dylan": [0.28, 0.96, 0.0]}
+        return [[x + self.noise * (i + 1) for i, x in enumerate(table[t])] for t in texts]
+
+
+async def test_the_critical_value_does_not_change_with_the_embedders_last_bits():
+    """A resumed or concurrent run batches texts otherwise, and Sentence-BERT's vectors
+    differ by ~1e-9 with the batch: the value written to results.jsonl differed in its last
+    decimals between runs that searched alike. Each cosine is rounded to 4 places."""
+    guesses = ["Florence Stone", "Bob Dylan"]
+    node = PathNode(1, (Entity("y", "Beatrice Stone"), Entity("z", "1941")))
+    exact = await CriticalModel(NoisyEmbedder(0.0)).value(guesses, node)
+    for noise in (1e-9, -1e-9, 3e-9):
+        assert await CriticalModel(NoisyEmbedder(noise)).value(guesses, node) == exact, noise
+    assert exact == (0.6 + 0.936) / 2
+
+
 @pytest.mark.parametrize("strategy", ["mcts", "beam"])
 async def test_the_critical_models_embedder_calls_are_counted_where_the_llm_calls_are(strategy):
     """An embedder at a paid endpoint costs money and time: its calls were counted nowhere."""

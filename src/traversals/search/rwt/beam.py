@@ -32,7 +32,12 @@ class HopBeamSearch(RwTSearch):
                 actions = await self.expand(question, state)
                 top = sorted(actions, key=lambda a: -a[1])[: self.config.beam_branch]
                 children = [self.child(state, relation, prior, nodes) for relation, prior in top]
-                await gather(*(self.evaluate(question, guesses, c) for c in children))
+                # walked and rated at once; the critical model then values them one by one,
+                # in order: which of them embeds a text they share (and counts it) does not
+                # follow which walk or rating came back first
+                rated = await gather(*(self.walk_and_rate(question, c) for c in children))
+                for c in (c for c, ok in zip(children, rated) if ok):
+                    await self.value_with_critical(question, guesses, c)
                 candidates.extend(c for c in children if c.entities)
             beam = sorted(candidates, key=lambda n: (-(n.value or 0.0), n.id))[: self.config.beam_width]
             hops += bool(beam)

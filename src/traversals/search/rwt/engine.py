@@ -129,25 +129,40 @@ class RwTSearch:
 
     async def evaluate(self, question: str, guesses: Sequence[str], node: PathNode) -> float:
         """Walk the node's relation from its parent and value the state it reaches."""
+        if await self.walk_and_rate(question, node):
+            await self.value_with_critical(question, guesses, node)
+        return node.value or 0.0
+
+    async def walk_and_rate(self, question: str, node: PathNode) -> bool:
+        """:meth:`evaluate`'s first part: the walk and the roll-out model's rating. False
+        when the state is valued already (0: it reached nothing new, or its rating prompt
+        does not fit the LLM's context), and emitted."""
         assert node.parent is not None and node.relation is not None
         node.entities, node.edges, node.omitted = await step(self.edges, node.parent, node.relation, node.usage)
         if not node.entities:
             node.value = 0.0
             node.note = "the relation reached no new entity"
-        else:
-            hops_left = self.config.max_hops - node.depth
-            try:
-                node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
-            except PromptTooLong as exc:  # this state's own failure (many entities): valued 0, the search goes on
-                node.value = 0.0
-                node.note = f"value: its prompt does not fit the LLM's context ({exc})"
-                self._emit(node)
-                return node.value
-            node.critical = await self.critical.value(guesses, node, node.usage)
-            node.value = mix(node.rollout, node.critical, lam=self.config.lam)
-            as_answer = self.rollout.answer_value(question, node)
-            if as_answer is not None:  # a trained model values "answer here" on its own head
-                node.answer_value = mix(as_answer, node.critical, lam=self.config.lam)
+            self._emit(node)
+            return False
+        hops_left = self.config.max_hops - node.depth
+        try:
+            node.rollout = await self.rollout.value(question, node, hops_left, node.usage)
+        except PromptTooLong as exc:  # this state's own failure (many entities): valued 0, the search goes on
+            node.value = 0.0
+            node.note = f"value: its prompt does not fit the LLM's context ({exc})"
+            self._emit(node)
+            return False
+        return True
+
+    async def value_with_critical(self, question: str, guesses: Sequence[str], node: PathNode) -> float:
+        """:meth:`evaluate`'s second part, after :meth:`walk_and_rate`: the critical model,
+        and Eq. 4's mix of the two."""
+        assert node.rollout is not None
+        node.critical = await self.critical.value(guesses, node, node.usage)
+        node.value = mix(node.rollout, node.critical, lam=self.config.lam)
+        as_answer = self.rollout.answer_value(question, node)
+        if as_answer is not None:  # a trained model values "answer here" on its own head
+            node.answer_value = mix(as_answer, node.critical, lam=self.config.lam)
         self._emit(node)
         return node.value
 

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol, Sequence
 
 from ...embed import Embedder, LexicalEmbedder, Vector, cosine, embed_counted
@@ -32,13 +33,27 @@ class CriticalModel:
     """How well a state's entities fit the LLM's guesses: for each guess the best cosine
     among the state's first ``max_entities`` labels, averaged over the guesses. Vectors
     are cached by text (a search meets the same labels at many states): only the texts not
-    kept are embedded, and counted in the ``usage`` a call is given."""
+    kept are embedded, and counted in the ``usage`` a call is given. A text another call is
+    embedding now is awaited, not sent again: sibling states valued at once embed each
+    text once, counted once, in the call that sent it.
+
+    Each cosine is rounded to :data:`COSINE_DECIMALS` places: a sentence embedder's vector
+    for a text changes in its last bits with the other texts of its batch (~1e-9), and which
+    texts share a batch depends on what the cache holds (a resumed run, concurrent
+    questions), so the unrounded value differed between runs that searched alike; 4 places
+    are finer than any likeness an embedder tells apart."""
+
+    #: the places a cosine is rounded to (docs/rwt.md, Decisions: "The critical model's value repeats")
+    COSINE_DECIMALS = 4
 
     def __init__(self, embedder: Embedder | None = None, *, max_entities: int = 50, cache_size: int = 20_000) -> None:
         self.embedder: Embedder = embedder or LexicalEmbedder()
         self.max_entities = max_entities
         self.cache_size = cache_size
         self._vectors: dict[str, Vector] = {}
+        # text -> the vectors of the call embedding it now (text -> vector; none of them
+        # when that call failed or was cancelled): a concurrent call awaits them
+        self._pending: dict[str, asyncio.Future[dict[str, Vector]]] = {}
 
     async def value(self, guesses: Sequence[str], node: PathNode, usage: Usage | None = None) -> float:
         names = [e.label for e in node.entities[: self.max_entities]]
@@ -46,20 +61,48 @@ class CriticalModel:
             return 0.0
         vectors = await self._embed([*guesses, *names], usage)
         g, n = vectors[: len(guesses)], vectors[len(guesses) :]
-        return sum(max(max(0.0, cosine(x, y)) for y in n) for x in g) / len(g)
+        places = self.COSINE_DECIMALS
+        return sum(max(max(0.0, round(cosine(x, y), places)) for y in n) for x in g) / len(g)
 
     async def _embed(self, texts: Sequence[str], usage: Usage | None) -> list[Vector]:
         # this call's vectors are its own: a full cache cleared here (or by a call running
         # beside it while this one awaits the embedder) loses none of them
-        known = {t: self._vectors[t] for t in texts if t in self._vectors}
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
-            got = list(zip(missing, await embed_counted(self.embedder, missing, usage)))
-            known.update(got)
-            if len(self._vectors) + len(missing) > self.cache_size:
+        known: dict[str, Vector] = {}
+        loop = asyncio.get_running_loop()
+        while True:
+            # kept: at first, or since (by a call that waited, as this one, on a call that failed)
+            known.update((t, self._vectors[t]) for t in texts if t not in known and t in self._vectors)
+            missing = [t for t in dict.fromkeys(texts) if t not in known]
+            if not missing:
+                return [known[t] for t in texts]
+            # texts a concurrent call (of this loop) is embedding: its vectors, awaited; a
+            # call that failed or was cancelled gives none, and they are this call's then
+            theirs = {t: f for t in missing if (f := self._pending.get(t)) is not None and f.get_loop() is loop}
+            mine = [t for t in missing if t not in theirs]
+            if mine:
+                known.update(await self._embed_new(mine, usage, loop))
+            if theirs:  # awaited through wait(): a waiter cancelled leaves the vectors to the others
+                await asyncio.wait(set(theirs.values()))
+                known.update((t, got[t]) for t, f in theirs.items() if t in (got := f.result()))
+
+    async def _embed_new(self, texts: list[str], usage: Usage | None,
+                         loop: asyncio.AbstractEventLoop) -> dict[str, Vector]:
+        """``texts`` embedded in one counted call, kept, and given to the calls that
+        awaited them meanwhile."""
+        pending: asyncio.Future[dict[str, Vector]] = loop.create_future()
+        self._pending.update(dict.fromkeys(texts, pending))
+        got: dict[str, Vector] = {}
+        try:
+            got = dict(zip(texts, await embed_counted(self.embedder, texts, usage)))
+            if len(self._vectors) + len(texts) > self.cache_size:
                 self._vectors.clear()
             self._vectors.update(got)
-        return [known[t] for t in texts]
+        finally:
+            for t in texts:
+                if self._pending.get(t) is pending:
+                    del self._pending[t]
+            pending.set_result(got)  # {} when the call failed: the waiters embed them
+        return got
 
 
 class RolloutModel(Protocol):
