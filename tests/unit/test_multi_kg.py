@@ -508,3 +508,46 @@ async def test_a_link_waiting_on_a_cancelled_or_failed_one_links_the_entity_itse
     mb.gate.set()
     await asyncio.wait_for(asyncio.gather(one, three), 5)
     assert mb.searched == ["B"] and kgs.copies(b, mb) == [mb.entities["mb-b"]]
+
+
+# -- pinned by a mutation audit: behaviours no test above would notice changing --
+
+async def test_a_label_only_containing_the_entitys_is_no_link():
+    """b's search for "Nolan" finds "Christopher Nolan" (a partial match): only a label
+    equal to the entity's, once normalised, links it, or a's Nolan would be offered the
+    films another Nolan directed."""
+    a = DictKG([("a-nolan", "born_in", "a-london")], labels={"a-nolan": "Nolan", "a-london": "London"}, name="a")
+    b = DictKG([("b-cn", "directed", "b-inc")], labels={"b-cn": "Christopher Nolan", "b-inc": "Inception"}, name="b")
+    kgs = KGSet([a, b])
+    nolan = a.entities["a-nolan"]
+    rels = await kgs.get_relations([nolan], Usage())
+    assert {(r.kg, r.key) for r in rels.items} == {("a", "born_in")}
+    assert kgs.copies(nolan, b) == []
+
+
+async def test_the_far_end_of_an_inverse_relation_is_linked_and_named_as_the_first_kg_names_it():
+    """Walking ~director from Nolan (KG a) reaches the film, the edges' subject: it is the
+    end linked to the other KGs, and as b (given first) knows it, b's film is the node."""
+    b = DictKG([("b-film", "year", '"2010"')], labels={"b-film": "Inception", '"2010"': "2010"}, name="b")
+    a = DictKG([("a-film", "director", "a-nolan")], labels={"a-film": "Inception", "a-nolan": "Christopher Nolan"},
+               name="a")
+    kgs = KGSet([b, a])
+    nolan = a.entities["a-nolan"]
+    usage = Usage()
+    got = await kgs.get_edges([nolan], a.relations["director"].reversed(), usage)
+    assert got.new_entities == (b.entities["b-film"],)
+    assert [(e.subject.kg, e.subject.id, e.object.id) for e in got.edges] == [("b", "b-film", "a-nolan")]
+    assert kgs.copies(a.entities["a-film"], b) == [b.entities["b-film"]]
+
+
+async def test_each_kgs_search_gives_at_most_the_limit_even_when_the_kg_ignores_it():
+    class Unbounded(DictKG):
+        async def search(self, text, limit=10):
+            return await super().search(text, 10_000)
+
+    a = Unbounded([("a1", "r", "a2"), ("a3", "r", "a4")], labels={"a1": "Dune", "a2": "Dune II", "a3": "Dune III"},
+                  name="a")
+    b = Unbounded([("b1", "r", "b2")], labels={"b1": "Dune", "b2": "Dune Messiah"}, name="b")
+    got = await KGSet([a, b]).search("dune", Usage(), limit=2)
+    assert [(e.kg, e.id) for e in got] == [("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")]
+    assert [(e.kg, e.id) for e in await KGSet([a]).search("dune", Usage(), limit=1)] == [("a", "a1")]

@@ -303,3 +303,15 @@ async def test_an_expansion_of_two_sources_shows_each_ones_own_count():
         "A": {"r": ["a0", "a1", "a2", "a3", "a4", "(1 more not shown)"]},
         "B": {"r": "(4 more not shown)"},
     }
+
+
+async def test_relations_a_kg_gave_past_the_limit_are_cut_and_counted_as_omitted():
+    """A KG that ignores ``limit`` in get_relations: the KG set shows ``max_relations`` and
+    counts the rest, one KG or several."""
+    class Unbounded(DictKG):
+        async def get_relations(self, entities, limit=100):
+            return await super().get_relations(entities, 10_000)
+
+    kg = Unbounded([("x", f"r{i}", f"y{i}") for i in range(5)], labels={"x": "X"}, name="k")
+    got = await KGSet([kg], max_relations=2).get_relations([kg.entities["x"]], Usage())
+    assert [r.key for r in got.items] == ["r0", "r1"] and got.omitted == 3
