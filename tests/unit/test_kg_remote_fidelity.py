@@ -335,3 +335,91 @@ def test_a_number_an_endpoint_writes_with_a_plus_is_labelled_without_it(tmp_path
     for value, datatype, label in (("+1.5E3", "double", "1.5E3"), ("+42", "integer", "42"), ("-7", "decimal", "-7"),
                                    ("+5", "nonNegativeInteger", "5"), ("+5", "string", "+5")):
         assert iris.literal_label(value, iris.XSD + datatype) == label, (value, datatype)
+
+
+# -- pinned by a mutation audit: where both back ends must choose alike ------------------
+
+PREFERENCES_TTL = r"""
+@prefix ex: <http://ex.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+@prefix schema: <http://schema.org/> .
+@prefix tv: <http://traversals.local/vocab/> .
+@prefix wd: <http://www.wikidata.org/entity/> .
+@prefix wdt: <http://www.wikidata.org/prop/direct/> .
+@prefix wikibase: <http://wikiba.se/ontology#> .
+ex:hub rdfs:label "Hub" ; ex:has ex:gb, ex:us, ex:plain, ex:dog ; ex:parentOf ex:dog ; wdt:P99 ex:gb .
+ex:gb rdfs:label "Zed colour"@en-GB, "Abc Farbe"@de .
+ex:us rdfs:label "Zcolor"@en, "Colour"@en-GB .
+ex:plain rdfs:label "Zeta"@en, "Alpha" .
+ex:dog rdfs:label "Hund" ; skos:prefLabel "Dog"@en ; schema:description "Ein Hund"@de, "A dog"@en .
+ex:parentOf tv:inverseLabel "child of"@en, "Kind von"@de, "enfant de"@fr, "hijo de"@es .
+wdt:P99 rdfs:label "own label" .
+wd:P99 wikibase:directClaim wdt:P99 ; rdfs:label "entity label"@en .
+"""
+
+
+def test_both_back_ends_prefer_the_same_language_and_label(tmp_path) -> None:
+    """English over a regional English (en-GB) over an untagged label over any other
+    language; the language before the label predicate (an English skos:prefLabel over an
+    untagged rdfs:label); the same for descriptions and inverse labels; and a predicate's
+    own label, whatever its language, over its Wikidata property entity's."""
+    embedded, remote = _both(tmp_path, PREFERENCES_TTL)
+    hub = Entity("http://ex.org/hub", "Hub")
+
+    async def run(kg):
+        rels = {r.key: r for r in (await kg.get_relations([hub])).items}
+        has = await kg.get_edges([hub], rels["has"])
+        return (sorted(_names(e.object for e in has.edges)),
+                sorted((key, r.label, r.inverse_label) for key, r in rels.items()))
+
+    for kg in (embedded, remote):
+        ends, rels = asyncio.run(run(kg))
+        assert ends == [
+            ("http://ex.org/dog", "Dog", "A dog"),
+            ("http://ex.org/gb", "Zed colour", ""),
+            ("http://ex.org/plain", "Zeta", ""),
+            ("http://ex.org/us", "Zcolor", ""),
+        ], kg
+        assert rels == [
+            ("P99", "own label", "is own label of"),
+            ("has", "has", "is has of"),
+            ("parentOf", "parent of", "child of"),
+        ], kg
+
+
+ORDER_TTL = r"""
+@prefix ex: <http://ex.org/> .
+@prefix ex2: <http://ex2.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:t rdfs:label "Tee" ; ex:zz ex:a ; ex:aa ex:a ; ex:likes ex:a ; ex2:likes ex:b .
+ex:c rdfs:label "Carol" ; ex:street ex:s1, ex:s2 .
+ex:zz rdfs:label "alpha" . ex:aa rdfs:label "zeta" .
+ex:a rdfs:label "Ann" . ex:b rdfs:label "Ben" .
+ex:s1 rdfs:label "Straße" . ex:s2 rdfs:label "strasse b" .
+"""
+
+
+def test_both_back_ends_cut_relations_and_edges_in_one_order(tmp_path) -> None:
+    """Relations tied on their count come by the label shown, not by id ("alpha" is
+    ex:zz's): under a cap both back ends keep the same ones. Edges come by their far
+    end's label lower-cased as SPARQL's LCASE does ("straße" after "strasse b"; casefold
+    would put "strasse" first). Two predicates with one local name (ex:likes, ex2:likes)
+    keep their IRIs as ids, each reaching its own edges."""
+    embedded, remote = _both(tmp_path, ORDER_TTL)
+    t, c = Entity("http://ex.org/t", "Tee"), Entity("http://ex.org/c", "Carol")
+
+    async def run(kg):
+        first = [r.key for r in (await kg.get_relations([t], limit=1)).items]
+        rels = {r.key: r for r in (await kg.get_relations([t])).items}
+        street = await kg.get_edges([c], (await kg.get_relations([c])).items[0], limit=1)
+        likes = {key: [e.object.label for e in (await kg.get_edges([t], r)).edges]
+                 for key, r in rels.items() if key.endswith("likes")}
+        return first, sorted(rels), [e.object.label for e in street.edges], street.omitted, likes
+
+    for kg in (embedded, remote):
+        first, keys, street, omitted, likes = asyncio.run(run(kg))
+        assert first == ["zz"], kg
+        assert keys == ["aa", "http://ex.org/likes", "http://ex2.org/likes", "zz"], kg
+        assert (street, omitted) == (["strasse b"], 1), kg
+        assert likes == {"http://ex.org/likes": ["Ann"], "http://ex2.org/likes": ["Ben"]}, kg
