@@ -315,6 +315,7 @@ async def test_wikidata_shaped_labels_ids_literals(rdf_kg):
     assert (await one(rdf_kg, "A Thing")).id == "http://example.org/thing"  # schema:name
     assert (await one(rdf_kg, "Unlabelled Node")).id == "http://example.org/Unlabelled_Node"
     assert await rdf_kg.search("next") == []  # property entities are not results
+    assert await rdf_kg.search("year") == []  # nor one with no direct claim nor inverse label
 
     rels = {r.key: r for r in (await rdf_kg.get_relations([q1])).items}
     assert set(rels) == {"P7", "P8", "note"}
@@ -351,6 +352,22 @@ async def test_wikidata_shaped_labels_ids_literals(rdf_kg):
     inv = next(r for r in (await rdf_kg.get_relations([q2])).items if r.key == "~P7")
     assert inv.display == "comes after"
     assert [(e.subject.id, e.object.id) for e in (await rdf_kg.get_edges([q2], inv)).edges] == [("Q1", "Q2")]
+
+
+async def test_the_entities_asked_about_are_not_listed_as_new(tmp_path):
+    """Ann and Ben know each other: expanding both reaches Cal only, new to the subgraph;
+    the edges still name Ann and Ben at their far ends."""
+    p = tmp_path / "knows.ttl"
+    p.write_text('@prefix ex: <http://ex.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+                 'ex:a rdfs:label "Ann" ; ex:knows ex:b, ex:c .\nex:b rdfs:label "Ben" ; ex:knows ex:a .\n'
+                 'ex:c rdfs:label "Cal" .\n', "utf-8")
+    kg = OxigraphKG.from_file(p)
+    ann, ben = kg.entity("http://ex.org/a"), kg.entity("http://ex.org/b")
+    got = await kg.get_edges([ann, ben], kg.relation("knows"))
+    assert sorted((e.subject.label, e.object.label) for e in got.edges) == [("Ann", "Ben"), ("Ann", "Cal"),
+                                                                            ("Ben", "Ann")]
+    assert [e.label for e in got.new_entities] == ["Cal"]
+    kg.close_sync()
 
 
 async def test_nquads_are_flattened_and_gzip_loads(tmp_path):
