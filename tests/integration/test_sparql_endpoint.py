@@ -439,6 +439,10 @@ async def test_hub_relations_are_bounded_and_ranked(oxigraph) -> None:
         assert elapsed < 10, elapsed
         small = await kg.get_relations([ent(HUB)], limit=5)
         assert len(small.items) == 5 and small.omitted == HUB_EXTRA_RELATIONS + 2 - 5
+    # the grouped query's rows fill relation_rows exactly: there may be more, counted
+    async with SparqlKG(oxigraph.url, relation_rows=HUB_EXTRA_RELATIONS + 1) as kg:
+        full = await kg.get_relations([ent(HUB)], limit=5)
+        assert len(full.items) == 5 and full.omitted == HUB_EXTRA_RELATIONS + 2 - 5
 
 
 async def test_long_queries_are_posted(oxigraph) -> None:

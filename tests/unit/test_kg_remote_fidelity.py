@@ -423,3 +423,21 @@ def test_both_back_ends_cut_relations_and_edges_in_one_order(tmp_path) -> None:
         assert keys == ["aa", "http://ex.org/likes", "http://ex2.org/likes", "zz"], kg
         assert (street, omitted) == (["strasse b"], 1), kg
         assert likes == {"http://ex.org/likes": ["Ann"], "http://ex2.org/likes": ["Ben"]}, kg
+
+
+def test_both_back_ends_find_the_label_as_written_first_and_at_most_the_limit(tmp_path) -> None:
+    """Five nodes labelled "paris", "PARIS" or "Paris": the one written as asked comes
+    first, whichever rows the server happens to give first (the endpoint's exact query asks
+    for more than ``limit`` rows, then ranks them: Oxigraph's first row for "PARIS" is
+    the skos:prefLabel "Paris"), and no more than ``limit`` come back."""
+    ttl = '@prefix ex: <http://ex.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n' + "".join(
+        f'ex:p{i} rdfs:label "{label}" .\n' for i, label in enumerate(["paris", "paris", "paris", "PARIS"], 1))
+    ttl += 'ex:p5 <http://www.w3.org/2004/02/skos/core#prefLabel> "Paris" .\n'
+    embedded, remote = _both(tmp_path, ttl)
+
+    async def run(kg):
+        return ([e.id for e in await kg.search("Paris", limit=1)], [e.id for e in await kg.search("PARIS", limit=1)],
+                len(await kg.search("paris", limit=2)))
+
+    for kg in (embedded, remote):
+        assert asyncio.run(run(kg)) == (["http://ex.org/p5"], ["http://ex.org/p4"], 2), kg
