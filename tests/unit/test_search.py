@@ -1668,10 +1668,9 @@ def test_the_cot_answer_is_what_follows_the_last_answer_mark_a_list_below_it_inc
     assert extract_answer("ANSWER:") == "" and extract_answer("") == ""
 
 
-async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question():
-    """A subgraph grown past the context (a hub of long labels): the next prompt's 400 failed
-    the whole question, even with an answer found; now that node is not expanded (a note
-    says why) and the search goes on, or ends with what it has."""
+def past_context_once_beatrice_is_seen(forced: str = "EXPAND_KG: look up his mother"):
+    """A chain LLM that expands Bob Dylan's mother, and whose context the subgraph with
+    Beatrice Stone overflows; ``forced`` is its reply when the search asks for an answer."""
     from traversals.errors import PromptTooLong
 
     def respond(prompt, prefix, n, temperature):
@@ -1679,6 +1678,8 @@ async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question()
         if "So the next action should be:" in text:
             if "Beatrice Stone" in prompt:
                 raise PromptTooLong("the prompt has 9000 tokens but the context window is 8192")
+            if "The search is over" in prompt:
+                return forced
             return "EXPAND_KG: look up his mother"
         if "entities to expand" in text:
             return "Q392"
@@ -1686,7 +1687,15 @@ async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question()
             return "P25"
         return "0.5"
 
-    solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
+    return respond
+
+
+async def test_a_prompt_past_the_llms_context_ends_its_branch_not_the_question():
+    """A subgraph grown past the context (a hub of long labels): the next prompt's 400 failed
+    the whole question, even with an answer found; now that node is not expanded (a note
+    says why) and the search goes on, or ends with what it has."""
+    solver = build_solver("tree", ScriptedLLM(past_context_once_beatrice_is_seen()), [dylan_kg()],
+                          SearchConfig(k=1, decoding="sampled"))
     answer = await solver.ask("who is the mother of [Bob Dylan]")
     assert answer.stopped == "frontier_empty"
     last = answer.trace["nodes"][-1]
@@ -1836,23 +1845,8 @@ async def test_a_forced_answer_whose_prompt_does_not_fit_falls_back_to_a_shallow
     """No answer was proposed and the frontier emptied: the deepest state is made to answer,
     but its prompt (the grown subgraph) does not fit the context. A shallower state, whose
     prompt fits, answers instead of the search returning "Cannot find answer"."""
-    from traversals.errors import PromptTooLong
-
-    def respond(prompt, prefix, n, temperature):
-        text = prompt + prefix
-        if "So the next action should be:" in text:
-            if "Beatrice Stone" in prompt:
-                raise PromptTooLong("the prompt has 9000 tokens but the context window is 8192")
-            if "The search is over" in prompt:
-                return "ANSWER: Beatrice Stone"
-            return "EXPAND_KG: look up his mother"
-        if "entities to expand" in text:
-            return "Q392"
-        if "selecting property" in text:
-            return "P25"
-        return "0.5"
-
-    solver = build_solver("tree", ScriptedLLM(respond), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
+    policy = past_context_once_beatrice_is_seen(forced="ANSWER: Beatrice Stone")
+    solver = build_solver("tree", ScriptedLLM(policy), [dylan_kg()], SearchConfig(k=1, decoding="sampled"))
     answer = await solver.ask("who is the mother of [Bob Dylan]")
     assert answer.text == "Beatrice Stone" and answer.stopped == "frontier_empty"
     notes = [n.get("note") or "" for n in answer.trace["nodes"]]
