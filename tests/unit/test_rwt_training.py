@@ -22,7 +22,8 @@ from traversals.search.provenance import answer_paths, reaching_paths, supportin
 from traversals.search.subgraph import Subgraph
 from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
-from traversals.search.rwt import HopBeamSearch, MonteCarloTreeSearch, RwTConfig, TrainedRollout, ValueModel
+from traversals.search.rwt import (CriticalModel, HopBeamSearch, LexicalEmbedder, MonteCarloTreeSearch, RwTConfig,
+                                   TrainedRollout, ValueModel)
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion, Tree
 from traversals.search.rwt.valuemodel import (
     ENT, FEATURES, Example, ListedWords, features, fit, names, normalise, question_words, relation_lexicon, singular,
@@ -1041,3 +1042,80 @@ def test_a_server_reads_its_value_model_once_and_shares_it(tmp_path, monkeypatch
     monkeypatch.setattr(ValueModel, "load", classmethod(lambda cls, p: reads.append(p) or loaded))
     create_app(ScriptedLLM(responses=["x"]), [movie_kg()], defaults=SearchConfig(value_model=str(path)))
     assert reads == [str(path)]  # once at start; requests get the same model
+
+
+def _three_ways_kg() -> DictKG:
+    return DictKG([("Q", "good", "A"), ("Q", "bad", "B"), ("Q", "meh", "C"), ("A", "next", "D"), ("B", "next2", "E")])
+
+
+def _walked(tree: Tree) -> list[str]:
+    return sorted(">".join(key for _, key in path) for path in tree.nodes)
+
+
+async def _grow(kg: DictKG, model: ValueModel | None, config: TrainConfig, seed: int = 0) -> Tree:
+    q = TrainingQuestion("q", "which?", (kg.entities["Q"],), lambda es: 0.0)
+    tree = Tree(q)
+    await Trainer(KGSet([kg]), config).grow(q, model, random.Random(seed), tree)
+    return tree
+
+
+def _model(weights: dict[str, float]) -> ValueModel:
+    model = ValueModel(dict(weights), {"features": FEATURES})
+    model.check_schema = False
+    return model
+
+
+async def test_a_model_guided_training_tree_walks_the_relations_and_keeps_the_states_the_model_rates_best():
+    kg = _three_ways_kg()
+    # the model rates 'good' best, 'meh' next and 'bad' worst, by either head
+    model = _model({"stop|path=good": 3.0, "go|path=good": 3.0, "stop|path=meh": 0.0, "go|path=meh": 0.0,
+                    "stop|path=bad": -3.0, "go|path=bad": -3.0})
+    # one relation a state (no random share): the top-rated one
+    assert _walked(await _grow(kg, model, TrainConfig(max_hops=1, branch=1, width=3, epsilon=0.0))) == ["good"]
+    # all three walked, one state kept for the next hop: the top-rated one
+    assert _walked(await _grow(kg, model, TrainConfig(max_hops=2, branch=3, width=1, epsilon=0.0))) == [
+        "bad", "good", "good>next", "meh"]
+
+
+async def test_a_training_tree_rates_a_state_at_the_last_hop_by_its_stop_head_alone():
+    """Nothing lies below a state at ``max_hops``: its "go" head says nothing of it."""
+    kg = _three_ways_kg()
+    model = _model({"stop|path=good": 2.0, "go|path=good": -3.0, "stop|path=bad": -2.0, "go|path=bad": 4.0})
+    assert _walked(await _grow(kg, model, TrainConfig(max_hops=1, branch=1, width=1, epsilon=0.0))) == ["good"]
+    # a hop before the last, the better head of each counts: 'bad' goes on best
+    assert _walked(await _grow(kg, model, TrainConfig(max_hops=2, branch=1, width=1, epsilon=0.0))) == [
+        "bad", "bad>next2"]
+
+
+def _flat_scorer(prompt: str, options: list[str], prefix: str) -> list[float]:
+    """Every relation equally likely; every state rated 0.5."""
+    if prefix.startswith("RATING"):
+        return [0.0 if o == "0.5" else -6.0 for o in options]
+    return [-1.0 for _ in options]
+
+
+async def test_with_a_trained_value_the_search_rates_a_state_at_max_hops_by_its_stop_head_alone():
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("A", "r3", "C"), ("B", "r4", "D")])
+    # C (r1 > r3, at max_hops) is no answer, but its "go" head says going on pays: nothing
+    # lies below it, so that head is not read
+    model = _model({"go|path=r1": 4.0, "go|path=r2": 2.2, "stop|bias": -2.0, "stop|path=r2": 3.0,
+                    "go|path=r1>r3": 5.0})
+    llm = ScriptedLLM(rules=[("three most likely answers", "X, B: Y, C: Z]")], score=_flat_scorer)
+    search = MonteCarloTreeSearch(llm, KGSet([kg]), RwTConfig(max_hops=2, simulations=3), rollout=TrainedRollout(model),
+                                  critical=CriticalModel(LexicalEmbedder()))
+    answer = await search.ask("which?", topic_entities=["Q"])
+    values = {n["action"]["relation"]["key"]: n["value"] for n in answer.trace["nodes"] if n["value"] is not None}
+    assert list(values) == ["r1", "r2", "r3"] and answer.text == "B"
+    stop = 1 / (1 + math.exp(2.0))  # C's stop head: the bias alone
+    assert values["r3"] == pytest.approx(0.85 * stop, abs=1e-3)  # λ = 0.15 of a critical value of 0
+
+
+async def test_with_a_trained_value_the_answers_value_mixes_the_stop_head_with_the_critical_model():
+    kg = DictKG([("Q", "r1", "Alpha"), ("Q", "r2", "Bravo")])
+    model = _model({"stop|bias": 0.0, "go|bias": 0.0})  # every state 0.5 as an answer
+    llm = ScriptedLLM(rules=[("three most likely answers", "Bravo, B: Bravo, C: Bravo]")], score=_flat_scorer)
+    search = HopBeamSearch(llm, KGSet([kg]), RwTConfig(max_hops=1), rollout=TrainedRollout(model),
+                           critical=CriticalModel(LexicalEmbedder()))
+    answer = await search.ask("which?", topic_entities=["Q"])
+    # Eq. 4: (1 - λ)·0.5 + λ·1 (Bravo is each guess)
+    assert answer.text == "Bravo" and answer.value == pytest.approx(0.85 * 0.5 + 0.15 * 1.0)
