@@ -12,6 +12,7 @@ import pytest
 
 from traversals.api import SearchConfig, build_solver
 from traversals.errors import BadInput
+from traversals.kg.base import Entity
 from traversals.eval.training import gold_reward
 from traversals.llm.scripted import ScriptedLLM
 from traversals.llm.base import Usage
@@ -24,6 +25,7 @@ from traversals.search.trained_value import TrainedValue, latest_paths
 from traversals.search.tree import TreeConfig, TreeOfTraversals, frontier_key
 from traversals.search.rwt import (CriticalModel, HopBeamSearch, LexicalEmbedder, MonteCarloTreeSearch, RwTConfig,
                                    TrainedRollout, ValueModel)
+from traversals.search.rwt.state import PathNode
 from traversals.search.rwt.train import TrainConfig, Trainer, TrainingQuestion, Tree
 from traversals.search.rwt.valuemodel import (
     ENT, FEATURES, Example, ListedWords, features, fit, names, normalise, question_words, relation_lexicon, singular,
@@ -1119,3 +1121,73 @@ async def test_with_a_trained_value_the_answers_value_mixes_the_stop_head_with_t
     answer = await search.ask("which?", topic_entities=["Q"])
     # Eq. 4: (1 - λ)·0.5 + λ·1 (Bravo is each guess)
     assert answer.text == "Bravo" and answer.value == pytest.approx(0.85 * 0.5 + 0.15 * 1.0)
+
+
+def _six_ways_kg() -> DictKG:
+    return DictKG([("Q", f"r{i}", f"A{i}") for i in range(6)])
+
+
+async def test_a_training_draws_its_trees_with_its_seed():
+    kg = _six_ways_kg()
+    q = TrainingQuestion("q", "which?", (kg.entities["Q"],), lambda es: float(any(e.label == "A5" for e in es)))
+    walked = []
+    for seed in (0, 1, 2):
+        trainer = Trainer(KGSet([kg]), TrainConfig(rounds=1, trees=1, max_hops=1, branch=2, seed=seed))
+        await trainer.train([q])
+        assert trainer.state is not None
+        paths = sorted(path for _, _, path, _ in trainer.state.targets)
+        # round 1's tree is the one a tree grown with a generator of that seed walks
+        alone = await _grow(kg, None, TrainConfig(max_hops=1, branch=2), seed=seed)
+        assert paths == sorted((key,) for (_, key), in alone.nodes)
+        walked.append(paths)
+    assert len({tuple(p) for p in walked}) > 1  # the seeds draw different relations
+
+
+async def test_without_a_model_a_training_tree_walks_relations_drawn_at_random():
+    kg = _six_ways_kg()
+    walked = [_walked(await _grow(kg, None, TrainConfig(max_hops=1, branch=1), seed=seed)) for seed in range(6)]
+    assert all(len(w) == 1 for w in walked) and len({w[0] for w in walked}) > 2
+
+
+async def test_a_model_guided_training_tree_walks_a_share_epsilon_of_its_relations_at_random():
+    kg = _six_ways_kg()
+    model = _model({"stop|path=r0": 3.0})  # r0 the best by far
+    every = [_walked(await _grow(kg, model, TrainConfig(max_hops=1, branch=1, epsilon=1.0), seed=seed))[0]
+             for seed in range(6)]
+    assert len(set(every)) > 2 and every.count("r0") < 6  # each relation at random (r0 too, now and then)
+    assert TrainConfig().epsilon == 0.25
+    share = [_walked(await _grow(kg, model, TrainConfig(max_hops=1, branch=1), seed=seed))[0] for seed in range(20)]
+    assert 0 < sum(w != "r0" for w in share) < 10  # by default a quarter, about
+
+
+def _hand_made_tree(spec: dict[tuple[str, ...], tuple[float, str | None]]) -> Tree:
+    """A tree of states keyed by relation path: (reward, the one entity reached or None)."""
+    def ent(label: str) -> Entity:
+        return Entity(kg="k", id=label, label=label)
+    tree = Tree(TrainingQuestion("q", "?", (ent("Q"),), lambda es: 0.0))
+    for keys, (reward, reached) in spec.items():
+        path = tuple(("k", key) for key in keys)
+        tree.nodes[path] = PathNode(id=len(tree.nodes) + 1, entities=(ent(reached),) if reached else ())
+        tree.rewards[path] = reward
+    return tree
+
+
+def test_a_trees_targets_are_each_states_reward_and_the_best_reward_below_it():
+    tree = _hand_made_tree({("a",): (0.0, "X"), ("a", "b"): (0.5, "Y"), ("a", "c"): (0.2, "Z"), ("d",): (0.0, None),
+                            ("a", "b", "e"): (1.0, "W"), ("a", "b", "f"): (0.0, "V")})
+    trainer = Trainer(KGSet([DictKG([("Q", "a", "X")])]), TrainConfig(max_hops=3))
+    # every end but d, which reached nothing (no solution path ends there); no "go" at max_hops
+    assert sorted(trainer.targets(tree, random.Random(0))) == [
+        ("go", ("a",), 1.0), ("go", ("a", "b"), 1.0),
+        ("stop", ("a",), 0.0), ("stop", ("a", "b"), 0.5), ("stop", ("a", "b", "e"), 1.0),
+        ("stop", ("a", "b", "f"), 0.0), ("stop", ("a", "c"), 0.2)]
+
+
+def test_a_tree_gives_at_most_five_correct_ends_and_a_reward_of_one_half_is_correct():
+    trainer = Trainer(KGSet([DictKG([("Q", "a", "X")])]), TrainConfig(max_hops=1))
+    eight = _hand_made_tree({(f"g{i}",): (1.0, f"G{i}") for i in range(8)})
+    assert [len(trainer.targets(eight, random.Random(seed))) for seed in range(5)] == [5] * 5
+    half = _hand_made_tree({("half",): (0.5, "H"), **{(f"b{i}",): (0.0, f"B{i}") for i in range(9)}})
+    for seed in range(20):  # 'half' is one of the correct ends, all taken; 5 of the 9 others
+        got = trainer.targets(half, random.Random(seed))
+        assert ("stop", ("half",), 0.5) in got and len(got) == 6
