@@ -3,6 +3,8 @@ the path, and how each search says it stopped — on small dict KGs with a scrip
 
 from __future__ import annotations
 
+import pytest
+
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
 from traversals.search.rwt import CriticalModel, HopBeamSearch, LexicalEmbedder, MonteCarloTreeSearch, RwTConfig
@@ -85,3 +87,35 @@ async def test_ties_go_to_the_relation_offered_first():
     second = [n for n in beam.trace["nodes"] if n["depth"] == 2]
     assert [n["action"]["relation"]["key"] for n in second] == ["r3"]  # from A, the state made first
     assert beam.text == "A"  # A, B and C valued alike: the shallower, then the first made
+
+
+async def test_mcts_ties_between_unvisited_relations_go_to_the_one_offered_first_on_later_simulations_too():
+    # the first simulation walks r1 (valued below the middle); the second picks among the
+    # unvisited r2 and r3, alike in prior and value: r2, offered first
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("Q", "r3", "C")])
+    answer = await rwt(MonteCarloTreeSearch, kg, guesses="C, B: Z, C: Z]", max_hops=1, simulations=2).ask(
+        "?", topic_entities=["Q"])
+    assert [n["action"]["relation"]["key"] for n in answer.trace["nodes"] if n["value"] is not None] == ["r1", "r2"]
+
+
+async def test_beam_keeps_no_state_that_reached_nothing_new():
+    # from A, each relation walks back to Q, which the path has met: those states reach
+    # nothing, so no state goes on to a second hop and the search ends there
+    kg = DictKG([("A", "r1", "Q"), ("A", "r2", "Q")])
+    answer = await rwt(HopBeamSearch, kg, max_hops=3).ask("r1 of [Q]?", topic_entities=["Q"])
+    nodes = [(n["depth"], n["entities"]) for n in answer.trace["nodes"]]
+    assert (2, []) in nodes and max(depth for depth, _ in nodes) == 2  # walked, reached nothing
+    assert answer.text == "A" and answer.trace["hops"] == 1 and answer.stopped == "exhausted"
+
+
+async def test_sampled_priors_are_the_written_likelihoods_normalised_and_a_lone_relation_is_certain():
+    # no log-probabilities: the priors are what the LLM writes, made to sum to 1
+    kg = DictKG([("Q", "r1", "A"), ("Q", "r2", "B"), ("A", "r3", "C")])
+    llm = ScriptedLLM(rules=[("three most likely answers", "X, B: Y, C: Z]"), ("RATING", "0.5"),
+                             ("", "A: r1 0.5, B: r2 0.2]")])
+    search = MonteCarloTreeSearch(llm, KGSet([kg]), RwTConfig(max_hops=2, simulations=4),
+                                  critical=CriticalModel(LexicalEmbedder()))
+    answer = await search.ask("which?", topic_entities=["Q"])
+    priors = {n["action"]["relation"]["key"]: n["prior"] for n in answer.trace["nodes"] if n["action"]}
+    assert answer.decoding == "sampled"
+    assert priors == {"r1": pytest.approx(5 / 7, abs=1e-3), "r2": pytest.approx(2 / 7, abs=1e-3), "r3": 1.0}
