@@ -621,3 +621,30 @@ async def test_a_root_whose_relations_prompt_does_not_fit_the_context_fails_the_
     s = cls(too_long_at("Bob Dylan", rating=False), KGSet(open_kgs(["demo"])), RwTConfig(max_hops=2, simulations=4))
     with pytest.raises(PromptTooLong, match="context window"):  # the context is too small for any prompt
         await s.ask(QUESTION, topic_entities=["Bob Dylan"])
+
+
+class SignedEmbedder:
+    """Fixed vectors of which some point away from others (cosine -1)."""
+
+    name = "signed"
+    table = {"Paris": [1.0, 0.0], "Berlin": [0.0, 1.0], "Lyon": [-1.0, 0.0]}
+
+    async def embed(self, texts):
+        return [self.table[t] for t in texts]
+
+
+async def test_a_guess_opposite_to_every_entity_adds_nothing_to_the_critical_value_and_takes_nothing_away():
+    # cosines Paris-Lyon -1 and Berlin-Lyon 0: each guess's best is at least 0, so the value
+    # stays in [0, 1]
+    crit = CriticalModel(SignedEmbedder())
+    assert await crit.value(["Paris", "Berlin"], PathNode(1, (Entity("k", "Lyon"),))) == 0.0
+    assert await crit.value(["Paris", "Berlin"], PathNode(2, (Entity("k", "Lyon"), Entity("k", "Berlin")))) == 0.5
+
+
+def test_rwt_configs_defaults_are_the_search_configs():
+    """A search built in code without sizes searches as ``traversals ask`` without flags does."""
+    rwt, search = RwTConfig(), SearchConfig()
+    assert (rwt.c_puct, rwt.beam_width, rwt.beam_branch, rwt.simulations) == (
+        search.c_puct, search.beam_width, search.beam_branch, search.simulations) == (1.25, 3, 3, 16)
+    built = build_solver("mcts", llm(), open_kgs(["demo"]), SearchConfig(embedder="lexical"))
+    assert rwt.max_hops == built.config.max_hops == 3
