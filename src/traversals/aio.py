@@ -181,9 +181,17 @@ class SharedSemaphore:
     A waiter waits on a future of its own loop, which a release in any thread completes
     (``call_soon_threadsafe``), so no loop is ever blocked; a ``threading.Lock`` guards the
     count for the moment it is read and changed. A release hands its place straight to the
-    first waiter; a waiter cancelled after that passes it on. A place held or handed to a
-    task of a loop closed without its tasks being cancelled (``asyncio.run`` cancels them) is
-    lost with that loop."""
+    first waiter; a waiter cancelled after that passes it on.
+
+    Each place is counted to the loop that holds it. A loop closed while one of its tasks
+    held a place (``loop.close()`` after an ``asyncio.wait(..., timeout=)`` that left the
+    task pending; ``asyncio.run`` cancels its tasks first) gives its places back: the next
+    :meth:`acquire` takes them back, and a waiter looks again every
+    :data:`RECLAIM_SECONDS`. Without that, a cap of 1 (WDQS's rate limit) would hang every
+    later request of the object for good."""
+
+    #: how often a waiter looks for places held by loops that were closed meanwhile
+    RECLAIM_SECONDS = 1.0
 
     def __init__(self, value: int) -> None:
         if value < 1:
@@ -191,17 +199,49 @@ class SharedSemaphore:
         self._free = value
         self._guard = threading.Lock()
         self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        #: places held (or handed over) by each loop; a closed loop's are taken back
+        self._held: dict[asyncio.AbstractEventLoop, int] = {}
+
+    def _hold(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
+        held = self._held.get(loop, 0) + n
+        if held > 0:
+            self._held[loop] = held
+        else:
+            self._held.pop(loop, None)
+
+    def _hand_out(self) -> None:
+        """Give free places to the first waiters (the guard is held)."""
+        while self._free > 0 and self._waiters:
+            loop, future = self._waiters.popleft()
+            try:
+                loop.call_soon_threadsafe(_wake, future)
+            except RuntimeError:  # its loop is closed: nobody waits there any more
+                continue
+            self._free -= 1
+            self._hold(loop, 1)
+
+    def _reclaim(self) -> None:
+        """Take back the places of closed loops and hand them out (the guard is held)."""
+        for loop in [loop for loop in self._held if loop.is_closed()]:
+            self._free += self._held.pop(loop)
+        self._hand_out()
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
         with self._guard:
+            self._reclaim()
             if self._free > 0 and not self._waiters:
                 self._free -= 1
+                self._hold(loop, 1)
                 return
             waiter = (loop, loop.create_future())
             self._waiters.append(waiter)
         try:
-            await waiter[1]
+            while not waiter[1].done():
+                await asyncio.wait({waiter[1]}, timeout=self.RECLAIM_SECONDS)
+                if not waiter[1].done():
+                    with self._guard:
+                        self._reclaim()
         except BaseException:  # cancelled: give up the place, or pass it on if it was handed over
             with self._guard:
                 handed = waiter not in self._waiters
@@ -212,15 +252,16 @@ class SharedSemaphore:
             raise
 
     def release(self) -> None:
+        """Give back a place taken in the running loop."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         with self._guard:
-            while self._waiters:
-                loop, future = self._waiters.popleft()
-                try:
-                    loop.call_soon_threadsafe(_wake, future)
-                    return
-                except RuntimeError:  # its loop is closed: nobody waits there any more
-                    continue
+            if loop is not None:
+                self._hold(loop, -1)
             self._free += 1
+            self._hand_out()
 
     async def __aenter__(self) -> None:
         await self.acquire()

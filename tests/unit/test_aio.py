@@ -162,6 +162,46 @@ async def test_a_shared_semaphore_waiter_cancelled_passes_its_place_on():
     assert sem._free == 1
 
 
+def test_a_place_held_by_a_loop_closed_meanwhile_is_taken_back():
+    """A task of a loop closed without its tasks cancelled (new_event_loop, an asyncio.wait
+    with a timeout that left it pending, close) kept its place for good: with a cap of 1
+    every later request of the object hung, one asking afresh or one already waiting."""
+    sem = SharedSemaphore(1)
+    sem.RECLAIM_SECONDS = 0.05
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(sem.acquire())  # held, never released
+    loop.close()
+
+    async def later() -> None:
+        await asyncio.wait_for(sem.acquire(), 5)
+        sem.release()
+
+    asyncio.run(later())  # asks after the close
+    assert sem._free == 1
+
+    held, close_it = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        other = asyncio.new_event_loop()
+        other.run_until_complete(sem.acquire())
+        held.set()
+        close_it.wait(5)
+        other.close()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    assert held.wait(5)
+
+    async def waiting() -> None:
+        asyncio.get_running_loop().call_later(0.1, close_it.set)
+        await asyncio.wait_for(sem.acquire(), 5)  # waits while the other loop closes
+        sem.release()
+
+    asyncio.run(waiting())
+    thread.join(5)
+    assert sem._free == 1 and not sem._held
+
+
 def test_loop_clients_close_each_loops_client_as_the_loop_shuts_down():
     """A client made anew in each asyncio.run was dropped unclosed with its loop: its
     connections stayed open until a garbage collection ("ResourceWarning: unclosed transport")."""
