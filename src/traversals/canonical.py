@@ -44,11 +44,12 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLUS = re.compile(r"(?<![\w.])\+(?=\d)")
 _DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
 #: a year as xsd:gYear writes it: four digits, zero-padded before 1000 (``0979``), a minus
-#: before the common era (``-0500``), maybe a time zone (``1999Z``). A minus after a word
-#: or a number is a hyphen, not the year's sign (``x-0500``). Any other four-digit number
-#: that starts with ``0`` loses its padding too (``Gundam 0079`` is ``gundam 79``): alike
-#: in prediction and gold, it still matches itself.
-_YEAR = re.compile(rf"(?<![\w.\-\u2212])([\-\u2212]?)(\d{{4}}){_ZONE}?(?![\w:]|\.\d)", re.I)
+#: before the common era (``-0500``), maybe the time zone ``Z`` (``1999Z``; not an offset,
+#: which would swallow what follows a number: ``1990-12:00``). A minus after a word or a
+#: number is a hyphen, not the year's sign (``x-0500``). Any other four-digit number that
+#: starts with ``0`` loses its padding too (``Gundam 0079`` is ``gundam 79``): alike in
+#: prediction and gold, it still matches itself.
+_YEAR = re.compile(r"(?<![\w.\-\u2212])([\-\u2212]?)(\d{4})z?(?![\w:]|\.\d)", re.I)
 #: ``44 BC``, ``44 B.C.``, ``44 BCE``, ``44 B.C.E.``, in any case: the year ``-44``.
 _BCE = re.compile(r"(?<![\w.\-\u2212])(\d+)\s*b\.?\s?c\.?(?:\s?e\.?)?(?!\w)", re.I)
 

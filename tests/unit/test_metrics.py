@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from traversals.canonical import canonical_numbers
 from traversals.eval.datasets import Gold
 from traversals.eval.metrics import em_in, f1, hits_at_1, normalize, score, split_items
 from traversals.search.result import NO_ANSWER
@@ -285,6 +286,9 @@ def test_an_unpadded_year_is_still_only_itself():
     assert score("x-0500", ["500 BC"])["em_in"] == 0.0  # a hyphen is no sign
     assert score("0979", ["97"])["em_in"] == 0.0 and score("1999Z", ["1999-01-01"])["em_in"] == 0.0
     assert normalize("007") == "007" and normalize("0979.5") == "0979.5"  # no year
+    # a year's zone is Z alone: an offset after a number is what follows it, not the number's
+    assert score("1990-12:00", ["1990 12 00"])["em_in"] == 1.0
+    assert canonical_numbers("2004+05:00 x") == "2004+05:00 x"
 
 
 @pytest.mark.parametrize(

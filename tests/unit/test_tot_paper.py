@@ -377,6 +377,8 @@ async def test_a_number_is_not_named_by_a_longer_number_that_holds_its_digits():
                         ("2.5", "2"), ("1,000", "000"), ("1,000", "1"), ("12:30", "12"), ("Catch-22", "22"),
                         ("Apollo 13.5", "Apollo 13")):
         assert not names_entity(text, label), (text, label)
+    for text, label in (("1993-2001", "2001"), ("1993–2001", "2001"), ("1993-2001", "1993"), ("10--5", "5")):
+        assert names_entity(text, label) == (label != "5"), (text, label)  # a range names both ends
     for text, label in (("It was 5.", "5"), ("($5)", "5"), ("Oslo,5", "5"), ("-5", "-5"), ("2.5", "2.5"),
                         ("Apollo 13, in 1970", "Apollo 13"), ("2001: A Space Odyssey", "2001: A Space Odyssey"),
                         ("it was 2001: a year", "2001"), ("5 - 6", "5")):

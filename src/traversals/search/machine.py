@@ -378,9 +378,10 @@ def find_labels(text: str, label: str) -> list[re.Match[str]]:
 
 
 #: before a label that starts with a digit, what makes its digits part of a longer number: a
-#: sign or a hyphen ("-5", "+5", "Catch-22"), a decimal point (".5", "2.5") or a comma after a
-#: digit ("1,000" holds no "000"); a comma after a word still parts ("Oslo,5")
-_NUMBER_BEFORE = r"(?<![\w.+-])(?<!\d,)"
+#: sign or a hyphen after a word ("-5", "+5", "Catch-22"), a decimal point (".5", "2.5") or a
+#: comma after a digit ("1,000" holds no "000"); a comma after a word still parts ("Oslo,5"),
+#: and a dash between numbers is a range ("1993-2001" names 2001)
+_NUMBER_BEFORE = r"(?<![\w.+])(?<!(?<!\d)-)(?<!\d,)"
 #: after a label that ends with a digit: a decimal point, a comma or a colon followed by a
 #: digit ("2.5", "1,000", "12:30" hold no "2", "1", "12"); "It was 5." and "2001: A Space
 #: Odyssey" still end there
