@@ -893,6 +893,29 @@ def test_a_sentence_naming_one_entity_is_reduced_to_it():
     assert reduce_to_entity("No", cands) == "No"
 
 
+async def test_a_label_also_named_on_its_own_outside_a_longer_one_is_kept():
+    """A label inside a longer candidate's is dropped only where every place it stands is
+    inside the longer one: "Alien and Aliens" names two films (it was reduced to "Aliens")."""
+    from traversals.search.policy import Policy, reduce_to_entity
+
+    cands = ["Alien", "Aliens", "Frozen", "Frozen II", "Ridley Scott"]
+    assert reduce_to_entity("Alien and Aliens", cands) == "Alien and Aliens"
+    assert reduce_to_entity("Frozen II came out after Frozen.", cands) == "Frozen II came out after Frozen."
+    assert reduce_to_entity("Frozen II came out in 2019.", cands) == "Frozen II"
+    assert reduce_to_entity("The answer is Aliens.", cands) == "Aliens"
+    # constrained answers take the free text as written when it names two candidates
+    kg = DictKG([("f1", "starred_actors", "s"), ("f2", "starred_actors", "s"), ("f3", "starred_actors", "s")],
+                labels={"s": "Sigourney Weaver", "f1": "Alien", "f2": "Aliens", "f3": "Gorillas in the Mist"})
+    machine, u = Machine(KGSet([kg])), Usage()
+    weaver = (await kg.search("Sigourney Weaver"))[0]
+    node = await expand(machine, machine.root(Subgraph().with_entities([weaver])), weaver, "~starred_actors", u)
+    free = "Alien and Aliens"
+    llm = ScriptedLLM(rules=[("", free)], score=lambda p, opts, pre: [-0.1 if o == free else -3.0 for o in opts])
+    proposal = await Policy(llm, machine, constrained=True).propose(
+        "Which films with Sigourney Weaver did Ridley Scott and James Cameron direct?", node, 1, u, force_answer=True)
+    assert [a.text for a in proposal.actions] == [free]
+
+
 def test_the_goal_of_an_expansion_is_the_thought_before_it():
     from traversals.search.machine import expansion_goal
 

@@ -32,6 +32,7 @@ from .machine import (
     State,
     allowed_default_actions,
     entity_key,
+    find_labels,
     last_thought,
     mentions_label,
     repeats_thought,
@@ -232,7 +233,9 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
     """A sentence that names exactly one candidate entity becomes that entity's label
     ("Bob Dylan's grandmother is Florence Stone." -> "Florence Stone"); so does the label as
     the prompt showed it (:func:`~.subgraph.shown`: one line, clipped). A label names only
-    whole words: "Go" is not named by "Gone with the Wind"."""
+    whole words: "Go" is not named by "Gone with the Wind". A label named only inside a longer
+    candidate's ("Frozen" in "Frozen II came out in 2019.") is not named on its own; one the
+    answer also names elsewhere is ("Frozen II came out after Frozen." names two films)."""
     if answer in candidates:
         return answer
     as_shown = [c for c in candidates if shown(c) == answer]
@@ -242,8 +245,16 @@ def reduce_to_entity(answer: str, candidates: list[str]) -> str:
         c for c in candidates
         if c.strip() and not c.startswith("[") and mentions_label(answer, c)
     ]
-    named = [c for c in named if not any(c != o and c.casefold() in o.casefold() for o in named)]
+    spans = {c: [m.span() for m in find_labels(answer, c)] for c in named}
+    named = [c for c in named if not any(c != o and _all_within(spans[c], spans[o]) for o in named)]
     return named[0] if len(named) == 1 else answer
+
+
+def _all_within(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
+    """Does every span of ``inner`` fall inside one of ``outer``? Before, a label that was a
+    substring of another candidate's was dropped wherever it stood: "Alien and Aliens" was
+    reduced to "Aliens", "Frozen II came out after Frozen." to "Frozen II"."""
+    return all(any(s <= a and b <= e for s, e in outer) for a, b in inner)
 
 
 def whole_items(text: str) -> str:
