@@ -462,3 +462,40 @@ async def test_an_answer_rated_exactly_the_threshold_does_not_end_the_search():
     proposed = {n["answer"]: n["value"] for n in answer.trace["nodes"] if "answer" in n}
     assert proposed == {"Beatrice Stone": 0.8, "Florence Stone": 0.9}
     assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 0.9, "threshold")
+
+
+async def test_the_score_after_the_prompts_phrase_is_its_first_number_not_the_scales_end():
+    # "... should be 0.6 on a scale from 0 to 1.": the score is 0.6; the scale's last number
+    # (1) would stop the search at the threshold with a middling answer
+    answer = await solver(scripted(answer_value="0.6 on a scale from 0 to 1."), k=1).ask(
+        "Who is Bob Dylan's maternal grandmother?")
+    assert answer.value == 0.6 and answer.stopped != "threshold"
+
+
+def test_a_score_said_a_few_words_after_its_cue_is_read_and_one_past_forty_characters_is_not():
+    reply = "Florence is Beatrice's mother. The score I would give this answer is 0.9"
+    assert parse_rating(reply, last=True, cued=True) == 0.9
+    assert parse_rating("A score for the answer, which I would now give, " + "x" * 20 + " is 0.9.",
+                        last=True, cued=True) is None  # the cue is far behind: "0.9" is no longer its number
+
+
+async def test_an_answer_rated_in_prose_after_the_word_score_ends_the_search():
+    llm = scripted(extra=[("Provided answer:", "Florence is Beatrice's mother. The score I would give this answer is 0.9")])
+    answer = await solver(llm, k=1).ask("Who is Bob Dylan's maternal grandmother?")
+    assert (answer.text, answer.value, answer.stopped) == ("Florence Stone", 0.9, "threshold")
+
+
+async def test_an_intermediate_rating_with_no_number_is_unsure_not_zero():
+    from traversals.search.value import UNPARSEABLE_INTERMEDIATE, ValueFunction
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    root = machine.root(Subgraph().with_entities([kg.entities["Q392"]]))
+    value = ValueFunction(ScriptedLLM(rules=[("RATING", "I am not sure.")]), machine, constrained=False)
+    assert UNPARSEABLE_INTERMEDIATE == 0.5
+    assert await value.evaluate("Who is Bob Dylan's grandmother?", root, Usage()) == 0.5
+
+
+def test_a_ratio_above_one_reads_as_the_top_rating():
+    assert parse_rating("12/10") == 1.0 and parse_rating("I'd say 9/5") == 1.0 and parse_rating("10 out of 8") == 1.0
+    assert parse_rating("Score: 12/10", last=True, cued=True) == 1.0
