@@ -6,12 +6,12 @@ from traversals.kg.base import Entity, Relation
 from traversals.llm.base import Usage
 from traversals.llm.scripted import ScriptedLLM
 from traversals.search.kgset import KGSet
-from traversals.search.machine import ActionType, Machine, Node, State
+from traversals.search.machine import Action, ActionType, Machine, Node, State
 from traversals.search.policy import ANSWER_PREFIX, Policy, shown_answer
 from traversals.search.subgraph import MAX_SHOWN, Fact, Subgraph
 from traversals.search.value import ANSWER_SCORE_PREFIX
 
-from .kgdouble import DictKG
+from .kgdouble import DictKG, dylan_kg
 
 LONG = "The " + "very " * 2000 + "long film"  # 10,013 characters
 CLIPPED = f"{LONG[:MAX_SHOWN]}… [{len(LONG) - MAX_SHOWN} more characters]"
@@ -112,3 +112,43 @@ async def test_a_free_text_that_says_yes_or_no_or_none_is_not_turned_into_the_en
     assert text == "Not in the graph: the mother of Paris"
     text, _ = await choose(["Paris", "Rome"], " The answer is Paris.", free_first)
     assert text == "Paris"  # a sentence naming one entity still is that entity
+
+
+
+async def walked_mothers(machine: Machine, hops: int) -> Node:
+    """Bob Dylan --P25--> Beatrice Stone (--P25--> Florence Stone): ``hops`` steps walked on
+    the Dylan KG."""
+    kg = machine.kgs.kgs[0]
+    node, u = machine.root(Subgraph().with_entities([kg.entities["Q392"]])), Usage()
+    for entity in (kg.entities["Q392"], kg.entities["Q62519478"])[:hops]:
+        node = await machine.transition(node, Action(ActionType.EXPAND_KG, "go"), u)
+        node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=(entity,)), u)
+        i = node.relation_keys.index("P25")
+        node = await machine.transition(node, Action(ActionType.SELECT_RELATION, relation=node.relation_options[i],
+                                                     relation_key="P25"), u)
+    return node
+
+
+async def test_a_bare_no_to_a_wh_question_leaves_the_lone_candidate_as_the_answer():
+    # "No" is dropped (the small model copies the preamble's "ANSWER: No"); the one entity
+    # reached is the only option left, and the answer
+    machine = Machine(KGSet([dylan_kg()]))
+    node = await walked_mothers(machine, 1)
+    llm = ScriptedLLM(rules=[("", "No")], score=lambda prompt, options, prefix: [-1.0] * len(options))
+    proposal = await Policy(llm, machine, constrained=True).propose("Who is Bob Dylan's mother?", node, 1, Usage(),
+                                                                     force_answer=True)
+    assert [(a.type, a.text) for a in proposal.actions] == [(ActionType.ANSWER, "Beatrice Stone")]
+
+
+async def test_a_calibrated_favourite_free_text_that_names_two_entities_does_not_stay_first():
+    """With ``calibrate_answers`` a free-text favourite keeps first place only when it names no
+    entity of the subgraph (a count, a yes/no); "Florence Stone, the mother of Beatrice Stone"
+    names two, and the candidates ranked by calibration come first."""
+    machine = Machine(KGSet([dylan_kg()]))
+    node = await walked_mothers(machine, 2)
+    free = "Florence Stone, the mother of Beatrice Stone"
+    table = {free: -0.1, "Florence Stone": -1.0, "Beatrice Stone": -2.0}
+    llm = ScriptedLLM(rules=[("", free)], score=lambda prompt, options, prefix: [table.get(o, -3.0) for o in options])
+    policy = Policy(llm, machine, constrained=True, calibrate_answers=True)
+    proposal = await policy.propose("Who is Bob Dylan's maternal grandmother?", node, 1, Usage(), force_answer=True)
+    assert [a.text for a in proposal.actions] == ["Florence Stone"]

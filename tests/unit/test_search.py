@@ -693,6 +693,34 @@ def test_pick_draws_k_distinct_options_argmax_first():
     assert pick(probs, 2, temperature=0.0, rng=random.Random(0)) == [0, 1]
 
 
+async def test_a_bare_action_word_is_asked_for_its_text():
+    """A reply that is the action's name alone ("THINK") is no invalid node: the action's text
+    is asked for after its name, as a second call."""
+    from traversals.search.policy import Policy
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    root = machine.root(Subgraph().with_entities([kg.entities["Q392"]]))
+    llm = ScriptedLLM(lambda prompt, prefix, n, t: " I should find his mother" if prefix == "THINK:" else "THINK")
+    proposal = await Policy(llm, machine, constrained=False).propose("Who is Bob Dylan's mother?", root, 1, Usage())
+    assert [(a.type, a.text) for a in proposal.actions] == [(ActionType.THINK, "I should find his mother")]
+    assert [c.prefix for c in llm.generate_calls] == ["", "THINK:"]
+
+
+async def test_an_oversampled_selection_keeps_exactly_k_distinct_actions():
+    # App. B.1: 2k replies are sampled and the first k distinct ones kept, not every distinct one
+    from traversals.search.policy import Policy
+
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    dylan, beatrice = kg.entities["Q392"], kg.entities["Q62519478"]
+    node = await machine.transition(machine.root(Subgraph().with_entities([dylan, beatrice])),
+                                    Action(ActionType.EXPAND_KG, "go"), Usage())
+    llm = ScriptedLLM(lambda prompt, prefix, n, t: ["Q392", "Q62519478", "Q392, Q62519478", "Q392"][:n])
+    proposal = await Policy(llm, machine, constrained=False).propose("Who is Bob Dylan's mother?", node, 2, Usage())
+    assert [a.entities for a in proposal.actions] == [(dylan,), (beatrice,)]
+
+
 # -- hostile labels and linking ------------------------------------------------------------
 
 HOSTILE = 'Dr. "Who" {x} back\\slash\nnewline: #1'
