@@ -190,3 +190,22 @@ async def test_a_name_written_with_capitals_is_the_node_written_so_not_its_lower
         assert len(got) == 1 and usage.llm_calls == 1  # written in lower case: either may be meant
     finally:
         await kg.close()
+
+
+async def test_constrained_linking_takes_the_candidate_the_model_prefers_not_the_first():
+    kg = DictKG([("p1", "born_in", "x"), ("p2", "based_in", "y")],
+                labels={"p1": "Paris Hilton", "p2": "Paris Saint-Germain", "x": "New York", "y": "France"})
+    llm = ScriptedLLM(rules=[("", "C2")], score=lambda prompt, options, prefix: [-0.1 if o == "C2" else -3.0 for o in options])
+    got = await Linker(llm, KGSet([kg]), constrained=True).link("Where is Paris Saint-Germain based?", "Paris", Usage())
+    (asked,) = llm.score_calls
+    lines = dict(ln.split(": ", 1) for ln in asked.prompt.splitlines() if ln[:3] in ("C1:", "C2:"))
+    assert sorted(lines.values()) == ["Paris Hilton", "Paris Saint-Germain"]
+    assert [e.label for e in got] == [lines["C2"]]
+
+
+def test_a_name_the_question_writes_with_a_comma_is_one_mention_and_others_are_split_at_commas():
+    from traversals.search.linking import parse_mentions
+
+    assert parse_mentions("See No Evil, Hear No Evil", "Who directed See No Evil, Hear No Evil?") == [
+        "See No Evil, Hear No Evil"]
+    assert parse_mentions("Bob Dylan, Joan Baez", "Did Bob Dylan sing with Joan Baez?") == ["Bob Dylan", "Joan Baez"]

@@ -693,6 +693,31 @@ def test_pick_draws_k_distinct_options_argmax_first():
     assert pick(probs, 2, temperature=0.0, rng=random.Random(0)) == [0, 1]
 
 
+def test_pick_samples_the_rest_as_often_as_their_probability_at_the_temperature():
+    """Gumbel top-k: after the argmax, option i is drawn with probability p_i ** (1 / T),
+    renormalised over the rest. 10,000 seeded draws per temperature; wide tolerances."""
+    import random
+    from collections import Counter
+
+    from traversals.search.choices import pick
+
+    probs = [0.5, 0.3, 0.15, 0.05]
+    for temperature in (1.0, 0.3, 2.0):
+        rng = random.Random(0)
+        drawn = Counter(pick(probs, 2, temperature=temperature, rng=rng)[1] for _ in range(10_000))
+        weights = [p ** (1 / temperature) for p in probs[1:]]
+        expected = [w / sum(weights) for w in weights]  # T=1: 0.6, 0.3, 0.1; T=0.3: 0.91, 0.09, 0.00
+        assert [abs(drawn[i + 1] / 10_000 - e) < 0.03 for i, e in enumerate(expected)] == [True] * 3, (
+            temperature, drawn)
+
+
+def test_the_geometric_mean_of_identical_distributions_is_that_distribution():
+    from traversals.search.choices import geometric_mean
+
+    assert [round(p, 6) for p in geometric_mean([[0.8, 0.2], [0.8, 0.2]])] == [0.8, 0.2]
+    assert [round(p, 6) for p in geometric_mean([[0.5, 0.3, 0.2]] * 3)] == [0.5, 0.3, 0.2]
+
+
 async def test_a_bare_action_word_is_asked_for_its_text():
     """A reply that is the action's name alone ("THINK") is no invalid node: the action's text
     is asked for after its name, as a second call."""
