@@ -178,6 +178,68 @@ def test_parsing_tolerates_formats_and_rejects_unknown_ids():
     assert machine.parse(inverse_only, said).relation_key == "~P25"  # the dropped "~" is forgiven
 
 
+async def test_a_selection_that_starts_with_unknown_ids_is_no_choice_of_the_labels_after_them():
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]))
+    root = machine.root(Subgraph().with_entities([kg.entities["Q392"], kg.entities["Q62519478"]]))
+    sel = await machine.transition(root, Action(ActionType.EXPAND_KG, "go"), Usage())
+    for reply in ("E7, Beatrice Stone", "E7 (Beatrice Stone's mother)"):
+        assert machine.parse(sel, reply).type is ActionType.INVALID, reply
+    assert machine.parse(sel, "Beatrice Stone").entities == (kg.entities["Q62519478"],)  # labels alone still choose
+
+
+async def test_a_reply_with_no_action_word_at_max_depth_is_the_answer():
+    # past max depth the only action is ANSWER: a reply that is the answer alone answers
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]), max_depth=1)
+    root = machine.root(Subgraph().with_entities([kg.entities["Q392"]]))
+    node = await machine.transition(root, Action(ActionType.THINK, "hmm"), Usage())
+    assert machine.must_answer(node)
+    answer = machine.parse(node, "Beatrice Stone\nmore")
+    assert (answer.type, answer.text) == (ActionType.ANSWER, "Beatrice Stone")  # its first line
+    assert machine.parse(root, "Beatrice Stone").type is ActionType.INVALID  # not before it
+
+
+async def test_a_lone_entity_reached_is_no_group_option():
+    kg = dylan_kg()
+    machine = Machine(KGSet([kg]), group_option=True)
+    dylan = kg.entities["Q392"]
+    node = await expand(machine, machine.root(Subgraph().with_entities([dylan])), dylan, "P25", Usage())
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "grandmother"), Usage())
+    assert [text for text, _ in machine.options(node)] == [
+        "Q62519478 (Beatrice Stone)", "Q392 (Bob Dylan; already expanded: mother)"]
+
+
+async def test_a_relation_whose_shown_edges_were_cut_short_is_not_dropped_as_a_walk_back():
+    # the films' directed_by edges, cut at max_edges=2, all lead back to the director; the
+    # one not shown leads to a co-director, so the relation is still offered
+    kg = DictKG([("F1", "directed_by", "D"), ("F2", "directed_by", "D"), ("F2", "directed_by", "E")],
+                labels={"F1": "Film One", "F2": "Film Two", "D": "Dee Director", "E": "Eve Codirector"})
+    machine = Machine(KGSet([kg], max_edges=2))
+    u = Usage()
+    dee = kg.entities["D"]
+    node = await expand(machine, machine.root(Subgraph().with_entities([dee])), dee, "~directed_by", u)
+    films = tuple(e for e in node.subgraph.entities if e.id.startswith("F"))
+    assert len(films) == 2
+    node = await machine.transition(node, Action(ActionType.EXPAND_KG, "co-directors"), u)
+    node = await machine.transition(node, Action(ActionType.SELECT_ENTITIES, entities=films), u)
+    assert list(node.relation_keys) == ["directed_by"]
+
+
+def test_the_walk_to_an_entity_reached_from_the_question_entity_does_not_come_back_through_it():
+    # "the wife of X's husband": X -spouse-> H -spouse-> X. H is reached from X in one step;
+    # the walk to H does not run on back through X (H -> X -> H)
+    from traversals.kg.base import Entity, Relation
+    from traversals.search.provenance import walked_paths
+    from traversals.search.subgraph import Fact
+
+    x, h = Entity("x", "Xena Ward", kg="t"), Entity("h", "Hugo Ward", kg="t")
+    spouse = Relation("spouse", "spouse", "", kg="t")
+    sg = Subgraph().with_entities([x]).extend([Fact(x, spouse, h)]).extend([Fact(h, spouse, x)])
+    walks = [[(f.source.label, f.target.label) for f in path] for path in walked_paths(sg, [h, x], [x])]
+    assert walks == [[("Xena Ward", "Hugo Ward")], [("Xena Ward", "Hugo Ward"), ("Hugo Ward", "Xena Ward")]]
+
+
 def test_markdown_lists_and_a_line_of_prose_before_the_choice_parse_as_a_reader_would():
     """"**ANSWER:** X" answered "** X"; "**P25**", a fenced id, "Here is my choice:\nQ392" were
     invalid; "- Q392\n- Q62519478" chose the first only; "~ P25" walked P25 forward."""
