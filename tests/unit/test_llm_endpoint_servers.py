@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from traversals.errors import LLMError, LLMUnavailable, ScoringNotSupported, TraversalsWarning
+from traversals.errors import LLMError, LLMUnavailable, PromptTooLong, ScoringNotSupported, TraversalsWarning
 from traversals.llm.openai import NOT_PROBED, OpenAICompatibleLLM
 
 #: (status, body: dict = JSON, str = text, None = close without answering, headers)
@@ -141,6 +141,15 @@ MATRIX = [
      "an HTML page: 502 Bad Gateway", 3),
     ("503", "/v1", (503, "Service Unavailable", {}), LLMUnavailable, "HTTP 503", 3),
     ("no-answer", "/v1", (200, None, {}), LLMUnavailable, "cannot reach", 3),
+    # a model the server does not serve, said with a 422 (a pydantic-validated gateway): every request would fail
+    ("422-no-such-model", "/v1", (422, error("The model `gpt-x` does not exist"), {}), LLMUnavailable,
+     "does not exist (check the model name)", 1),
+    # a proxy's bare 413 page says nothing of a context, yet the request is too big: this request's own
+    ("413-proxy-html", "/v1", (413, "<html><head><title>413 Request Entity Too Large</title></head></html>",
+                               {"content-type": "text/html"}), PromptTooLong, "this request: a prompt of", 1),
+    # FastAPI-style error objects carry "detail", not "message": the message is the server's words
+    ("400-detail", "/v1", (400, {"error": {"detail": "temperature must be <= 2"}}, {}), LLMError,
+     "HTTP 400: temperature must be <= 2", 1),
     ("not-json", "/v1", (200, "OK", {}), LLMError, "returned non-JSON ('OK')", 1),
     ("html-200", "", (200, "<!DOCTYPE html><html><title>Open WebUI</title></html>", {"content-type": "text/html"}),
      LLMError, "the API root (e.g. .../v1)", 1),
@@ -159,7 +168,7 @@ async def test_a_failing_server_is_one_named_line_after_bounded_attempts(server,
         await llm.generate("Who directed Inception?", max_tokens=64)
     msg = str(ei.value)
     assert says in msg and msg.startswith("openai:m: ") and "\n" not in msg and "sk-test" not in msg
-    if cls is LLMError:
+    if issubclass(cls, LLMError) and not issubclass(cls, LLMUnavailable):
         assert not isinstance(ei.value, LLMUnavailable)  # the question's own error: an evaluation goes on
     assert len(server.requests) == requests
     await llm.close()
@@ -414,6 +423,10 @@ PROBE_CANNOT_SCORE = [
     ("llama-server-500", (500, {"error": {"code": 500, "message": "Only no echo is supported", "type": "server_error"}},
                           {}), "HTTP 500: Only no echo is supported"),
     ("501", (501, error("Not Implemented"), {}), "HTTP 501"),
+    # a gateway whose key is good for chat only: /completions refused with a 401/403 that names
+    # nothing unsupported is no outage, as the chat request after it shows
+    ("401-completions", (401, error("Unauthorized"), {}), "HTTP 401: Unauthorized"),
+    ("403-chat-only", (403, error("this key may call chat completions only"), {}), "HTTP 403: this key may call"),
 ]
 
 

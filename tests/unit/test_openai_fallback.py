@@ -177,6 +177,48 @@ async def test_429_honours_retry_after_then_succeeds():
     await llm.close()
 
 
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])  # written out: http_json's RETRY_STATUS
+async def test_every_transient_status_is_retried_then_succeeds(status):
+    """408 (a proxy's timeout), 409 (a lock), 429, 5xx and 529 (Anthropic's "overloaded") are
+    a busy server, not the request's fault: waited out, not an error."""
+    replies = iter([httpx.Response(status, json={"error": {"message": "busy"}}),
+                    httpx.Response(200, json=chat_reply("ok"))])
+    server = FakeServer(lambda r, b: next(replies))
+    llm, sleeps = make(server)
+    assert (await llm.generate("q")).texts == ["ok"]
+    assert len(server.requests) == 2 and len(sleeps.delays) == 1
+    await llm.close()
+
+
+async def test_a_connect_timeout_is_retried_then_succeeds():
+    """A connect timeout sent nothing (a server starting up, a dropped SYN): it is retried,
+    unlike a read timeout, whose request the server may be working on."""
+    calls = []
+
+    def respond(request, body):
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.ConnectTimeout("connect timed out", request=request)
+        return httpx.Response(200, json=chat_reply("ok"))
+
+    llm, sleeps = make(FakeServer(respond))
+    assert (await llm.generate("q")).texts == ["ok"]
+    assert len(calls) == 2 and len(sleeps.delays) == 1
+    await llm.close()
+
+
+@pytest.mark.parametrize("ms", ["-5", "nan", "inf", "-inf"])
+async def test_a_retry_after_ms_that_is_no_wait_falls_back_to_retry_after(ms):
+    """A negative, NaN or infinite retry-after-ms is no number of milliseconds: the
+    Retry-After beside it says how long to wait."""
+    replies = iter([httpx.Response(429, headers={"retry-after-ms": ms, "retry-after": "7"}),
+                    httpx.Response(200, json=chat_reply("ok"))])
+    llm, sleeps = make(FakeServer(lambda r, b: next(replies)))
+    assert (await llm.generate("q")).texts == ["ok"]
+    assert sleeps.delays == [7.0]
+    await llm.close()
+
+
 async def test_retry_after_is_capped_and_http_date_understood():
     date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 3600))
     replies = iter(
