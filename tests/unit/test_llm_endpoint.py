@@ -128,6 +128,32 @@ async def test_a_reply_streamed_though_not_asked_is_merged():
     await llm.close()
 
 
+async def test_a_stream_with_usage_in_every_chunk_counts_the_last():
+    """Some servers put a running usage in each chunk: the last one is the reply's."""
+    events = "".join(
+        f"data: {json.dumps(e)}\n\n"
+        for e in (
+            {"choices": [{"index": 0, "delta": {"content": "Par"}}],
+             "usage": {"prompt_tokens": 7, "completion_tokens": 1}},
+            {"choices": [{"index": 0, "delta": {"content": "is"}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 7, "completion_tokens": 2}},
+        )
+    ) + "data: [DONE]\n\n"
+    llm, _ = make(lambda r: httpx.Response(200, text=events, headers={"content-type": "text/event-stream"}))
+    g = await llm.generate("Capital of France?")
+    assert g.texts == ["Paris"] and (g.prompt_tokens, g.completion_tokens) == (7, 2)
+    await llm.close()
+
+
+async def test_a_chat_reply_written_as_a_completion_text_is_read():
+    """A server (or proxy) answering /chat/completions with a completions-style choice:
+    its "text" is the reply, not an empty answer."""
+    reply = {"choices": [{"index": 0, "text": "Paris", "finish_reason": "stop"}]}
+    llm, _ = make(lambda r: httpx.Response(200, json=reply))
+    assert (await llm.generate("Capital of France?")).texts == ["Paris"]
+    await llm.close()
+
+
 async def test_a_body_in_a_declared_charset_other_than_utf8_is_read():
     body = json.dumps(chat("Zoë"), ensure_ascii=False).encode("latin-1")
     llm, _ = make(lambda r: httpx.Response(200, content=body,

@@ -158,6 +158,17 @@ async def test_greedy_n_asks_once():
     g = await llm.generate("q", n=3, temperature=0.0)
     assert g.texts == ["same"] * 3
     assert len(server.requests) == 1 and "n" not in server.requests[0]
+    assert (g.prompt_tokens, g.completion_tokens) == (10, 3)  # one reply's tokens, spent once, not per copy
+    await llm.close()
+
+
+async def test_cached_tokens_beyond_the_prompt_leave_no_negative_computed_count():
+    """A server whose cached_tokens exceed its prompt_tokens (counted in other units, or
+    with its own template): no negative count of computed tokens reaches the totals."""
+    reply = chat_reply("ok", prompt_tokens=10, prompt_tokens_details={"cached_tokens": 12})
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=reply)))
+    g = await llm.generate("q")
+    assert (g.prompt_tokens, g.computed_prompt_tokens) == (10, 0)
     await llm.close()
 
 
@@ -456,18 +467,30 @@ async def test_score_offsets_are_counted_from_the_end():
 _WORDS = re.compile(r"\s?[A-Za-z]+|\d|\s?[^\sA-Za-z\d]|\s+")
 
 
-def echo_words(text: str, logprob: dict[str, float], default: float = -0.05) -> dict:
+def echo_words(text: str, logprob: dict[str, float], default: float = -0.05, *, generated: bool = True,
+               usage: bool = True, chat_format: bool = False, decoy: float | None = None) -> dict:
     """A vLLM-like /completions reply echoing ``text`` in word and digit tokens, each with
-    its ``logprob`` (``default`` for the rest), plus one generated token."""
-    toks = _WORDS.findall(text) + [" X"]
+    its ``logprob`` (``default`` for the rest), plus one generated token (none if not
+    ``generated``). ``usage=False`` leaves the usage block out; ``chat_format`` writes the
+    logprobs as ``content: [{token, logprob, top_logprobs}]``; ``decoy`` gives every token
+    a ``top_logprobs`` entry " the" with that logprob (the likeliest token, not the echoed one)."""
+    toks = _WORDS.findall(text) + ([" X"] if generated else [])
     offsets, pos = [], 0
     for t in toks:
         offsets.append(pos)
         pos += len(t)
     lps = [None] + [logprob.get(t, default) for t in toks[1:]]
-    return {"choices": [{"text": text + " X", "logprobs": {"tokens": toks, "text_offset": offsets,
-                                                            "token_logprobs": lps}}],
-            "usage": {"prompt_tokens": len(toks) - 1, "completion_tokens": 1}}
+    if chat_format:
+        top = [[{"token": " the", "logprob": decoy}] if decoy is not None else [] for _ in toks]
+        lp: dict = {"content": [{"token": t, "logprob": v, "top_logprobs": tl} for t, v, tl in zip(toks, lps, top)]}
+    else:
+        lp = {"tokens": toks, "text_offset": offsets, "token_logprobs": lps}
+        if decoy is not None:
+            lp["top_logprobs"] = [None] + [{" the": decoy} for _ in toks[1:]]
+    reply: dict = {"choices": [{"text": text + (" X" if generated else ""), "logprobs": lp}]}
+    if usage:
+        reply["usage"] = {"prompt_tokens": len(toks) - (1 if generated else 0), "completion_tokens": 1}
+    return reply
 
 
 async def test_scores_count_each_options_echoed_tokens(tmp_path):
@@ -491,6 +514,22 @@ async def test_scores_count_each_options_echoed_tokens(tmp_path):
     hit = await cache.score("Q?", options, prefix="ANSWER:")
     assert hit.cached and hit.token_counts == [1, 3, 2]  # the cache keeps them
     await cache.close()
+
+
+@pytest.mark.parametrize("shape", [
+    dict(decoy=-0.01),  # top_logprobs name the likeliest token, not the echoed one
+    dict(chat_format=True, decoy=-0.01),
+    dict(usage=False),  # no usage block: one generated token at the end is assumed
+    dict(generated=False),  # a server that generated nothing: every echoed token is the prompt's
+], ids=["top-logprobs", "chat-format-top-logprobs", "no-usage", "nothing-generated"])
+async def test_scores_read_each_echoed_tokens_own_logprob_whatever_else_the_reply_holds(shape):
+    table = {" Paris": -0.9, "1": -0.6, "2": -0.6, " Christopher": -1.5, " Nolan": -1.5}
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=echo_words(b["prompt"], table, **shape))),
+                  completion_template="raw")
+    assert await llm.probe_scoring(), llm.scoring_reason
+    s = await llm.score("Q?", [" Paris", " 12", " Christopher Nolan"], prefix="ANSWER:")
+    assert s.logprobs == pytest.approx([-0.9, -1.2 - 0.05, -3.0]) and s.token_counts == [1, 3, 2]
+    await llm.close()
 
 
 async def test_scores_count_the_prompt_tokens_the_server_took_from_its_cache():
