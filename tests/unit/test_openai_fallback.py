@@ -675,6 +675,12 @@ async def test_factory_openai_builds_backend():
     await llm.close()
 
 
+def test_factory_openai_refuses_a_context_size_naming_the_flag():
+    """--n-ctx sizes a model run in this process; a server's context is the server's own."""
+    with pytest.raises(BadInput, match=r"n_ctx \(--n-ctx\) sets the context of a model run in this process"):
+        open_llm("openai:m", url=URL, n_ctx=4096)
+
+
 def test_factory_unknown_spec_lists_forms():
     with pytest.raises(BadInput) as ei:
         open_llm("gpt4")

@@ -69,3 +69,33 @@ async def test_the_meter_agrees_with_every_strategys_own_account(strategy):
     assert spent.to_json() == answer.usage.to_json() and spent.llm_calls > 0
     # the embedder's calls too (RwT's critical model, retrieve's ranking): an error row counts them
     assert (spent.embedder_calls > 0) == (strategy != "cot") and spent.embedded_texts >= spent.embedder_calls
+
+
+def test_a_usage_counts_the_prompt_tokens_a_reply_computed_not_all_it_sent():
+    """computed_prompt_tokens is what the server did not take from its cache: 20 of 100."""
+    usage = Usage()
+    usage.add_generation(Generation(["a"], prompt_tokens=100, completion_tokens=5, computed_prompt_tokens=20))
+    assert (usage.llm_calls, usage.prompt_tokens, usage.computed_prompt_tokens) == (1, 100, 20)
+
+
+def test_the_meter_counts_a_reply_once_and_a_reply_recorded_into_it_once():
+    reply = Generation(["a"], prompt_tokens=100, completion_tokens=5)
+    with spending() as spent:
+        node, total = Usage(), Usage()
+        node.add_generation(reply)  # one reply in a node's usage and in the run's total
+        total.add_generation(reply)
+    assert (spent.llm_calls, spent.prompt_tokens, spent.completion_tokens) == (1, 100, 5)
+    with spending() as spent:
+        spent.add_generation(reply)  # into the meter itself: not a second time as its own meter
+    assert (spent.llm_calls, spent.prompt_tokens) == (1, 100)
+
+
+def test_merging_keeps_every_count():
+    part = Usage(llm_calls=1, prompt_tokens=10, completion_tokens=2, computed_prompt_tokens=4, kg_calls=3,
+                 llm_cache_hits=2, embedder_calls=1, embedded_texts=3, embedding_tokens=7)
+    whole = Usage()
+    whole.merge(part)
+    whole.merge(part)
+    assert whole.to_json() == {"llm_calls": 2, "prompt_tokens": 20, "completion_tokens": 4,
+                               "computed_prompt_tokens": 8, "kg_calls": 6, "llm_cache_hits": 4,
+                               "embedder_calls": 2, "embedded_texts": 6, "embedding_tokens": 14}
