@@ -152,6 +152,34 @@ async def test_server_honouring_n_needs_one_request():
     await llm.close()
 
 
+async def test_choices_are_read_by_their_index_and_cut_to_n():
+    """A server may list its choices out of order, or send more than asked for."""
+    shuffled = {"choices": [{"index": 1, "message": {"content": "B"}, "finish_reason": "stop"},
+                            {"index": 0, "message": {"content": "A"}, "finish_reason": "length"}]}
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=shuffled)))
+    g = await llm.generate("q", n=2, temperature=0.7, seed=5)
+    assert (g.texts, g.finish_reasons) == (["A", "B"], ["length", "stop"])
+    await llm.close()
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=chat_reply("a", "b", "c"))))
+    g = await llm.generate("q", n=2, temperature=0.7, seed=5)
+    assert g.texts == ["a", "b"] and g.finish_reasons == ["stop", "stop"]
+    await llm.close()
+
+
+async def test_one_empty_sample_cut_at_max_tokens_beside_an_answer_is_no_error():
+    """Only when every sample is empty and cut at max_tokens is the reply a reasoning model
+    out of tokens (an error); an empty sample beside one that stopped is an answer."""
+    reply = {"choices": [{"index": 0, "message": {"content": ""}, "finish_reason": "length"},
+                         {"index": 1, "message": {"content": "Paris"}, "finish_reason": "stop"}]}
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=reply)))
+    assert (await llm.generate("q", n=2, temperature=0.7, seed=1)).texts == ["", "Paris"]
+    await llm.close()
+    reply["choices"][1]["message"]["content"] = ""  # both empty, one of them ended by the model itself
+    llm, _ = make(FakeServer(lambda r, b: httpx.Response(200, json=reply)))
+    assert (await llm.generate("q", n=2, temperature=0.7, seed=1)).texts == ["", ""]
+    await llm.close()
+
+
 async def test_greedy_n_asks_once():
     server = FakeServer(lambda r, b: httpx.Response(200, json=chat_reply("same")))
     llm, _ = make(server)
