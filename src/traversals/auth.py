@@ -171,5 +171,12 @@ class HostCheck:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``--host`` only listens on this machine."""
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """Whether ``--host`` only listens on this machine: ``localhost`` or a loopback address
+    however it is written (``127.0.0.2``, ``::1``, ``0:0:0:0:0:0:0:1``, ``[::1]``; the long
+    form of ``::1`` was taken for a public address, which turned the Host check off)."""
+    if host.casefold() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

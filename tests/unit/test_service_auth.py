@@ -53,6 +53,9 @@ def test_keys_come_from_a_file_and_the_environment(tmp_path):
     assert read_api_keys(f, {API_KEY_ENV: " env-key-789\n"}) == ["first-key-123", "second-key-456", "env-key-789"]
     assert read_api_keys(None, {API_KEY_ENV: "env-key-789"}) == ["env-key-789"]
     assert read_api_keys(None, {}) == [] and read_api_keys(None, {API_KEY_ENV: "  "}) == []
+    indented = tmp_path / "revoked"
+    indented.write_text("live-key-1234\n    #revoked-key-5678\n", encoding="utf-8")
+    assert read_api_keys(indented, {}) == ["live-key-1234"]  # an indented comment is no key
 
 
 def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path):
@@ -87,6 +90,10 @@ def test_a_bad_key_given_to_the_library_is_refused_at_start():
 def test_loopback_hosts():
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("::")
+    # a loopback address however written: the long form of ::1 was taken for a public one,
+    # which turned the Host check off (and warned that the server listens beyond this machine)
+    assert is_loopback("127.0.0.2") and is_loopback("0:0:0:0:0:0:0:1") and is_loopback("[::1]")
+    assert not is_loopback("127.example.org")
 
 
 def test_serve_warns_when_it_listens_beyond_this_machine_without_a_key(capsys, monkeypatch):
@@ -117,6 +124,19 @@ async def test_a_request_for_another_host_is_refused_with_421():
     assert "not attacker.example" in evil.json()["error"]["message"] and "--allowed-host" in evil.json()["error"]["message"]
     assert no_port_trick.status_code == 421
     assert factory.built == []
+    app = create_app(ScriptedLLM([]), [FakeKG()], solver_factory=Factory(), allowed_hosts=list(LOOPBACK_HOSTS))
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "method": "GET", "path": "/health", "raw_path": b"/health", "query_string": b"",
+               "headers": [], "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 8000),
+               "client": ("127.0.0.1", 5000), "root_path": "", "asgi": {"version": "3.0"}}, receive, send)
+    assert sent[0]["status"] == 421  # a request without a Host header names no allowed host
     async with client(Factory(), allowed_hosts=["*"]) as c:  # any name
         assert (await c.get("/v1/info", headers={"Host": "anything.example"})).status_code == 200
 
@@ -130,6 +150,8 @@ def test_serve_checks_the_host_on_a_loopback_address_only_unless_names_are_given
     assert hosts() == {"127.0.0.1", "localhost", "[::1]"}
     assert hosts("--allowed-host", "api.example.com") == {"127.0.0.1", "localhost", "[::1]", "api.example.com"}
     assert hosts("--host", "0.0.0.0") == set()  # reached by any name: the API key guards it
+    assert hosts("--host", "127.0.0.2") == {"127.0.0.1", "localhost", "[::1]", "127.0.0.2"}
+    assert hosts("--host", "0:0:0:0:0:0:0:1") == {"127.0.0.1", "localhost", "[::1]"}
     assert hosts("--host", "0.0.0.0", "--allowed-host", "api.example.com") == {"api.example.com"}
 
 

@@ -76,6 +76,11 @@ def test_a_url_password_never_reaches_a_message_or_a_run_record():
     assert shown_url("https://h/v1beta?key=AIza-1&alt=json") == "https://h/v1beta?key=***&alt=json"
     assert shown_url("http://u:p@h/q?access_token=T&api-version=1") == "http://u:***@h/q?access_token=***&api-version=1"
     assert shown_url("https://h/d?api-version=2024-10-21") == "https://h/d?api-version=2024-10-21"
+    # an Azure SAS signature, a parameter name written %-encoded, a password written %-encoded
+    assert shown_url("https://acct.blob.core.windows.net/c/f?sv=2024&sig=SECRETSIG").endswith("sv=2024&sig=***")
+    assert shown_url("https://h/x?si%67=SECRET") == "https://h/x?si%67=***"
+    from traversals.validate import url_secrets
+    assert url_secrets("http://u:p%40ss@host/x") == ["p%40ss", "p@ss"]  # an error may quote either form
     with pytest.raises(BadInput) as bad:
         http_url("htp://u:s3cret@h/v1", "--llm-url")
     assert "s3cret" not in str(bad.value) and "u:***@h" in str(bad.value)
