@@ -177,6 +177,31 @@ def test_c_puct_flag_sets_the_search_config(command: str) -> None:
     assert _search_config(parser.parse_args(head), k=None).c_puct == 1.25
 
 
+@pytest.mark.parametrize("command", ["ask", "serve", "mcp"])
+@pytest.mark.parametrize("flags,field,value", [
+    (["--seed", "7"], "seed", 7),
+    (["--simulations", "5"], "simulations", 5),
+    (["--beam-branch", "5"], "beam_branch", 5),
+    (["--beam-width", "2"], "beam_width", 2),
+    (["--screen-dead-ends", "2"], "screen_dead_ends", 2),
+    (["--answer-choice", "support"], "answer_choice", "support"),
+    (["--group-selection"], "group_selection", True),
+    (["--answers", "3"], "answers", 3),
+    (["--value-examples"], "value_examples", True),
+    (["--max-depth", "4"], "max_depth", 4),
+    (["--max-expansions", "9"], "max_expansions", 9),
+    (["--threshold", "0.6"], "threshold", 0.6),
+    (["--max-hops", "2"], "max_hops", 2),
+    (["--top-facts", "7"], "top_facts", 7),
+])
+def test_every_search_flag_reaches_the_search_config(command: str, flags: list[str], field: str, value) -> None:
+    """A flag dropped on its way to SearchConfig would be accepted and silently ignored."""
+    from traversals.cli import _search_config, build_parser
+
+    head = ["ask", "q"] if command == "ask" else [command]
+    assert getattr(_search_config(build_parser().parse_args([*head, *flags]), k=None), field) == value
+
+
 @pytest.mark.parametrize("strategy", ["tree", "chain", "beam", "cot"])
 def test_c_puct_with_a_strategy_other_than_mcts_is_refused(strategy: str, capsys) -> None:
     ask = ["ask", "who directed [Alpha]", "--kg", "demo", *NO_MODEL, "--strategy", strategy, "--c-puct", "2"]
