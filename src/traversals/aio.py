@@ -14,13 +14,15 @@ import asyncio
 import threading
 import weakref
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopClients", "LoopLock", "PerLoop", "SharedSemaphore", "gather"]
+__all__ = ["InFlight", "LoopClients", "LoopLock", "PerLoop", "SharedSemaphore", "gather"]
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 async def gather(*aws: Awaitable[Any]) -> list[Any]:
@@ -269,3 +271,36 @@ class SharedSemaphore:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         self.release()
+
+
+class InFlight(Generic[K, V]):
+    """Work on keys that concurrent calls of one event loop share (labels to link, texts to
+    embed): a key another call is working on now is awaited, not worked on again, so the
+    work is done, and counted, once, by the call that did it, however the calls interleave.
+    A call that failed or was cancelled gives its waiters no result for its keys: they are
+    theirs to do then (:meth:`run` leaves them out, and the caller asks again)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[K, asyncio.Future[dict[K, V]]] = {}
+
+    async def run(self, keys: Sequence[K], work: Callable[[list[K]], Awaitable[dict[K, V]]]) -> dict[K, V]:
+        """``work`` for the keys no other call is working on (one call of it), the others'
+        results awaited: each key's result, a key of a call that failed missing."""
+        loop = asyncio.get_running_loop()
+        theirs = {k: f for k in keys if (f := self._pending.get(k)) is not None and f.get_loop() is loop}
+        mine = [k for k in dict.fromkeys(keys) if k not in theirs]
+        got: dict[K, V] = {}
+        if mine:
+            done: asyncio.Future[dict[K, V]] = loop.create_future()
+            self._pending.update(dict.fromkeys(mine, done))
+            try:
+                got.update(await work(mine))
+            finally:
+                for k in mine:
+                    if self._pending.get(k) is done:
+                        del self._pending[k]
+                done.set_result(dict(got))  # {} when the work failed: the waiters do it
+        if theirs:  # awaited through wait(): a waiter cancelled leaves the result to the others
+            await asyncio.wait(set(theirs.values()))
+            got.update((k, result[k]) for k, f in theirs.items() if k in (result := f.result()))
+        return got

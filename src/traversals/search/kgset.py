@@ -26,7 +26,6 @@ counted in ``omitted``).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 from collections import Counter
@@ -50,7 +49,7 @@ from ..kg.iris import IDENTITY_PREDICATES
 from ..kg.text import normalise
 from ..llm.base import Usage
 from ..plugin_call import DeadlineExceeded, call_plugin
-from ..aio import gather
+from ..aio import InFlight, gather
 
 
 def _norm(text: str) -> str:
@@ -173,9 +172,8 @@ class KGSet:
         # per answer: a predicate sharing its local name with another gets its IRI only when
         # both are in one answer, so its key could change between the steps of a search)
         self._relation_ids: dict[tuple[str, str], str] = {}
-        # entity (kg, id) -> done when the call linking it now ends (linked, failed or
-        # cancelled): a concurrent call for the same entity awaits it (:meth:`link`)
-        self._linking: dict[tuple[str, str], asyncio.Future[None]] = {}
+        #: the entities (kg, id) concurrent calls are linking now: a call awaits another's (:meth:`link`)
+        self._linking: InFlight[tuple[str, str], None] = InFlight()
 
     def fresh(self) -> KGSet:
         """The same KGs and settings with no link recorded: one question's. A solver asks
@@ -185,7 +183,7 @@ class KGSet:
         clone = copy.copy(self)
         clone._links = {}
         clone._relation_ids = {}
-        clone._linking = {}
+        clone._linking = InFlight()
         return clone
 
     async def _call(self, kg: KnowledgeGraph, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -476,22 +474,13 @@ class KGSet:
         # The work and its count are the call's that does it; a call that ended without
         # linking (failed, cancelled) links nothing, and its waiters link the rest then.
         while todo := [e for e in todo if (e.kg, e.id) not in self._links]:
-            theirs = {self._linking[(e.kg, e.id)] for e in todo if (e.kg, e.id) in self._linking}
-            mine = [e for e in todo if (e.kg, e.id) not in self._linking]
-            if mine:
-                loop = asyncio.get_running_loop()
-                done = {(e.kg, e.id): loop.create_future() for e in mine}
-                self._linking.update(done)
-                try:
-                    await self._link_now(mine, usage, hints)
-                finally:
-                    for key, fut in done.items():
-                        if self._linking.get(key) is fut:
-                            del self._linking[key]
-                        if not fut.done():
-                            fut.set_result(None)
-            if theirs:  # awaited through wait(): a waiter cancelled leaves the future to the others
-                await asyncio.wait(theirs)
+            by_key = {(e.kg, e.id): e for e in todo}
+
+            async def link_mine(keys: list[tuple[str, str]]) -> dict[tuple[str, str], None]:
+                await self._link_now([by_key[k] for k in keys], usage, hints)
+                return {}  # what is linked is in _links
+
+            await self._linking.run(list(by_key), link_mine)
 
     async def _link_now(self, todo: list[Entity], usage: Usage,
                         hints: dict[tuple[str, str], dict[str, Entity]] | None) -> None:

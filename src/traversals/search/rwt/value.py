@@ -18,9 +18,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol, Sequence
 
+from ...aio import InFlight
 from ...embed import Embedder, LexicalEmbedder, Vector, cosine, embed_counted
 from ...llm.base import LLM, Usage
 from ..choices import expected_rating
@@ -51,9 +51,8 @@ class CriticalModel:
         self.max_entities = max_entities
         self.cache_size = cache_size
         self._vectors: dict[str, Vector] = {}
-        # text -> the vectors of the call embedding it now (text -> vector; none of them
-        # when that call failed or was cancelled): a concurrent call awaits them
-        self._pending: dict[str, asyncio.Future[dict[str, Vector]]] = {}
+        #: the texts concurrent calls are embedding now: a call awaits another's, not sends them again
+        self._embedding: InFlight[str, Vector] = InFlight()
 
     async def value(self, guesses: Sequence[str], node: PathNode, usage: Usage | None = None) -> float:
         names = [e.label for e in node.entities[: self.max_entities]]
@@ -68,40 +67,22 @@ class CriticalModel:
         # this call's vectors are its own: a full cache cleared here (or by a call running
         # beside it while this one awaits the embedder) loses none of them
         known: dict[str, Vector] = {}
-        loop = asyncio.get_running_loop()
         while True:
             # kept: at first, or since (by a call that waited, as this one, on a call that failed)
             known.update((t, self._vectors[t]) for t in texts if t not in known and t in self._vectors)
             missing = [t for t in dict.fromkeys(texts) if t not in known]
             if not missing:
                 return [known[t] for t in texts]
-            # texts a concurrent call (of this loop) is embedding: its vectors, awaited; a
-            # call that failed or was cancelled gives none, and they are this call's then
-            theirs = {t: f for t in missing if (f := self._pending.get(t)) is not None and f.get_loop() is loop}
-            mine = [t for t in missing if t not in theirs]
-            if mine:
-                known.update(await self._embed_new(mine, usage, loop))
-            if theirs:  # awaited through wait(): a waiter cancelled leaves the vectors to the others
-                await asyncio.wait(set(theirs.values()))
-                known.update((t, got[t]) for t, f in theirs.items() if t in (got := f.result()))
+            # texts a concurrent call is embedding are awaited; those of a call that failed
+            # or was cancelled come back missing, and are this call's on the next turn
+            known.update(await self._embedding.run(missing, lambda todo: self._embed_new(todo, usage)))
 
-    async def _embed_new(self, texts: list[str], usage: Usage | None,
-                         loop: asyncio.AbstractEventLoop) -> dict[str, Vector]:
-        """``texts`` embedded in one counted call, kept, and given to the calls that
-        awaited them meanwhile."""
-        pending: asyncio.Future[dict[str, Vector]] = loop.create_future()
-        self._pending.update(dict.fromkeys(texts, pending))
-        got: dict[str, Vector] = {}
-        try:
-            got = dict(zip(texts, await embed_counted(self.embedder, texts, usage)))
-            if len(self._vectors) + len(texts) > self.cache_size:
-                self._vectors.clear()
-            self._vectors.update(got)
-        finally:
-            for t in texts:
-                if self._pending.get(t) is pending:
-                    del self._pending[t]
-            pending.set_result(got)  # {} when the call failed: the waiters embed them
+    async def _embed_new(self, texts: list[str], usage: Usage | None) -> dict[str, Vector]:
+        """``texts`` embedded in one counted call, and kept."""
+        got = dict(zip(texts, await embed_counted(self.embedder, texts, usage)))
+        if len(self._vectors) + len(texts) > self.cache_size:
+            self._vectors.clear()
+        self._vectors.update(got)
         return got
 
 
